@@ -1,0 +1,678 @@
+/*
+ * ngx_http_profiling_module: directives, and the profiler's life in a
+ * worker process: started in init_process, a profile closed by a timer
+ * every period, the last one written in exit_process.
+ */
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <ngx_http.h>
+
+#include <sys/epoll.h>
+
+#include "profiler.h"
+
+
+#define NGX_HTTP_PROFILING_FINAL_TIMEOUT_MS  5000
+
+
+typedef struct {
+    ngx_flag_t     enabled_anywhere;
+    ngx_str_t      dump_dir;
+    ngx_msec_t     period;
+    ngx_msec_t     interval;
+    ngx_uint_t     max_frames;
+    size_t         memory_limit;
+    ngx_str_t      service;
+    ngx_str_t      env;
+    ngx_str_t      version;
+    ngx_array_t   *tags;                /* of ngx_str_t "key:value" */
+} ngx_http_profiling_main_conf_t;
+
+
+typedef struct {
+    ngx_flag_t     enable;
+} ngx_http_profiling_loc_conf_t;
+
+
+typedef struct {
+    ngx_msec_t     min;
+    ngx_msec_t     max;
+    const char    *range;
+} ngx_http_profiling_time_bounds_t;
+
+
+static char *ngx_http_profiling(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_profiling_time(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_profiling_max_frames(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+static char *ngx_http_profiling_memory_limit(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+static char *ngx_http_profiling_dump_dir(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static void *ngx_http_profiling_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf);
+static void *ngx_http_profiling_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_profiling_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+static ngx_int_t ngx_http_profiling_init_module(ngx_cycle_t *cycle);
+static ngx_int_t ngx_http_profiling_init_process(ngx_cycle_t *cycle);
+static void ngx_http_profiling_exit_process(ngx_cycle_t *cycle);
+
+
+static ngx_http_profiling_time_bounds_t  ngx_http_profiling_period_bounds = {
+    1000, 600000, "between 1s and 10m"
+};
+
+static ngx_http_profiling_time_bounds_t  ngx_http_profiling_interval_bounds =
+{
+    1, 1000, "between 1ms and 1s"
+};
+
+
+static ngx_command_t  ngx_http_profiling_commands[] = {
+
+    { ngx_string("profiling"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_http_profiling,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_profiling_loc_conf_t, enable),
+      NULL },
+
+    { ngx_string("profiling_dump_dir"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_dump_dir,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, dump_dir),
+      NULL },
+
+    { ngx_string("profiling_period"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_time,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, period),
+      &ngx_http_profiling_period_bounds },
+
+    { ngx_string("profiling_interval"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_time,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, interval),
+      &ngx_http_profiling_interval_bounds },
+
+    { ngx_string("profiling_max_frames"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_max_frames,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, max_frames),
+      NULL },
+
+    { ngx_string("profiling_memory_limit"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_memory_limit,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, memory_limit),
+      NULL },
+
+    { ngx_string("profiling_service"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, service),
+      NULL },
+
+    { ngx_string("profiling_env"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, env),
+      NULL },
+
+    { ngx_string("profiling_version"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, version),
+      NULL },
+
+    { ngx_string("profiling_tags"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_profiling_tags,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_profiling_module_ctx = {
+    NULL,                                  /* preconfiguration */
+    NULL,                                  /* postconfiguration */
+
+    ngx_http_profiling_create_main_conf,   /* create main configuration */
+    ngx_http_profiling_init_main_conf,     /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_http_profiling_create_loc_conf,    /* create location configuration */
+    ngx_http_profiling_merge_loc_conf      /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_profiling_module = {
+    NGX_MODULE_V1,
+    &ngx_http_profiling_module_ctx,        /* module context */
+    ngx_http_profiling_commands,           /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    ngx_http_profiling_init_module,        /* init module */
+    ngx_http_profiling_init_process,       /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_http_profiling_exit_process,       /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+/* The profiler of this worker process, NULL when it does not sample. */
+static prof_t                   *ngx_http_profiling_profiler;
+static ngx_event_t               ngx_http_profiling_flush_event;
+static ngx_connection_t          ngx_http_profiling_flush_conn;
+static ngx_msec_t                ngx_http_profiling_period_ms;
+static ngx_uint_t                ngx_http_profiling_idle_captured;
+static ngx_int_t               (*ngx_http_profiling_orig_process_events)(
+    ngx_cycle_t *cycle, ngx_msec_t timer, ngx_uint_t flags);
+
+
+static char *
+ngx_http_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    char                            *rv;
+    ngx_http_profiling_loc_conf_t   *plcf = conf;
+    ngx_http_profiling_main_conf_t  *pmcf;
+
+    rv = ngx_conf_set_flag_slot(cf, cmd, conf);
+    if (rv != NGX_CONF_OK) {
+        return rv;
+    }
+
+    if (plcf->enable) {
+        pmcf = ngx_http_conf_get_module_main_conf(cf,
+                                                  ngx_http_profiling_module);
+        pmcf->enabled_anywhere = 1;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_profiling_time(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    char                              *p = conf;
+    ngx_str_t                         *value;
+    ngx_msec_t                        *msp;
+    ngx_http_profiling_time_bounds_t  *bounds = cmd->post;
+
+    msp = (ngx_msec_t *) (p + cmd->offset);
+    if (*msp != NGX_CONF_UNSET_MSEC) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    *msp = ngx_parse_time(&value[1], 0);
+
+    if (*msp == (ngx_msec_t) NGX_ERROR
+        || *msp < bounds->min || *msp > bounds->max)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" in \"%V\" directive, "
+                           "it must be a time %s",
+                           &value[1], &cmd->name, bounds->range);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_profiling_max_frames(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    ngx_int_t   n;
+    ngx_str_t  *value;
+
+    if (pmcf->max_frames != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    n = ngx_atoi(value[1].data, value[1].len);
+
+    if (n == NGX_ERROR || n < 8 || n > PROF_MAX_FRAMES_LIMIT) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" in \"%V\" directive, "
+                           "it must be a number between 8 and %d",
+                           &value[1], &cmd->name, PROF_MAX_FRAMES_LIMIT);
+        return NGX_CONF_ERROR;
+    }
+
+    pmcf->max_frames = n;
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_profiling_memory_limit(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    ssize_t     size;
+    ngx_str_t  *value;
+
+    if (pmcf->memory_limit != NGX_CONF_UNSET_SIZE) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    size = ngx_parse_size(&value[1]);
+
+    if (size == NGX_ERROR || size < 256 * 1024
+        || size > 1024 * 1024 * 1024)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" in \"%V\" directive, "
+                           "it must be a size between 256k and 1g",
+                           &value[1], &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    pmcf->memory_limit = size;
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_profiling_dump_dir(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    ngx_str_t  *value;
+
+    if (pmcf->dump_dir.data != NULL) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (value[1].len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"\" in \"%V\" directive",
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    pmcf->dump_dir = value[1];
+
+    if (ngx_conf_full_name(cf->cycle, &pmcf->dump_dir, 0) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    /* Trailing slashes would double in file names. */
+    while (pmcf->dump_dir.len > 1
+           && pmcf->dump_dir.data[pmcf->dump_dir.len - 1] == '/')
+    {
+        pmcf->dump_dir.len--;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    u_char      *colon;
+    ngx_str_t   *value, *tag;
+    ngx_uint_t   i;
+
+    if (pmcf->tags == NULL) {
+        pmcf->tags = ngx_array_create(cf->pool, 4, sizeof(ngx_str_t));
+        if (pmcf->tags == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    value = cf->args->elts;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        colon = ngx_strlchr(value[i].data, value[i].data + value[i].len, ':');
+
+        if (colon == NULL || colon == value[i].data
+            || colon == value[i].data + value[i].len - 1
+            || ngx_strlchr(value[i].data, value[i].data + value[i].len, ',')
+               != NULL)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value \"%V\" in \"%V\" directive, "
+                               "it must be \"key:value\" without commas",
+                               &value[i], &cmd->name);
+            return NGX_CONF_ERROR;
+        }
+
+        tag = ngx_array_push(pmcf->tags);
+        if (tag == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        *tag = value[i];
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static void *
+ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf;
+
+    pmcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_profiling_main_conf_t));
+    if (pmcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     pmcf->enabled_anywhere = 0;
+     *     pmcf->dump_dir = { 0, NULL };
+     *     pmcf->service = { 0, NULL };
+     *     pmcf->env = { 0, NULL };
+     *     pmcf->version = { 0, NULL };
+     *     pmcf->tags = NULL;
+     */
+
+    pmcf->period = NGX_CONF_UNSET_MSEC;
+    pmcf->interval = NGX_CONF_UNSET_MSEC;
+    pmcf->max_frames = NGX_CONF_UNSET_UINT;
+    pmcf->memory_limit = NGX_CONF_UNSET_SIZE;
+
+    return pmcf;
+}
+
+
+static char *
+ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    ngx_conf_init_msec_value(pmcf->period, 60000);
+    ngx_conf_init_msec_value(pmcf->interval, 10);
+    ngx_conf_init_uint_value(pmcf->max_frames, 64);
+    ngx_conf_init_size_value(pmcf->memory_limit, 8 * 1024 * 1024);
+
+    if (pmcf->service.data == NULL) {
+        ngx_str_set(&pmcf->service, "nginx");
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static void *
+ngx_http_profiling_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_profiling_loc_conf_t  *plcf;
+
+    plcf = ngx_palloc(cf->pool, sizeof(ngx_http_profiling_loc_conf_t));
+    if (plcf == NULL) {
+        return NULL;
+    }
+
+    plcf->enable = NGX_CONF_UNSET;
+
+    return plcf;
+}
+
+
+static char *
+ngx_http_profiling_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_profiling_loc_conf_t  *prev = parent;
+    ngx_http_profiling_loc_conf_t  *conf = child;
+
+    ngx_conf_merge_value(conf->enable, prev->enable, 0);
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * In the master, as root: create the dump directory for the workers' user,
+ * as nginx does for its temporary paths.
+ */
+static ngx_int_t
+ngx_http_profiling_init_module(ngx_cycle_t *cycle)
+{
+    u_char                          *path;
+    ngx_core_conf_t                 *ccf;
+    ngx_file_info_t                  fi;
+    ngx_http_profiling_main_conf_t  *pmcf;
+
+    pmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_profiling_module);
+
+    if (pmcf == NULL || !pmcf->enabled_anywhere || pmcf->dump_dir.len == 0
+        || ngx_test_config)
+    {
+        return NGX_OK;
+    }
+
+    path = ngx_pnalloc(cycle->pool, pmcf->dump_dir.len + 1);
+    if (path == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_cpystrn(path, pmcf->dump_dir.data, pmcf->dump_dir.len + 1);
+
+    if (ngx_file_info(path, &fi) == 0) {
+        if (!ngx_is_dir(&fi)) {
+            ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
+                          "profiling_dump_dir \"%s\" is not a directory, "
+                          "profiles will not be written", path);
+        }
+        return NGX_OK;
+    }
+
+    if (ngx_create_dir(path, 0700) == NGX_FILE_ERROR) {
+        ngx_log_error(NGX_LOG_ERR, cycle->log, ngx_errno,
+                      ngx_create_dir_n " \"%s\" failed, "
+                      "profiles will not be written", path);
+        return NGX_OK;
+    }
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+
+    if (geteuid() == 0 && ccf->user != (ngx_uid_t) NGX_CONF_UNSET_UINT
+        && chown((char *) path, ccf->user, ccf->group) == -1)
+    {
+        ngx_log_error(NGX_LOG_ERR, cycle->log, ngx_errno,
+                      "chown(\"%s\", %d) failed", path, ccf->user);
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_profiling_log(void *data, int level, const char *message)
+{
+    static const ngx_uint_t  levels[] = {
+        NGX_LOG_ERR, NGX_LOG_WARN, NGX_LOG_NOTICE, NGX_LOG_INFO
+    };
+
+    ngx_log_error(levels[level], ngx_cycle->log, 0, "%s", message);
+}
+
+
+static void
+ngx_http_profiling_flush_handler(ngx_event_t *ev)
+{
+    prof_flush(ngx_http_profiling_profiler);
+
+    ngx_add_timer(ev, ngx_http_profiling_period_ms);
+}
+
+
+/*
+ * Brackets the event wait: the sampler does not signal a worker parked
+ * there, and gives its wall time to the stack captured here once.
+ */
+static ngx_int_t
+ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
+    ngx_uint_t flags)
+{
+    ngx_int_t        rc;
+    ngx_uint_t       n;
+    uint64_t         leaf[2];
+    prof_sampler_t  *sampler;
+
+    sampler = prof_get_sampler(ngx_http_profiling_profiler);
+
+    if (!ngx_http_profiling_idle_captured) {
+        ngx_http_profiling_idle_captured = 1;
+        n = 0;
+
+#if (NGX_HAVE_EPOLL)
+        if (ngx_event_flags & NGX_USE_EPOLL_EVENT) {
+            leaf[n++] = (uint64_t) (uintptr_t) epoll_wait;
+        }
+#endif
+
+        /* A return address: the aggregator moves it back by one. */
+        leaf[n++] = (uint64_t) (uintptr_t)
+                    ngx_http_profiling_orig_process_events + 1;
+
+        /* Skip the capturing function and this one. */
+        prof_sampler_capture_idle_stack(sampler, leaf, n, 2);
+    }
+
+    prof_sampler_set_waiting(sampler, 1);
+    rc = ngx_http_profiling_orig_process_events(cycle, timer, flags);
+    prof_sampler_set_waiting(sampler, 0);
+
+    return rc;
+}
+
+
+static ngx_int_t
+ngx_http_profiling_init_process(ngx_cycle_t *cycle)
+{
+    int                              rc;
+    char                            *dump_dir, *service;
+    prof_conf_t                      conf;
+    ngx_http_profiling_main_conf_t  *pmcf;
+
+    pmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_profiling_module);
+
+    if (pmcf == NULL || !pmcf->enabled_anywhere) {
+        return NGX_OK;
+    }
+
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
+    dump_dir = NULL;
+    if (pmcf->dump_dir.len > 0) {
+        dump_dir = (char *) ngx_pnalloc(cycle->pool, pmcf->dump_dir.len + 1);
+        if (dump_dir == NULL) {
+            return NGX_OK;
+        }
+        ngx_cpystrn((u_char *) dump_dir, pmcf->dump_dir.data,
+                    pmcf->dump_dir.len + 1);
+    }
+
+    service = (char *) ngx_pnalloc(cycle->pool, pmcf->service.len + 1);
+    if (service == NULL) {
+        return NGX_OK;
+    }
+    ngx_cpystrn((u_char *) service, pmcf->service.data, pmcf->service.len + 1);
+
+    ngx_memzero(&conf, sizeof(prof_conf_t));
+    conf.interval_ns = (int64_t) pmcf->interval * 1000000;
+    conf.max_frames = pmcf->max_frames;
+    conf.memory_limit = pmcf->memory_limit;
+    conf.dump_dir = dump_dir;
+    conf.service = service;
+    conf.final_timeout_ms = NGX_HTTP_PROFILING_FINAL_TIMEOUT_MS;
+    conf.log = ngx_http_profiling_log;
+
+    rc = prof_start(&ngx_http_profiling_profiler, &conf);
+
+    if (rc != 0) {
+        /* Never fail the worker: it serves without the profiler. */
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, -rc,
+                      "profiling: the sampler could not start, "
+                      "profiling is disabled in this process");
+        ngx_http_profiling_profiler = NULL;
+        return NGX_OK;
+    }
+
+    ngx_http_profiling_orig_process_events = ngx_event_actions.process_events;
+    ngx_event_actions.process_events = ngx_http_profiling_process_events;
+    ngx_http_profiling_idle_captured = 0;
+
+    ngx_http_profiling_period_ms = pmcf->period;
+
+    ngx_http_profiling_flush_conn.fd = (ngx_socket_t) -1;
+    ngx_http_profiling_flush_event.data = &ngx_http_profiling_flush_conn;
+    ngx_http_profiling_flush_event.handler = ngx_http_profiling_flush_handler;
+    ngx_http_profiling_flush_event.log = cycle->log;
+    ngx_http_profiling_flush_event.cancelable = 1;
+
+    ngx_add_timer(&ngx_http_profiling_flush_event, pmcf->period);
+
+    ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                  "profiling: sampling every %Mms, a profile every %Mms",
+                  pmcf->interval, pmcf->period);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_profiling_exit_process(ngx_cycle_t *cycle)
+{
+    if (ngx_http_profiling_profiler == NULL) {
+        return;
+    }
+
+    if (ngx_http_profiling_flush_event.timer_set) {
+        ngx_del_timer(&ngx_http_profiling_flush_event);
+    }
+
+    ngx_event_actions.process_events = ngx_http_profiling_orig_process_events;
+
+    prof_stop(ngx_http_profiling_profiler);
+    ngx_http_profiling_profiler = NULL;
+}

@@ -1,0 +1,102 @@
+/*
+ * Aggregator: turns the ordered stream of sample batches into profiles.
+ * Stacks are deduplicated, values summed per (stack, request labels),
+ * addresses symbolized once, when first seen; a flush barrier closes the
+ * current profile exactly between two samples and starts the next one.
+ *
+ * Threading: the profiler loop thread only (it owns the symbolizer).
+ * Memory: the aggregator owns the open profile and the address cache;
+ * a closed profile handed to on_profile belongs to the callee, which frees
+ * it with prof_profile_free(). Address information stays valid for the
+ * aggregator's lifetime.
+ */
+
+#ifndef PROF_AGGREGATOR_H
+#define PROF_AGGREGATOR_H
+
+#include <stdint.h>
+
+#include "diagnostics.h"
+#include "intern.h"
+#include "sample.h"
+#include "symbolizer.h"
+
+
+enum {
+    PROF_VALUE_CPU_TIME = 0,
+    PROF_VALUE_CPU_SAMPLES,
+    PROF_VALUE_WALL_TIME,
+    PROF_VALUE_WALL_SAMPLES,
+    PROF_VALUE_OFF_CPU_TIME,
+    PROF_VALUE_COUNT
+};
+
+
+typedef struct {
+    uint32_t     stack;             /* index in profile->stacks */
+    uint32_t     endpoint;          /* index in profile->endpoints + 1,
+                                       0: none */
+    uint64_t     span_id;           /* 0: no request */
+    uint64_t     local_root_span_id;
+} prof_sample_key_t;
+
+
+typedef struct {
+    uint64_t     sequence;          /* 1, 2, ... per process */
+    int64_t      start_realtime_ns;
+    int64_t      duration_ns;
+    int64_t      period_ns;
+    int64_t      thread_id;
+    const char  *thread_name;
+    uint64_t     sample_count;      /* raw samples added */
+    prof_intern_t  stacks;          /* uint64_t pcs, leaf first; callers
+                                       already moved back into the call */
+    prof_intern_t  keys;            /* prof_sample_key_t */
+    prof_intern_t  endpoints;       /* endpoint names */
+    int64_t     *values;            /* keys.count * PROF_VALUE_COUNT */
+    size_t       values_capacity;   /* in keys */
+} prof_profile_t;
+
+
+typedef struct {
+    const prof_object_t  *object;   /* NULL: not mapped (or a marker) */
+    const char           *function; /* NULL: no symbol */
+} prof_address_t;
+
+
+typedef struct prof_aggregator_s  prof_aggregator_t;
+
+typedef void (*prof_profile_handler_pt)(void *data, prof_profile_t *p);
+
+
+typedef struct {
+    prof_symbolizer_t       *symbolizer;
+    prof_diagnostics_t      *diagnostics;
+    int64_t                  period_ns;     /* sampling interval */
+    int64_t                  thread_id;
+    const char              *thread_name;
+    int64_t                  start_realtime_ns;
+    int64_t                  start_monotonic_ns;
+    prof_profile_handler_pt  on_profile;
+    void                    *on_profile_data;
+} prof_aggregator_conf_t;
+
+
+prof_aggregator_t *prof_aggregator_create(const prof_aggregator_conf_t *conf);
+void prof_aggregator_destroy(prof_aggregator_t *agg);
+
+/*
+ * Adds the samples of a batch; when the batch carries a flush barrier,
+ * closes the profile and passes it to on_profile. 0 or -ENOMEM (samples
+ * that did not fit are counted as dropped).
+ */
+int prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b);
+
+/* What is known of an address seen in a closed profile's stacks. */
+const prof_address_t *prof_aggregator_address(prof_aggregator_t *agg,
+    uint64_t pc);
+
+void prof_profile_free(prof_profile_t *p);
+
+
+#endif /* PROF_AGGREGATOR_H */

@@ -1,0 +1,89 @@
+/*
+ * Diagnostics: histogram arithmetic and the one-line summary for the log.
+ */
+
+#include <stdio.h>
+
+#include "diagnostics.h"
+
+
+void
+prof_histogram_add(prof_histogram_t *h, uint64_t value_ns)
+{
+    uint64_t  i;
+
+    i = value_ns / PROF_HISTOGRAM_BUCKET_NS;
+    if (i >= PROF_HISTOGRAM_BUCKETS) {
+        i = PROF_HISTOGRAM_BUCKETS - 1;
+    }
+
+    prof_counter_add(h->buckets[i], 1);
+    prof_counter_add(h->count, 1);
+}
+
+
+uint64_t
+prof_histogram_quantile(const prof_histogram_t *h, double q)
+{
+    uint64_t  total, rank, seen, i;
+
+    total = prof_counter_get(h->count);
+    if (total == 0) {
+        return 0;
+    }
+
+    rank = (uint64_t) (q * (double) total);
+    if (rank >= total) {
+        rank = total - 1;
+    }
+
+    seen = 0;
+
+    for (i = 0; i < PROF_HISTOGRAM_BUCKETS; i++) {
+        seen += prof_counter_get(h->buckets[i]);
+        if (seen > rank) {
+            return (i + 1) * PROF_HISTOGRAM_BUCKET_NS;
+        }
+    }
+
+    return PROF_HISTOGRAM_BUCKETS * PROF_HISTOGRAM_BUCKET_NS;
+}
+
+
+size_t
+prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
+{
+    int  n;
+
+    n = snprintf(buf, size,
+            "ticks=%llu samples=%llu idle_samples=%llu signals=%llu "
+            "signal_failures=%llu ticks_merged=%llu truncated=%llu "
+            "dropped_samples=%llu dropped_batches=%llu "
+            "handler_ns_p50=%llu handler_ns_p99=%llu "
+            "aggregated=%llu profiles=%llu exported=%llu "
+            "export_failures=%llu encode_failures=%llu bytes=%llu",
+            (unsigned long long) prof_counter_get(d->ticks),
+            (unsigned long long) prof_counter_get(d->samples_recorded),
+            (unsigned long long) prof_counter_get(d->idle_samples),
+            (unsigned long long) prof_counter_get(d->signals_sent),
+            (unsigned long long) prof_counter_get(d->signal_failures),
+            (unsigned long long) prof_counter_get(d->ticks_merged),
+            (unsigned long long) prof_counter_get(d->truncated_stacks),
+            (unsigned long long) prof_counter_get(d->dropped_samples),
+            (unsigned long long) prof_counter_get(d->dropped_batches),
+            (unsigned long long) prof_histogram_quantile(&d->handler_ns, 0.5),
+            (unsigned long long) prof_histogram_quantile(&d->handler_ns,
+                                                         0.99),
+            (unsigned long long) prof_counter_get(d->samples_aggregated),
+            (unsigned long long) prof_counter_get(d->profiles_closed),
+            (unsigned long long) prof_counter_get(d->profiles_exported),
+            (unsigned long long) prof_counter_get(d->export_failures),
+            (unsigned long long) prof_counter_get(d->encode_failures),
+            (unsigned long long) prof_counter_get(d->bytes_exported));
+
+    if (n < 0) {
+        return 0;
+    }
+
+    return ((size_t) n < size) ? (size_t) n : size - 1;
+}

@@ -1,0 +1,474 @@
+/*
+ * Profiler: wires the sampler to the profiler loop thread, where batches
+ * are aggregated and closed profiles are encoded and exported.
+ */
+
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "aggregator.h"
+#include "file_export.h"
+#include "pprof.h"
+#include "profiler.h"
+#include "symbolizer.h"
+#include "thread.h"
+
+
+#define PROF_BATCH_BYTES        (64 * 1024)
+#define PROF_POOL_BATCHES       4
+#define PROF_PUSH_EVERY_NS      (250 * 1000 * 1000LL)
+#define PROF_LOG_EVERY_NS       (60 * 1000000000LL)
+
+
+enum {
+    PROF_CAUSE_ENCODE = 0,
+    PROF_CAUSE_FILE,
+    PROF_CAUSE_MEMORY,
+    PROF_CAUSES
+};
+
+
+struct prof_s {
+    prof_conf_t          conf;
+    char                *dump_dir;
+    char                *service;
+    char                 thread_name[32];
+    pid_t                pid;
+
+    prof_diagnostics_t   diagnostics;
+    prof_queue_t         queue;
+    prof_sampler_t      *sampler;
+
+    /* profiler loop thread only */
+    prof_symbolizer_t   *symbolizer;
+    prof_aggregator_t   *aggregator;
+    int64_t              last_log_ns[PROF_CAUSES];
+
+    uv_loop_t            loop;
+    uv_async_t           batches_ready;
+    uv_async_t           stop_requested;
+    uv_thread_t          loop_thread;
+
+    /* done is protected by done_mutex */
+    uv_mutex_t           done_mutex;
+    uv_cond_t            done_cond;
+    int                  done;
+};
+
+
+static void
+prof_log(prof_t *p, int level, const char *fmt, ...)
+{
+    char     msg[512];
+    va_list  args;
+
+    if (p->conf.log == NULL) {
+        return;
+    }
+
+    va_start(args, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, args);
+    va_end(args);
+
+    p->conf.log(p->conf.log_data, level, msg);
+}
+
+
+/* At most one line a minute per cause. */
+static int
+prof_log_allowed(prof_t *p, unsigned cause)
+{
+    int64_t  now_ns;
+
+    now_ns = (int64_t) uv_hrtime();
+
+    if (p->last_log_ns[cause] != 0
+        && now_ns - p->last_log_ns[cause] < PROF_LOG_EVERY_NS)
+    {
+        return 0;
+    }
+
+    p->last_log_ns[cause] = now_ns;
+    return 1;
+}
+
+
+static void
+prof_export(void *data, prof_profile_t *profile)
+{
+    int             rc;
+    prof_t         *p = data;
+    prof_buffer_t   out = { NULL, 0, 0 };
+
+    rc = prof_pprof_encode(profile, p->aggregator, &out);
+
+    if (rc != 0) {
+        prof_counter_add(p->diagnostics.encode_failures, 1);
+        if (prof_log_allowed(p, PROF_CAUSE_ENCODE)) {
+            prof_log(p, PROF_LOG_ERR, "profiling: encoding profile %llu "
+                     "failed (%s), profile dropped",
+                     (unsigned long long) profile->sequence, strerror(-rc));
+        }
+        goto done;
+    }
+
+    if (p->dump_dir != NULL) {
+        rc = prof_file_export(p->dump_dir, p->service, p->pid,
+                              profile->sequence, out.data, out.length);
+        if (rc != 0) {
+            prof_counter_add(p->diagnostics.export_failures, 1);
+            if (prof_log_allowed(p, PROF_CAUSE_FILE)) {
+                prof_log(p, PROF_LOG_ERR, "profiling: writing profile to "
+                         "\"%s\" failed (%s), profile dropped",
+                         p->dump_dir, strerror(-rc));
+            }
+            goto done;
+        }
+
+        prof_counter_add(p->diagnostics.bytes_exported, out.length);
+    }
+
+    prof_counter_add(p->diagnostics.profiles_exported, 1);
+
+done:
+
+    prof_buffer_free(&out);
+    prof_profile_free(profile);
+}
+
+
+static void
+prof_drain(prof_t *p)
+{
+    prof_batch_t  *b, *next;
+
+    for (b = prof_queue_pop_all(&p->queue); b != NULL; b = next) {
+        next = b->next;
+
+        if (prof_aggregator_consume(p->aggregator, b) != 0
+            && prof_log_allowed(p, PROF_CAUSE_MEMORY))
+        {
+            prof_log(p, PROF_LOG_ERR, "profiling: out of memory while "
+                     "aggregating, samples dropped");
+        }
+
+        prof_queue_release(&p->queue, b);
+    }
+}
+
+
+static void
+prof_on_batches_ready(uv_async_t *handle)
+{
+    prof_drain(handle->data);
+}
+
+
+static void
+prof_on_stop_requested(uv_async_t *handle)
+{
+    prof_t  *p = handle->data;
+
+    prof_drain(p);
+
+    uv_close((uv_handle_t *) &p->batches_ready, NULL);
+    uv_close((uv_handle_t *) &p->stop_requested, NULL);
+}
+
+
+static void
+prof_loop_main(void *arg)
+{
+    prof_t  *p = arg;
+
+    (void) uv_run(&p->loop, UV_RUN_DEFAULT);
+
+    uv_mutex_lock(&p->done_mutex);
+    p->done = 1;
+    uv_cond_signal(&p->done_cond);
+    uv_mutex_unlock(&p->done_mutex);
+}
+
+
+static void
+prof_notify(void *data)
+{
+    prof_t  *p = data;
+
+    (void) uv_async_send(&p->batches_ready);
+}
+
+
+static void
+prof_read_thread_name(prof_t *p)
+{
+    int      fd;
+    char     path[64];
+    ssize_t  n;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%ld/comm",
+             (long) syscall(SYS_gettid));
+
+    strcpy(p->thread_name, "main");
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+
+    n = read(fd, p->thread_name, sizeof(p->thread_name) - 1);
+    close(fd);
+
+    if (n <= 0) {
+        strcpy(p->thread_name, "main");
+        return;
+    }
+
+    while (n > 0 && p->thread_name[n - 1] == '\n') {
+        n--;
+    }
+    p->thread_name[n] = '\0';
+}
+
+
+static int64_t
+prof_clock_ns(clockid_t clock)
+{
+    struct timespec  ts;
+
+    clock_gettime(clock, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+
+static void
+prof_free(prof_t *p)
+{
+    if (p->aggregator != NULL) {
+        prof_aggregator_destroy(p->aggregator);
+    }
+    if (p->symbolizer != NULL) {
+        prof_symbolizer_destroy(p->symbolizer);
+    }
+    free(p->dump_dir);
+    free(p->service);
+    free(p);
+}
+
+
+static int
+prof_start_loop(prof_t *p)
+{
+    int                     rc;
+    prof_aggregator_conf_t  ac;
+
+    p->symbolizer = prof_symbolizer_create();
+    if (p->symbolizer == NULL) {
+        return -ENOMEM;
+    }
+
+    memset(&ac, 0, sizeof(ac));
+    ac.symbolizer = p->symbolizer;
+    ac.diagnostics = &p->diagnostics;
+    ac.period_ns = p->conf.interval_ns;
+    ac.thread_id = (int64_t) syscall(SYS_gettid);
+    ac.thread_name = p->thread_name;
+    ac.start_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
+    ac.start_monotonic_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    ac.on_profile = prof_export;
+    ac.on_profile_data = p;
+
+    p->aggregator = prof_aggregator_create(&ac);
+    if (p->aggregator == NULL) {
+        return -ENOMEM;
+    }
+
+    rc = uv_loop_init(&p->loop);
+    if (rc != 0) {
+        return rc;
+    }
+
+    p->batches_ready.data = p;
+    p->stop_requested.data = p;
+
+    if (uv_mutex_init(&p->done_mutex) != 0) {
+        uv_loop_close(&p->loop);
+        return -ENOMEM;
+    }
+
+    if (uv_cond_init(&p->done_cond) != 0) {
+        uv_mutex_destroy(&p->done_mutex);
+        uv_loop_close(&p->loop);
+        return -ENOMEM;
+    }
+
+    (void) uv_async_init(&p->loop, &p->batches_ready, prof_on_batches_ready);
+    (void) uv_async_init(&p->loop, &p->stop_requested,
+                         prof_on_stop_requested);
+
+    rc = prof_thread_create(&p->loop_thread, prof_loop_main, p);
+    if (rc != 0) {
+        uv_close((uv_handle_t *) &p->batches_ready, NULL);
+        uv_close((uv_handle_t *) &p->stop_requested, NULL);
+        (void) uv_run(&p->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&p->loop);
+        uv_cond_destroy(&p->done_cond);
+        uv_mutex_destroy(&p->done_mutex);
+        return rc;
+    }
+
+    return 0;
+}
+
+
+/* Stops the loop thread; 0 when it finished within timeout_ms. */
+static int
+prof_stop_loop(prof_t *p, int64_t timeout_ms)
+{
+    int       rc;
+    uint64_t  deadline_ns, now_ns;
+
+    (void) uv_async_send(&p->stop_requested);
+
+    deadline_ns = uv_hrtime() + (uint64_t) timeout_ms * 1000000;
+    rc = 0;
+
+    uv_mutex_lock(&p->done_mutex);
+
+    while (!p->done) {
+        now_ns = uv_hrtime();
+        if (now_ns >= deadline_ns) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        (void) uv_cond_timedwait(&p->done_cond, &p->done_mutex,
+                                 deadline_ns - now_ns);
+    }
+
+    uv_mutex_unlock(&p->done_mutex);
+
+    if (rc != 0) {
+        return rc;
+    }
+
+    (void) uv_thread_join(&p->loop_thread);
+    uv_loop_close(&p->loop);
+    uv_cond_destroy(&p->done_cond);
+    uv_mutex_destroy(&p->done_mutex);
+
+    return 0;
+}
+
+
+int
+prof_start(prof_t **profiler, const prof_conf_t *conf)
+{
+    int                  rc;
+    prof_t              *p;
+    prof_sampler_conf_t  sc;
+
+    p = calloc(1, sizeof(prof_t));
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+
+    p->conf = *conf;
+    p->pid = getpid();
+    p->service = strdup(conf->service ? conf->service : "nginx");
+    p->dump_dir = conf->dump_dir ? strdup(conf->dump_dir) : NULL;
+
+    if (p->service == NULL || (conf->dump_dir && p->dump_dir == NULL)) {
+        prof_free(p);
+        return -ENOMEM;
+    }
+
+    prof_read_thread_name(p);
+
+    rc = prof_queue_init(&p->queue, PROF_BATCH_BYTES, conf->memory_limit,
+                         PROF_POOL_BATCHES);
+    if (rc != 0) {
+        prof_free(p);
+        return rc;
+    }
+
+    rc = prof_start_loop(p);
+    if (rc != 0) {
+        prof_queue_destroy(&p->queue);
+        prof_free(p);
+        return rc;
+    }
+
+    memset(&sc, 0, sizeof(sc));
+    sc.interval_ns = conf->interval_ns;
+    sc.max_frames = conf->max_frames;
+    sc.push_every_ns = PROF_PUSH_EVERY_NS;
+    sc.queue = &p->queue;
+    sc.diagnostics = &p->diagnostics;
+    sc.notify = prof_notify;
+    sc.notify_data = p;
+
+    rc = prof_sampler_start(&p->sampler, &sc);
+    if (rc != 0) {
+        (void) prof_stop_loop(p, 1000);
+        prof_queue_destroy(&p->queue);
+        prof_free(p);
+        return rc;
+    }
+
+    *profiler = p;
+    return 0;
+}
+
+
+void
+prof_flush(prof_t *p)
+{
+    prof_sampler_request_flush(p->sampler);
+}
+
+
+void
+prof_stop(prof_t *p)
+{
+    char  line[1024];
+
+    prof_sampler_stop(p->sampler);
+    p->sampler = NULL;
+
+    if (prof_stop_loop(p, p->conf.final_timeout_ms) != 0) {
+        /* The process is exiting: leave the thread its memory. */
+        prof_log(p, PROF_LOG_WARN, "profiling: the last profile was not "
+                 "exported within %lld ms", (long long) p->conf.final_timeout_ms);
+        return;
+    }
+
+    prof_diagnostics_format(&p->diagnostics, line, sizeof(line));
+    prof_log(p, PROF_LOG_NOTICE, "profiling: stopped: %s", line);
+
+    prof_queue_destroy(&p->queue);
+    prof_free(p);
+}
+
+
+prof_sampler_t *
+prof_get_sampler(prof_t *p)
+{
+    return p->sampler;
+}
+
+
+const prof_diagnostics_t *
+prof_get_diagnostics(prof_t *p)
+{
+    return &p->diagnostics;
+}

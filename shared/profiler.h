@@ -1,0 +1,62 @@
+/*
+ * Profiler: one per process. Owns the sampler, the sample queue, and the
+ * profiler loop thread (libuv) where batches are aggregated and closed
+ * profiles encoded and exported. The server embedding it (the nginx module)
+ * talks to it only through this header and sampler.h.
+ *
+ * Threading: prof_start, prof_flush and prof_stop are called by the sampled
+ * thread (the nginx worker's main thread). prof_flush never blocks;
+ * prof_stop waits for the final export at most final_timeout_ms.
+ * The log callback is called from the profiler loop thread (export errors,
+ * rate-limited to one line a minute per cause) and from prof_stop.
+ * Memory: the profiler copies what it needs from the configuration.
+ */
+
+#ifndef PROF_PROFILER_H
+#define PROF_PROFILER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diagnostics.h"
+#include "sampler.h"
+
+
+enum {
+    PROF_LOG_ERR = 0,
+    PROF_LOG_WARN,
+    PROF_LOG_NOTICE,
+    PROF_LOG_INFO
+};
+
+
+typedef void (*prof_log_pt)(void *data, int level, const char *message);
+
+typedef struct {
+    int64_t       interval_ns;
+    unsigned      max_frames;
+    size_t        memory_limit;         /* bytes of queued sample batches */
+    const char   *dump_dir;             /* NULL: no file sink */
+    const char   *service;
+    int64_t       final_timeout_ms;     /* bound on prof_stop's wait */
+    prof_log_pt   log;
+    void         *log_data;
+} prof_conf_t;
+
+typedef struct prof_s  prof_t;
+
+
+/* Starts sampling the calling thread. 0 or -errno. */
+int prof_start(prof_t **profiler, const prof_conf_t *conf);
+
+/* Closes the current profile at the sampler's next step; never blocks. */
+void prof_flush(prof_t *p);
+
+/* Takes the last sample, exports the last profile (bounded), frees all. */
+void prof_stop(prof_t *p);
+
+prof_sampler_t *prof_get_sampler(prof_t *p);
+const prof_diagnostics_t *prof_get_diagnostics(prof_t *p);
+
+
+#endif /* PROF_PROFILER_H */

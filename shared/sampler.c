@@ -1,0 +1,842 @@
+/*
+ * Sampler: the SIGPROF handler that unwinds the sampled thread into a ring
+ * of preallocated slots, and the sampler thread that turns slots and clock
+ * readings into CPU and wall samples.
+ */
+
+#define _GNU_SOURCE
+#define UNW_LOCAL_ONLY
+
+#include <errno.h>
+#include <libunwind.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "sampler.h"
+#include "thread.h"
+
+
+/* The handler's own frames (handler, signal trampoline) come first. */
+#define PROF_HANDLER_FRAMES_MAX   8
+
+/* Slots between the handler and the sampler thread (a power of two). */
+#define PROF_SLOTS                8
+
+/* How long the sampler waits for a stack it asked for. */
+#define PROF_REQUEST_WAIT_NS      (1000 * 1000 * 1000LL)
+#define PROF_REQUEST_WAIT_STEP_NS (10 * 1000 * 1000LL)
+
+#define PROF_NO_CONTEXT           2
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id    _sigev_un._tid
+#endif
+
+
+enum {
+    PROF_SLOT_FREE = 0,
+    PROF_SLOT_READY
+};
+
+
+/* Written by the handler while FREE, read by the sampler once READY. */
+typedef struct {
+    uint32_t                state;
+    uint32_t                requested;      /* 0: CPU timer, 1: tgkill */
+    uint32_t                weight;         /* 1 + timer overruns */
+    int                     frame_count;
+    int64_t                 entry_ns;
+    int64_t                 handler_ns;
+    prof_request_context_t  request;
+    void                   *frames[PROF_MAX_FRAMES_LIMIT
+                                   + PROF_HANDLER_FRAMES_MAX + 1];
+} prof_slot_t;
+
+
+/* A stack kept by the sampler thread for wall samples. */
+typedef struct {
+    unsigned                frame_count;
+    prof_request_context_t  request;
+    uint64_t                frames[PROF_MAX_FRAMES_LIMIT];
+} prof_stack_t;
+
+
+struct prof_sampler_s {
+    prof_sampler_conf_t     conf;
+    pid_t                   pid;
+    pid_t                   tid;            /* the sampled thread */
+    clockid_t               cpu_clock;      /* its CPU clock */
+    timer_t                 cpu_timer;
+    uv_thread_t             thread;
+    struct sigaction        saved_action;
+
+    /* written by the sampled thread, read by the sampler thread */
+    uint32_t                wake;           /* futex word: stop, flush */
+    int                     stop;
+    uint32_t                flush_requests;
+    int                     waiting;
+    int                     idle_stack_ready;
+    prof_stack_t            idle_stack;
+
+    /* the published request context: the sampled thread writes the one
+       not current, then switches current; the handler copies current */
+    prof_request_context_t  contexts[2];
+    uint32_t                current_context;
+
+    /* the ring: the handler writes slots[write_index], the sampler thread
+       reads slots[read_index]; requests/served count tgkill requests */
+    prof_slot_t             slots[PROF_SLOTS];
+    uint32_t                write_index;    /* handler only */
+    uint32_t                read_index;     /* sampler thread only */
+    uint32_t                requests;       /* sampler thread writes */
+    uint32_t                served;         /* futex word, handler writes */
+    uint64_t                ring_full;      /* samples lost, handler */
+
+    /* sampler thread only */
+    uint32_t                flushes_done;
+    prof_batch_t           *batch;
+    int64_t                 last_wall_ns;
+    int64_t                 last_cpu_ns;
+    int64_t                 pending_wall_ns;
+    int64_t                 pending_off_cpu_ns;
+    int64_t                 last_push_ns;
+    prof_stack_t            last_stack;     /* of the last CPU sample */
+    prof_stack_t            requested_stack;
+};
+
+
+static prof_sampler_t  *prof_sampler_active;
+
+
+static int64_t
+prof_clock_ns(clockid_t clock)
+{
+    struct timespec  ts;
+
+    if (clock_gettime(clock, &ts) != 0) {
+        return -1;
+    }
+
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+
+static long
+prof_futex(uint32_t *word, int op, uint32_t value,
+    const struct timespec *timeout)
+{
+    return syscall(SYS_futex, word, op, value, timeout, NULL,
+                   FUTEX_BITSET_MATCH_ANY);
+}
+
+
+/* Async-signal-safe: runs on the sampled thread, never reentered. */
+static void
+prof_sampler_on_signal(int signo, siginfo_t *info, void *context)
+{
+    int              saved_errno, i, n, first, max, count, requested;
+    void            *pc;
+    uint32_t         current;
+    ucontext_t      *uc = context;
+    prof_slot_t     *slot;
+    prof_sampler_t  *s;
+
+    s = __atomic_load_n(&prof_sampler_active, __ATOMIC_ACQUIRE);
+    if (s == NULL) {
+        return;
+    }
+
+    if (info->si_code == SI_TIMER && info->si_value.sival_ptr == s) {
+        requested = 0;
+
+    } else if (info->si_code == SI_TKILL && info->si_pid == s->pid
+               && __atomic_load_n(&s->requests, __ATOMIC_ACQUIRE)
+                  != s->served)
+    {
+        requested = 1;
+
+    } else {
+        return;
+    }
+
+    saved_errno = errno;
+
+    slot = &s->slots[s->write_index & (PROF_SLOTS - 1)];
+
+    if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != PROF_SLOT_FREE) {
+        __atomic_fetch_add(&s->ring_full, 1, __ATOMIC_RELAXED);
+        goto done;
+    }
+
+    slot->entry_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    slot->requested = requested;
+    slot->weight = requested ? 0 : 1 + (info->si_overrun > 0
+                                        ? info->si_overrun : 0);
+
+    max = s->conf.max_frames;
+    n = unw_backtrace(slot->frames, max + PROF_HANDLER_FRAMES_MAX + 1);
+
+    /* Start at the interrupted instruction, after the handler's frames. */
+
+    pc = (void *) uc->uc_mcontext.gregs[REG_RIP];
+    first = (n > 2) ? 2 : n;
+
+    for (i = 0; i < n && i < PROF_HANDLER_FRAMES_MAX; i++) {
+        if (slot->frames[i] == pc) {
+            first = i;
+            break;
+        }
+    }
+
+    count = n - first;
+    if (count > 0 && first > 0) {
+        memmove(slot->frames, slot->frames + first, count * sizeof(void *));
+    }
+
+    if (count > max) {
+        slot->frames[max - 1] = (void *) PROF_FRAME_TRUNCATED;
+        count = max;
+    }
+
+    slot->frame_count = (count > 0) ? count : 0;
+
+    current = __atomic_load_n(&s->current_context, __ATOMIC_RELAXED);
+    if (current < PROF_NO_CONTEXT) {
+        slot->request = s->contexts[current];
+
+    } else {
+        slot->request.span_id = 0;
+        slot->request.endpoint_length = 0;
+    }
+
+    slot->handler_ns = prof_clock_ns(CLOCK_MONOTONIC) - slot->entry_ns;
+
+    __atomic_store_n(&slot->state, PROF_SLOT_READY, __ATOMIC_RELEASE);
+    s->write_index++;
+
+done:
+
+    if (requested) {
+        __atomic_store_n(&s->served, s->requests, __ATOMIC_RELEASE);
+        (void) prof_futex(&s->served, FUTEX_WAKE_PRIVATE, 1, NULL);
+    }
+
+    errno = saved_errno;
+}
+
+
+static void
+prof_sampler_notify(prof_sampler_t *s)
+{
+    if (s->conf.notify != NULL) {
+        s->conf.notify(s->conf.notify_data);
+    }
+}
+
+
+static void
+prof_sampler_push(prof_sampler_t *s, int64_t now_ns)
+{
+    prof_queue_push(s->conf.queue, s->batch);
+    s->batch = NULL;
+    s->last_push_ns = now_ns;
+    prof_sampler_notify(s);
+}
+
+
+/* Room for a sample of size bytes in the current batch, or NULL. */
+static unsigned char *
+prof_sampler_reserve(prof_sampler_t *s, size_t size, int64_t now_ns)
+{
+    prof_batch_t        *next;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    if (s->batch == NULL) {
+        s->batch = prof_queue_acquire(s->conf.queue);
+        if (s->batch == NULL) {
+            return NULL;
+        }
+    }
+
+    if (s->batch->used + size > s->batch->capacity) {
+        next = prof_queue_acquire(s->conf.queue);
+
+        if (next == NULL) {
+            /* The ceiling: drop this whole batch and reuse it. */
+            prof_counter_add(d->dropped_batches, 1);
+            prof_counter_add(d->dropped_samples, s->batch->sample_count);
+            s->batch->used = 0;
+            s->batch->sample_count = 0;
+
+        } else {
+            prof_sampler_push(s, now_ns);
+            s->batch = next;
+        }
+    }
+
+    if (s->batch->used + size > s->batch->capacity) {
+        return NULL;
+    }
+
+    return s->batch->data + s->batch->used;
+}
+
+
+static void
+prof_sampler_append(prof_sampler_t *s, const prof_sample_t *values,
+    const uint64_t *frames, const prof_request_context_t *request,
+    int64_t now_ns)
+{
+    size_t               size;
+    unsigned             endpoint_length;
+    unsigned char       *p;
+    prof_sample_t       *sample;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    if (request != NULL && request->span_id == 0
+        && request->endpoint_length == 0)
+    {
+        request = NULL;
+    }
+
+    endpoint_length = (request != NULL) ? request->endpoint_length : 0;
+    if (endpoint_length > PROF_ENDPOINT_MAX) {
+        endpoint_length = PROF_ENDPOINT_MAX;
+    }
+
+    size = prof_sample_size(values->frame_count, endpoint_length);
+
+    p = prof_sampler_reserve(s, size, now_ns);
+    if (p == NULL) {
+        prof_counter_add(d->dropped_samples, 1);
+        return;
+    }
+
+    sample = (prof_sample_t *) p;
+    *sample = *values;
+    sample->endpoint_length = endpoint_length;
+    sample->span_id = (request != NULL) ? request->span_id : 0;
+    sample->local_root_span_id = (request != NULL)
+                                 ? request->local_root_span_id : 0;
+
+    memcpy(p + sizeof(prof_sample_t), frames,
+           values->frame_count * sizeof(uint64_t));
+
+    if (endpoint_length > 0) {
+        memcpy(p + sizeof(prof_sample_t)
+               + values->frame_count * sizeof(uint64_t),
+               request->endpoint, endpoint_length);
+    }
+
+    s->batch->used += size;
+    s->batch->sample_count++;
+
+    prof_counter_add(d->samples_recorded, 1);
+}
+
+
+static void
+prof_stack_from_slot(prof_stack_t *stack, const prof_slot_t *slot)
+{
+    stack->frame_count = slot->frame_count;
+    stack->request = slot->request;
+    memcpy(stack->frames, slot->frames, slot->frame_count * sizeof(void *));
+}
+
+
+/*
+ * Takes the stacks the handler left in the ring: CPU samples, and the
+ * stack asked for by tgkill (into requested_stack; returns 1 then).
+ */
+static int
+prof_sampler_drain_ring(prof_sampler_t *s, int64_t now_ns,
+    unsigned *cpu_samples)
+{
+    int                  got_requested;
+    prof_slot_t         *slot;
+    prof_sample_t        values;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    got_requested = 0;
+
+    for ( ;; ) {
+        slot = &s->slots[s->read_index & (PROF_SLOTS - 1)];
+
+        if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE)
+            != PROF_SLOT_READY)
+        {
+            break;
+        }
+
+        prof_histogram_add(&d->handler_ns, slot->handler_ns);
+
+        if (slot->frame_count > 0
+            && slot->frames[slot->frame_count - 1]
+               == (void *) PROF_FRAME_TRUNCATED)
+        {
+            prof_counter_add(d->truncated_stacks, 1);
+        }
+
+        if (slot->requested) {
+            prof_stack_from_slot(&s->requested_stack, slot);
+            got_requested = 1;
+
+        } else {
+            memset(&values, 0, sizeof(values));
+            values.cpu_ns = s->conf.interval_ns * slot->weight;
+            values.cpu_samples = 1;
+            values.frame_count = slot->frame_count;
+
+            prof_sampler_append(s, &values, (const uint64_t *) slot->frames,
+                                &slot->request, now_ns);
+            prof_stack_from_slot(&s->last_stack, slot);
+            (*cpu_samples)++;
+        }
+
+        __atomic_store_n(&slot->state, PROF_SLOT_FREE, __ATOMIC_RELEASE);
+        s->read_index++;
+    }
+
+    return got_requested;
+}
+
+
+/*
+ * Asks the handler for the sampled thread's stack; 1 when it came. The
+ * signal is sent again at every step: a SIGPROF already pending (from the
+ * CPU timer) would have absorbed it.
+ */
+static int
+prof_sampler_request_stack(prof_sampler_t *s, int64_t now_ns,
+    unsigned *cpu_samples)
+{
+    int64_t              waited_ns;
+    uint32_t             request, served;
+    struct timespec      step;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    request = __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELEASE);
+
+    step.tv_sec = 0;
+    step.tv_nsec = PROF_REQUEST_WAIT_STEP_NS;
+
+    for (waited_ns = 0; waited_ns < PROF_REQUEST_WAIT_NS;
+         waited_ns += PROF_REQUEST_WAIT_STEP_NS)
+    {
+        if (syscall(SYS_tgkill, s->pid, s->tid, SIGPROF) != 0) {
+            __atomic_store_n(&s->served, request, __ATOMIC_RELEASE);
+            prof_counter_add(d->signal_failures, 1);
+            break;
+        }
+
+        prof_counter_add(d->signals_sent, 1);
+
+        served = __atomic_load_n(&s->served, __ATOMIC_ACQUIRE);
+        if (served == request) {
+            break;
+        }
+
+        (void) prof_futex(&s->served, FUTEX_WAIT_PRIVATE, served, &step);
+
+        if (__atomic_load_n(&s->served, __ATOMIC_ACQUIRE) == request
+            || __atomic_load_n(&s->stop, __ATOMIC_RELAXED))
+        {
+            break;
+        }
+    }
+
+    return prof_sampler_drain_ring(s, now_ns, cpu_samples);
+}
+
+
+static void
+prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
+{
+    int64_t              cpu_ns, wall_ns, off_cpu_ns;
+    unsigned             cpu_samples;
+    prof_stack_t        *stack;
+    prof_sample_t        values;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    cpu_ns = prof_clock_ns(s->cpu_clock);
+    if (cpu_ns < 0) {
+        return;
+    }
+
+    wall_ns = now_ns - s->last_wall_ns;
+    off_cpu_ns = wall_ns - (cpu_ns - s->last_cpu_ns);
+    s->pending_wall_ns += wall_ns;
+    s->pending_off_cpu_ns += (off_cpu_ns > 0) ? off_cpu_ns : 0;
+    s->last_cpu_ns = cpu_ns;
+    s->last_wall_ns = now_ns;
+
+    prof_counter_add(d->ticks, 1);
+
+    cpu_samples = 0;
+    (void) prof_sampler_drain_ring(s, now_ns, &cpu_samples);
+
+    if (cpu_samples > 0) {
+        /* It ran in this tick: the wall time goes where it ran last. */
+        stack = &s->last_stack;
+
+    } else if (__atomic_load_n(&s->waiting, __ATOMIC_RELAXED)
+               && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE))
+    {
+        /* Parked in the event wait: no signal, no wake-up. */
+        prof_counter_add(d->idle_samples, 1);
+        stack = &s->idle_stack;
+
+    } else if (prof_sampler_request_stack(s, now_ns, &cpu_samples)) {
+        stack = &s->requested_stack;
+
+    } else {
+        /* Not scheduled in time: the wall time goes with the next one. */
+        prof_counter_add(d->ticks_merged, 1);
+        return;
+    }
+
+    memset(&values, 0, sizeof(values));
+    values.wall_ns = s->pending_wall_ns;
+    values.off_cpu_ns = s->pending_off_cpu_ns;
+    values.wall_samples = 1;
+    values.frame_count = stack->frame_count;
+
+    prof_sampler_append(s, &values, stack->frames, &stack->request, now_ns);
+
+    s->pending_wall_ns = 0;
+    s->pending_off_cpu_ns = 0;
+}
+
+
+static void
+prof_sampler_flush(prof_sampler_t *s, int64_t now_ns)
+{
+    prof_batch_t  *b;
+
+    b = s->batch;
+    if (b == NULL) {
+        b = prof_queue_acquire(s->conf.queue);
+    }
+    if (b == NULL) {
+        b = prof_queue_acquire_barrier(s->conf.queue);
+    }
+    if (b == NULL) {
+        return;     /* no memory at all: the next barrier closes both */
+    }
+
+    b->flush_after = 1;
+    b->flush_monotonic_ns = now_ns;
+    b->flush_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
+
+    s->batch = b;
+    prof_sampler_push(s, now_ns);
+}
+
+
+static void
+prof_sampler_main(void *arg)
+{
+    prof_sampler_t   *s = arg;
+    int64_t           next_ns, now_ns;
+    uint32_t          wake, flushes;
+    struct timespec   deadline;
+
+    next_ns = s->last_wall_ns + s->conf.interval_ns;
+
+    for ( ;; ) {
+        wake = __atomic_load_n(&s->wake, __ATOMIC_ACQUIRE);
+
+        if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+            break;
+        }
+
+        flushes = __atomic_load_n(&s->flush_requests, __ATOMIC_ACQUIRE);
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
+
+        if (flushes != s->flushes_done) {
+            s->flushes_done = flushes;
+            prof_sampler_tick(s, now_ns);
+            prof_sampler_flush(s, now_ns);
+            continue;
+        }
+
+        if (now_ns < next_ns) {
+            deadline.tv_sec = next_ns / 1000000000;
+            deadline.tv_nsec = next_ns % 1000000000;
+            (void) prof_futex(&s->wake, FUTEX_WAIT_BITSET_PRIVATE, wake,
+                              &deadline);
+            continue;
+        }
+
+        prof_sampler_tick(s, now_ns);
+
+        if (s->batch != NULL && s->batch->sample_count > 0
+            && now_ns - s->last_push_ns >= s->conf.push_every_ns)
+        {
+            prof_sampler_push(s, now_ns);
+        }
+
+        next_ns += s->conf.interval_ns;
+        if (next_ns <= now_ns) {
+            next_ns = now_ns + s->conf.interval_ns;     /* fell behind */
+        }
+    }
+
+    /* The last partial interval, then the final barrier. */
+
+    now_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    prof_sampler_tick(s, now_ns);
+    prof_sampler_flush(s, now_ns);
+}
+
+
+static void
+prof_sampler_wake(prof_sampler_t *s)
+{
+    __atomic_add_fetch(&s->wake, 1, __ATOMIC_RELEASE);
+    (void) prof_futex(&s->wake, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+
+static int
+prof_sampler_start_timer(prof_sampler_t *s)
+{
+    struct sigevent    sev;
+    struct itimerspec  its;
+
+    memset(&sev, 0, sizeof(sev));
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGPROF;
+    sev.sigev_value.sival_ptr = s;
+    sev.sigev_notify_thread_id = s->tid;
+
+    if (timer_create(s->cpu_clock, &sev, &s->cpu_timer) != 0) {
+        return -errno;
+    }
+
+    its.it_interval.tv_sec = s->conf.interval_ns / 1000000000;
+    its.it_interval.tv_nsec = s->conf.interval_ns % 1000000000;
+    its.it_value = its.it_interval;
+
+    if (timer_settime(s->cpu_timer, 0, &its, NULL) != 0) {
+        (void) timer_delete(s->cpu_timer);
+        return -errno;
+    }
+
+    return 0;
+}
+
+
+/* After the timer is gone: a SIGPROF still pending must not kill us. */
+static void
+prof_sampler_restore_signal(prof_sampler_t *s)
+{
+    struct sigaction  sa;
+
+    if (s->saved_action.sa_handler == SIG_DFL
+        && !(s->saved_action.sa_flags & SA_SIGINFO))
+    {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_IGN;
+        (void) sigaction(SIGPROF, &sa, NULL);
+        return;
+    }
+
+    (void) sigaction(SIGPROF, &s->saved_action, NULL);
+}
+
+
+int
+prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
+{
+    int               rc;
+    void             *warm[PROF_HANDLER_FRAMES_MAX];
+    prof_sampler_t   *s, *expected;
+    struct sigaction  sa;
+
+    if (conf->max_frames < 8 || conf->max_frames > PROF_MAX_FRAMES_LIMIT
+        || conf->interval_ns <= 0)
+    {
+        return -EINVAL;
+    }
+
+    s = calloc(1, sizeof(prof_sampler_t));
+    if (s == NULL) {
+        return -ENOMEM;
+    }
+
+    s->conf = *conf;
+    s->pid = getpid();
+    s->tid = (pid_t) syscall(SYS_gettid);
+    s->current_context = PROF_NO_CONTEXT;
+
+    rc = pthread_getcpuclockid(pthread_self(), &s->cpu_clock);
+    if (rc != 0) {
+        free(s);
+        return -rc;
+    }
+
+    expected = NULL;
+    if (!__atomic_compare_exchange_n(&prof_sampler_active, &expected, s, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    {
+        free(s);
+        return -EBUSY;
+    }
+
+    /*
+     * A per-thread cache takes no lock and masks no signal in the handler;
+     * libunwind sets it up on first use: do that here, outside the handler.
+     */
+    (void) unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    (void) unw_backtrace(warm, PROF_HANDLER_FRAMES_MAX);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = prof_sampler_on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+
+    if (sigaction(SIGPROF, &sa, &s->saved_action) != 0) {
+        rc = -errno;
+        goto failed;
+    }
+
+    s->last_wall_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    s->last_push_ns = s->last_wall_ns;
+    s->last_cpu_ns = prof_clock_ns(s->cpu_clock);
+
+    rc = prof_thread_create(&s->thread, prof_sampler_main, s);
+    if (rc != 0) {
+        prof_sampler_restore_signal(s);
+        goto failed;
+    }
+
+    rc = prof_sampler_start_timer(s);
+    if (rc != 0) {
+        __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+        prof_sampler_wake(s);
+        (void) uv_thread_join(&s->thread);
+        prof_sampler_restore_signal(s);
+        if (s->batch != NULL) {
+            prof_queue_release(s->conf.queue, s->batch);
+        }
+        goto failed;
+    }
+
+    *sampler = s;
+    return 0;
+
+failed:
+
+    __atomic_store_n(&prof_sampler_active, NULL, __ATOMIC_RELEASE);
+    free(s);
+    return rc;
+}
+
+
+void
+prof_sampler_stop(prof_sampler_t *s)
+{
+    (void) timer_delete(s->cpu_timer);
+
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    prof_sampler_wake(s);
+
+    (void) uv_thread_join(&s->thread);
+
+    prof_sampler_restore_signal(s);
+    __atomic_store_n(&prof_sampler_active, NULL, __ATOMIC_RELEASE);
+
+    prof_counter_add(s->conf.diagnostics->dropped_samples,
+                     __atomic_load_n(&s->ring_full, __ATOMIC_RELAXED));
+
+    if (s->batch != NULL) {
+        prof_queue_release(s->conf.queue, s->batch);
+    }
+
+    free(s);
+}
+
+
+void
+prof_sampler_request_flush(prof_sampler_t *s)
+{
+    __atomic_add_fetch(&s->flush_requests, 1, __ATOMIC_RELEASE);
+    prof_sampler_wake(s);
+}
+
+
+void
+prof_sampler_set_waiting(prof_sampler_t *s, int waiting)
+{
+    __atomic_store_n(&s->waiting, waiting, __ATOMIC_RELAXED);
+}
+
+
+void
+prof_sampler_capture_idle_stack(prof_sampler_t *s,
+    const uint64_t *leaf_frames, unsigned leaf_count, unsigned skip_frames)
+{
+    int       n;
+    unsigned  i, count, max;
+    void     *frames[PROF_MAX_FRAMES_LIMIT + 1 + PROF_HANDLER_FRAMES_MAX];
+
+    max = s->conf.max_frames;
+    if (leaf_count >= max || skip_frames > PROF_HANDLER_FRAMES_MAX) {
+        return;
+    }
+
+    n = unw_backtrace(frames, max + 1 + skip_frames);
+    if (n <= (int) skip_frames) {
+        return;
+    }
+
+    count = 0;
+
+    for (i = 0; i < leaf_count; i++) {
+        s->idle_stack.frames[count++] = leaf_frames[i];
+    }
+
+    for (i = skip_frames; i < (unsigned) n && count < max; i++) {
+        s->idle_stack.frames[count++] = (uint64_t) (uintptr_t) frames[i];
+    }
+
+    if (i < (unsigned) n) {
+        s->idle_stack.frames[max - 1] = PROF_FRAME_TRUNCATED;
+    }
+
+    s->idle_stack.frame_count = count;
+    s->idle_stack.request.span_id = 0;
+    s->idle_stack.request.endpoint_length = 0;
+
+    __atomic_store_n(&s->idle_stack_ready, 1, __ATOMIC_RELEASE);
+}
+
+
+void
+prof_sampler_request_enter(prof_sampler_t *s,
+    const prof_request_context_t *ctx)
+{
+    uint32_t  next;
+
+    next = (s->current_context == 0) ? 1 : 0;
+    s->contexts[next] = *ctx;
+
+    /* The handler runs on this thread: a compiler fence is enough. */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&s->current_context, next, __ATOMIC_RELAXED);
+}
+
+
+void
+prof_sampler_request_leave(prof_sampler_t *s)
+{
+    __atomic_store_n(&s->current_context, PROF_NO_CONTEXT, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,718 @@
+/*
+ * Unit tests of shared/symbolizer.c. Build and run from the repository root:
+ *
+ *   gcc -std=gnu99 -O0 -g -W -Wall -Wextra -Wno-unused-parameter \
+ *       -fPIE -pie -Wl,--build-id -o /tmp/test_symbolizer \
+ *       shared/symbolizer.c t/unit/test_symbolizer.c -Ishared -lcmocka -ldl
+ *   /tmp/test_symbolizer
+ *
+ * and the same with -fsanitize=address,undefined -fno-sanitize-recover=all
+ * added. The tests shell out to gcc, objcopy, nm and readelf to build and
+ * inspect fixtures in a mkdtemp directory under /tmp (removed at the end).
+ */
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "symbolizer.h"
+
+
+/* a shared object with a static function, for the debug file test */
+
+static const char  fixture_source[] =
+    "static int __attribute__((noinline))\n"
+    "fixture_hidden_function(int x)\n"
+    "{\n"
+    "    return x * 3 + 1;\n"
+    "}\n"
+    "\n"
+    "void *\n"
+    "fixture_hidden_address(void)\n"
+    "{\n"
+    "    return (void *) fixture_hidden_function;\n"
+    "}\n";
+
+
+/* code in .text that no function symbol covers */
+
+__asm__(".text\n"
+        ".globl test_no_symbol_label\n"
+        "test_no_symbol_label:\n"
+        "    nop\n"
+        "    nop\n"
+        "    nop\n"
+        "    nop\n");
+
+extern char  test_no_symbol_label[];
+
+static char  tmp_dir[] = "/tmp/test-symbolizer-XXXXXX";
+static char  self_path[PATH_MAX];
+
+
+int __attribute__((noinline))
+test_target_function(int x)
+{
+    return x * 7 + 3;
+}
+
+
+static void
+run(const char *fmt, ...)
+{
+    char     cmd[3 * PATH_MAX];
+    va_list  args;
+
+    va_start(args, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, args);
+    va_end(args);
+
+    if (system(cmd) != 0) {
+        fail_msg("command failed: %s", cmd);
+    }
+}
+
+
+/* The first line of a command's output starting with prefix, after it. */
+
+static int
+command_value(const char *cmd, const char *prefix, char *out, size_t size)
+{
+    FILE   *f;
+    char    line[1024], *p;
+    int     found;
+
+    f = popen(cmd, "r");
+    assert_non_null(f);
+
+    found = 0;
+
+    while (!found && fgets(line, sizeof(line), f)) {
+        p = strstr(line, prefix);
+        if (p == NULL) {
+            continue;
+        }
+
+        p += strlen(prefix);
+        p[strcspn(p, " \n")] = '\0';
+        snprintf(out, size, "%s", p);
+        found = 1;
+    }
+
+    pclose(f);
+
+    return found ? 0 : -1;
+}
+
+
+static void
+readelf_build_id(const char *path, char *out, size_t size)
+{
+    char  cmd[PATH_MAX + 64];
+
+    snprintf(cmd, sizeof(cmd), "readelf -n '%s'", path);
+    assert_int_equal(command_value(cmd, "Build ID: ", out, size), 0);
+}
+
+
+/* st_value of a function per nm -P ("name[@version] type value size") */
+
+static uint64_t
+nm_value(const char *opts, const char *path, const char *name)
+{
+    char  cmd[2 * PATH_MAX], value[64];
+
+    snprintf(cmd, sizeof(cmd),
+             "nm -P %s '%s' | awk '{ n = $1; sub(/@.*/, \"\", n) }"
+             " n == \"%s\" { print \"value: \" $3; exit }'",
+             opts, path, name);
+
+    assert_int_equal(command_value(cmd, "value: ", value, sizeof(value)), 0);
+
+    return strtoull(value, NULL, 16);
+}
+
+
+static void *
+map_exec(const char *path, uint64_t offset, size_t len)
+{
+    int    fd;
+    void  *p;
+
+    fd = open(path, O_RDONLY);
+    assert_true(fd != -1);
+
+    p = mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, offset);
+    close(fd);
+    assert_true(p != MAP_FAILED);
+
+    return p;
+}
+
+
+static int
+group_setup(void **state)
+{
+    FILE  *f;
+
+    if (mkdtemp(tmp_dir) == NULL || realpath("/proc/self/exe", self_path)
+        == NULL)
+    {
+        return -1;
+    }
+
+    if (chdir(tmp_dir) != 0) {
+        return -1;
+    }
+
+    f = fopen("fixture.c", "w");
+    if (f == NULL) {
+        return -1;
+    }
+
+    fputs(fixture_source, f);
+    fclose(f);
+
+    return system("mkdir empty"
+                  " && gcc -O0 -g -shared -fPIC -Wl,--build-id"
+                  "    -o full.so fixture.c"
+                  " && objcopy --only-keep-debug full.so full.debug"
+                  " && objcopy --strip-all full.so stripped.so"
+                  " && cp stripped.so refresh.so"
+                  " && gcc -O0 -g -shared -fPIC -Wl,--build-id"
+                  "    -Wl,-Ttext-segment=0x400000 -o based.so fixture.c")
+           == 0 ? 0 : -1;
+}
+
+
+static int
+group_teardown(void **state)
+{
+    char  cmd[PATH_MAX];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
+
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+
+static int
+setup(void **state)
+{
+    prof_symbolizer_t  *sym;
+
+    sym = prof_symbolizer_create();
+    assert_non_null(sym);
+
+    /* no debug files unless a test says so */
+
+    assert_int_equal(prof_symbolizer_set_debug_dir(sym, "/nonexistent"), 0);
+
+    *state = sym;
+
+    return 0;
+}
+
+
+static int
+teardown(void **state)
+{
+    prof_symbolizer_destroy(*state);
+
+    return 0;
+}
+
+
+static void
+test_resolves_function_in_this_binary(void **state)
+{
+    uint64_t              pc;
+    const char           *function;
+    const prof_object_t  *obj;
+
+    pc = (uintptr_t) test_target_function + 1;
+
+    obj = prof_symbolize(*state, pc, &function);
+
+    assert_non_null(obj);
+    assert_string_equal(obj->path, self_path);
+    assert_true(obj->start <= pc && pc < obj->end);
+    assert_true(obj->id >= 1);
+    assert_non_null(function);
+    assert_string_equal(function, "test_target_function");
+}
+
+
+static void
+test_resolves_libc_function_via_dynsym(void **state)
+{
+    uint64_t              pc;
+    const char           *function;
+    const prof_object_t  *obj;
+
+    pc = (uintptr_t) dlsym(RTLD_DEFAULT, "getpid");
+    assert_true(pc != 0);
+
+    obj = prof_symbolize(*state, pc + 2, &function);
+
+    assert_non_null(obj);
+    assert_non_null(strstr(obj->path, "/libc"));
+    assert_non_null(function);
+
+    if (strcmp(function, "getpid") != 0 && strcmp(function, "__getpid") != 0)
+    {
+        fail_msg("getpid resolved to %s", function);
+    }
+}
+
+
+static void
+test_address_outside_any_symbol_has_no_function(void **state)
+{
+    const char           *function;
+    const prof_object_t  *obj;
+
+    function = "unset";
+
+    obj = prof_symbolize(*state, (uintptr_t) test_no_symbol_label + 1,
+                         &function);
+
+    assert_non_null(obj);
+    assert_string_equal(obj->path, self_path);
+    assert_null(function);
+}
+
+
+static void
+test_unmapped_address_returns_null(void **state)
+{
+    int          i;
+    char        *heap;
+    uint64_t     pcs[3];
+    const char  *function;
+
+    heap = malloc(16);
+    assert_non_null(heap);
+
+    pcs[0] = 0;
+    pcs[1] = 4096;
+    pcs[2] = (uintptr_t) heap;
+
+    for (i = 0; i < 3; i++) {
+        function = "unset";
+        assert_null(prof_symbolize(*state, pcs[i], &function));
+        assert_null(function);
+    }
+
+    free(heap);
+}
+
+
+static void
+test_build_id_matches_readelf(void **state)
+{
+    char                  expected[256];
+    const char           *function;
+    const prof_object_t  *obj;
+
+    readelf_build_id(self_path, expected, sizeof(expected));
+
+    obj = prof_symbolize(*state, (uintptr_t) test_target_function, &function);
+
+    assert_non_null(obj);
+    assert_true(strlen(expected) >= 16);
+    assert_string_equal(obj->build_id, expected);
+}
+
+
+static void
+test_elf_vaddr(void **state)
+{
+    void                 *lib;
+    char                  path[PATH_MAX];
+    uint64_t              pc;
+    const char           *function;
+    const prof_object_t  *obj;
+
+    /* the PIE test binary */
+
+    pc = (uintptr_t) test_target_function;
+    obj = prof_symbolize(*state, pc, &function);
+
+    assert_non_null(obj);
+    assert_true(obj->load_bias != 0);
+    assert_int_equal(pc - obj->load_bias,
+                     nm_value("", self_path, "test_target_function"));
+
+    /* a shared library */
+
+    pc = (uintptr_t) dlsym(RTLD_DEFAULT, "getpid");
+    obj = prof_symbolize(*state, pc, &function);
+
+    assert_non_null(obj);
+    assert_non_null(function);
+    assert_int_equal(pc - obj->load_bias,
+                     nm_value("-D", obj->path, function));
+
+    /* ELF virtual addresses not equal to file offsets */
+
+    snprintf(path, sizeof(path), "%s/based.so", tmp_dir);
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+
+    pc = (uintptr_t) dlsym(lib, "fixture_hidden_address");
+    obj = prof_symbolize(*state, pc, &function);
+
+    assert_non_null(obj);
+    assert_string_equal(obj->path, path);
+    assert_int_equal(pc - obj->load_bias,
+                     nm_value("", path, "fixture_hidden_address"));
+
+    dlclose(lib);
+}
+
+
+static void
+test_debug_file_by_build_id(void **state)
+{
+    void                 *lib, *(*address)(void);
+    char                  id[256], dir[PATH_MAX], path[PATH_MAX];
+    uint64_t              pc;
+    const char           *function;
+    prof_symbolizer_t    *plain;
+    const prof_object_t  *obj;
+
+    readelf_build_id("stripped.so", id, sizeof(id));
+
+    snprintf(dir, sizeof(dir), "%s/debug/.build-id", tmp_dir);
+    run("mkdir -p '%s/%.2s' && cp full.debug '%s/%.2s/%s.debug'",
+        dir, id, dir, id, id + 2);
+
+    assert_int_equal(prof_symbolizer_set_debug_dir(*state, dir), 0);
+
+    snprintf(path, sizeof(path), "%s/stripped.so", tmp_dir);
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+
+    *(void **) &address = dlsym(lib, "fixture_hidden_address");
+    assert_non_null(address);
+    pc = (uintptr_t) address();
+
+    obj = prof_symbolize(*state, pc, &function);
+
+    assert_non_null(obj);
+    assert_string_equal(obj->path, path);
+    assert_string_equal(obj->build_id, id);
+    assert_non_null(function);
+    assert_string_equal(function, "fixture_hidden_function");
+
+    /* without the debug file the stripped object does not know it */
+
+    plain = prof_symbolizer_create();
+    assert_non_null(plain);
+    assert_int_equal(prof_symbolizer_set_debug_dir(plain, "empty"), 0);
+
+    assert_non_null(prof_symbolize(plain, pc, &function));
+    assert_null(function);
+
+    prof_symbolizer_destroy(plain);
+    dlclose(lib);
+}
+
+
+/* Maps a file like the loader would map the test binary's text. */
+
+static const char *
+symbolize_copy(prof_symbolizer_t *sym, const char *name, uint64_t offset,
+    size_t len, uint64_t delta)
+{
+    char                  path[PATH_MAX];
+    void                 *p;
+    const char           *function;
+    const prof_object_t  *obj;
+
+    snprintf(path, sizeof(path), "%s/%s", tmp_dir, name);
+    p = map_exec(path, offset, len);
+
+    /* the address may be reused: an unknown pc alone would not refresh */
+
+    assert_int_equal(prof_symbolizer_refresh(sym), 0);
+
+    function = "unset";
+    obj = prof_symbolize(sym, (uintptr_t) p + delta, &function);
+
+    assert_non_null(obj);
+    assert_string_equal(obj->path, path);
+
+    munmap(p, len);
+
+    return function;
+}
+
+
+static void
+corrupt_sections(const char *name, int strtabs_only)
+{
+    int          fd;
+    unsigned     i;
+    Elf64_Ehdr   eh;
+    Elf64_Shdr   sh;
+    struct stat  st;
+
+    run("cp '%s' %s", self_path, name);
+
+    fd = open(name, O_RDWR);
+    assert_true(fd != -1);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(pread(fd, &eh, sizeof(eh), 0), sizeof(eh));
+
+    for (i = 0; i < eh.e_shnum; i++) {
+        assert_int_equal(pread(fd, &sh, sizeof(sh), eh.e_shoff + i * 64), 64);
+
+        if (strtabs_only) {
+            sh.sh_size = sh.sh_type == SHT_STRTAB ? 1 : sh.sh_size;
+
+        } else {
+            sh.sh_offset = st.st_size - 10;
+            sh.sh_size = 1000;
+            sh.sh_link = 0x7fff;
+        }
+
+        assert_int_equal(pwrite(fd, &sh, sizeof(sh), eh.e_shoff + i * 64), 64);
+    }
+
+    close(fd);
+}
+
+
+static void
+test_corrupt_elf_does_not_crash(void **state)
+{
+    int                   fd;
+    char                  junk[8192];
+    uint64_t              delta, len;
+    Elf64_Ehdr           *eh;
+    Elf64_Phdr           *ph;
+    Elf64_Nhdr           *nh;
+    const char           *function;
+    prof_symbolizer_t    *sym;
+    const prof_object_t  *self;
+
+    sym = *state;
+    self = prof_symbolize(sym, (uintptr_t) test_target_function, &function);
+    assert_non_null(self);
+
+    delta = (uintptr_t) test_target_function - self->start;
+    len = self->end - self->start;
+
+    /* control: an intact copy of this binary resolves the function */
+
+    run("cp '%s' intact", self_path);
+    assert_string_equal(symbolize_copy(sym, "intact", self->file_offset, len,
+                                       delta),
+                        "test_target_function");
+
+    /* section headers past the end of the file */
+
+    run("head -c %llu '%s' > truncated", (unsigned long long)
+        (self->file_offset + len), self_path);
+    assert_null(symbolize_copy(sym, "truncated", self->file_offset, len,
+                               delta));
+
+    /* section offsets, sizes and links out of bounds */
+
+    corrupt_sections("bad-sections", 0);
+    assert_null(symbolize_copy(sym, "bad-sections", self->file_offset, len,
+                               delta));
+
+    /* string tables too small for the symbol names */
+
+    corrupt_sections("bad-strtabs", 1);
+    assert_null(symbolize_copy(sym, "bad-strtabs", self->file_offset, len,
+                               delta));
+
+    /* garbage, and an ELF file with bad counts, offsets and notes */
+
+    memset(junk, 0xa5, sizeof(junk));
+    fd = open("garbage", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
+    close(fd);
+    assert_null(symbolize_copy(sym, "garbage", 0, 4096, 16));
+
+    memset(junk, 0xff, sizeof(junk));
+    eh = (Elf64_Ehdr *) junk;
+    memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS64;
+    eh->e_ident[EI_DATA] = ELFDATA2LSB;
+    eh->e_phentsize = sizeof(Elf64_Phdr);
+    eh->e_shentsize = sizeof(Elf64_Shdr);
+    eh->e_phoff = sizeof(Elf64_Ehdr);
+    eh->e_phnum = 2;
+    eh->e_shoff = 4096;
+
+    ph = (Elf64_Phdr *) (eh + 1);
+    ph[0] = (Elf64_Phdr) { .p_type = PT_LOAD, .p_flags = PF_R | PF_X,
+                           .p_filesz = 1 << 20, .p_align = 4096 };
+    ph[1] = (Elf64_Phdr) { .p_type = PT_NOTE, .p_offset = 512,
+                           .p_filesz = 32, .p_align = 4 };
+
+    nh = (Elf64_Nhdr *) (junk + 512);
+    *nh = (Elf64_Nhdr) { .n_namesz = 4, .n_descsz = 60,
+                         .n_type = NT_GNU_BUILD_ID };
+    memcpy(nh + 1, "GNU", 4);
+
+    fd = open("bad-header", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
+    close(fd);
+    assert_null(symbolize_copy(sym, "bad-header", 0, 4096, 16));
+}
+
+
+static void
+test_vdso_is_an_object_without_file(void **state)
+{
+    uint64_t              base;
+    const char           *function;
+    const prof_object_t  *obj;
+
+    base = getauxval(AT_SYSINFO_EHDR);
+    if (base == 0) {
+        skip();
+    }
+
+    function = "unset";
+    obj = prof_symbolize(*state, base + 16, &function);
+
+    assert_non_null(obj);
+    assert_string_equal(obj->path, "[vdso]");
+    assert_string_equal(obj->build_id, "");
+    assert_null(function);
+}
+
+
+static void
+test_deleted_file_is_an_object_without_file(void **state)
+{
+    void                 *p;
+    char                  path[PATH_MAX];
+    uint64_t              len;
+    const char           *function;
+    const prof_object_t  *self, *obj;
+
+    self = prof_symbolize(*state, (uintptr_t) test_target_function,
+                          &function);
+    assert_non_null(self);
+    len = self->end - self->start;
+
+    snprintf(path, sizeof(path), "%s/deleted", tmp_dir);
+    run("cp '%s' '%s'", self_path, path);
+    p = map_exec(path, self->file_offset, len);
+    assert_int_equal(unlink(path), 0);
+
+    function = "unset";
+    obj = prof_symbolize(*state, (uintptr_t) p + ((uintptr_t)
+                         test_target_function - self->start), &function);
+
+    strcat(path, " (deleted)");
+    assert_non_null(obj);
+    assert_string_equal(obj->path, path);
+    assert_string_equal(obj->build_id, "");
+    assert_null(function);
+
+    munmap(p, len);
+}
+
+
+static void
+test_refresh_keeps_object_ids(void **state)
+{
+    void                 *lib;
+    char                  path[PATH_MAX];
+    unsigned              id;
+    const char           *function;
+    prof_symbolizer_t    *sym;
+    const prof_object_t  *self, *obj;
+
+    sym = *state;
+    self = prof_symbolize(sym, (uintptr_t) test_target_function, &function);
+    assert_non_null(self);
+    id = self->id;
+
+    snprintf(path, sizeof(path), "%s/refresh.so", tmp_dir);
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+
+    /* unknown pc: refreshes and finds the new object */
+
+    obj = prof_symbolize(sym, (uintptr_t) dlsym(lib, "fixture_hidden_address"),
+                         &function);
+
+    assert_non_null(obj);
+    assert_string_equal(obj->path, path);
+    assert_true(obj->id > id);
+    assert_non_null(function);
+    assert_string_equal(function, "fixture_hidden_address");
+
+    assert_int_equal(prof_symbolizer_refresh(sym), 0);
+
+    assert_ptr_equal(prof_symbolize(sym, (uintptr_t) test_target_function,
+                                    &function), self);
+    assert_int_equal(self->id, id);
+
+    dlclose(lib);
+}
+
+
+static void
+test_set_debug_dir_rejects_null(void **state)
+{
+    assert_int_equal(prof_symbolizer_set_debug_dir(*state, NULL), -EINVAL);
+}
+
+
+int
+main(void)
+{
+    const struct CMUnitTest  tests[] = {
+        cmocka_unit_test_setup_teardown(test_resolves_function_in_this_binary,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resolves_libc_function_via_dynsym,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_address_outside_any_symbol_has_no_function, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unmapped_address_returns_null,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_id_matches_readelf,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_elf_vaddr, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_debug_file_by_build_id,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_elf_does_not_crash,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vdso_is_an_object_without_file,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_deleted_file_is_an_object_without_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refresh_keeps_object_ids,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_debug_dir_rejects_null,
+                                        setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
