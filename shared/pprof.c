@@ -609,6 +609,7 @@ prof_pprof_write_profile(prof_pprof_t *pp)
     msg.period_type.type = pp->value_type[PROF_VALUE_CPU_TIME][0];
     msg.period_type.unit = pp->value_type[PROF_VALUE_CPU_TIME][1];
     msg.period = pp->profile->period_ns;
+    msg.default_sample_type = pp->value_type[PROF_VALUE_CPU_TIME][0];
 
     memset(&stream, 0, sizeof(stream));
     stream.callback = prof_pprof_write;
