@@ -14,12 +14,14 @@
 #include "profiler.h"
 
 
-#define NGX_HTTP_PROFILING_FINAL_TIMEOUT_MS  5000
+#define NGX_HTTP_PROFILING_APM_SOCKET  "/var/run/datadog/apm.socket"
 
 
 typedef struct {
     ngx_flag_t     enabled_anywhere;
     ngx_str_t      dump_dir;
+    ngx_str_t      agent_url;           /* "off": none */
+    ngx_msec_t     upload_timeout;
     ngx_msec_t     period;
     ngx_msec_t     interval;
     ngx_uint_t     max_frames;
@@ -55,6 +57,8 @@ static char *ngx_http_profiling_dump_dir(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static void *ngx_http_profiling_create_main_conf(ngx_conf_t *cf);
 static char *ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *ngx_http_profiling_create_loc_conf(ngx_conf_t *cf);
@@ -74,6 +78,10 @@ static ngx_http_profiling_time_bounds_t  ngx_http_profiling_interval_bounds =
     1, 1000, "between 1ms and 1s"
 };
 
+static ngx_http_profiling_time_bounds_t  ngx_http_profiling_upload_bounds = {
+    100, 600000, "between 100ms and 10m"
+};
+
 
 static ngx_command_t  ngx_http_profiling_commands[] = {
 
@@ -90,6 +98,20 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_profiling_main_conf_t, dump_dir),
       NULL },
+
+    { ngx_string("profiling_agent_url"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_agent_url,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, agent_url),
+      NULL },
+
+    { ngx_string("profiling_upload_timeout"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_time,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, upload_timeout),
+      &ngx_http_profiling_upload_bounds },
 
     { ngx_string("profiling_period"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
@@ -363,14 +385,13 @@ ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     for (i = 1; i < cf->args->nelts; i++) {
         colon = ngx_strlchr(value[i].data, value[i].data + value[i].len, ':');
 
+        /* Commas in values are replaced when the tags are sent. */
         if (colon == NULL || colon == value[i].data
-            || colon == value[i].data + value[i].len - 1
-            || ngx_strlchr(value[i].data, value[i].data + value[i].len, ',')
-               != NULL)
+            || colon == value[i].data + value[i].len - 1)
         {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid value \"%V\" in \"%V\" directive, "
-                               "it must be \"key:value\" without commas",
+                               "it must be \"key:value\"",
                                &value[i], &cmd->name);
             return NGX_CONF_ERROR;
         }
@@ -384,6 +405,242 @@ ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_profiling_valid_url(ngx_str_t *url)
+{
+    size_t  n;
+
+    if (url->len > 6 && ngx_strncmp(url->data, "unix:/", 6) == 0) {
+        return NGX_OK;
+    }
+
+    n = 0;
+    if (url->len > 7 && ngx_strncmp(url->data, "http://", 7) == 0) {
+        n = 7;
+
+    } else if (url->len > 8 && ngx_strncmp(url->data, "https://", 8) == 0) {
+        n = 8;
+    }
+
+    if (n == 0 || url->data[n] == '/' || url->data[n] == ':') {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+static char *
+ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    ngx_str_t  *value;
+
+    if (pmcf->agent_url.data != NULL) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") != 0
+        && ngx_http_profiling_valid_url(&value[1]) != NGX_OK)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" in \"%V\" directive, "
+                           "it must be \"http://host:port\", "
+                           "\"https://host:port\", \"unix:/path\" "
+                           "or \"off\"", &value[1], &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    pmcf->agent_url = value[1];
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * A DD_* variable as the workers will not see it: "env NAME=value;" in the
+ * configuration first, else the master's environment.
+ */
+static char *
+ngx_http_profiling_getenv(ngx_conf_t *cf, const char *name)
+{
+    size_t            len;
+    ngx_str_t        *var;
+    ngx_uint_t        i;
+    ngx_core_conf_t  *ccf;
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
+                                           ngx_core_module);
+    len = ngx_strlen(name);
+
+    if (ccf != NULL && ccf->env.elts != NULL) {
+        var = ccf->env.elts;
+
+        for (i = 0; i < ccf->env.nelts; i++) {
+            if (var[i].len > len && var[i].data[len] == '='
+                && ngx_strncmp(var[i].data, name, len) == 0)
+            {
+                return (char *) var[i].data + len + 1;
+            }
+        }
+    }
+
+    return getenv(name);
+}
+
+
+static ngx_int_t
+ngx_http_profiling_set_env_str(ngx_conf_t *cf, ngx_str_t *s, const char *name)
+{
+    char  *value;
+
+    if (s->data != NULL) {
+        return NGX_OK;
+    }
+
+    value = ngx_http_profiling_getenv(cf, name);
+    if (value == NULL || value[0] == '\0') {
+        return NGX_OK;
+    }
+
+    s->len = ngx_strlen(value);
+    s->data = ngx_pstrdup(cf->pool, &(ngx_str_t) { s->len, (u_char *) value });
+
+    return (s->data != NULL) ? NGX_OK : NGX_ERROR;
+}
+
+
+/* DD_TAGS: "key:value" items separated by commas or spaces. */
+static ngx_int_t
+ngx_http_profiling_env_tags(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf)
+{
+    u_char     *p, *last, *start;
+    char       *value;
+    ngx_str_t  *tag;
+
+    value = ngx_http_profiling_getenv(cf, "DD_TAGS");
+    if (pmcf->tags != NULL || value == NULL) {
+        return NGX_OK;
+    }
+
+    pmcf->tags = ngx_array_create(cf->pool, 4, sizeof(ngx_str_t));
+    if (pmcf->tags == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = (u_char *) value;
+    last = p + ngx_strlen(value);
+
+    while (p < last) {
+        while (p < last && (*p == ',' || *p == ' ')) {
+            p++;
+        }
+
+        start = p;
+        while (p < last && *p != ',' && *p != ' ') {
+            p++;
+        }
+
+        if (p == start || ngx_strlchr(start, p, ':') == NULL) {
+            continue;
+        }
+
+        tag = ngx_array_push(pmcf->tags);
+        if (tag == NULL) {
+            return NGX_ERROR;
+        }
+
+        tag->len = p - start;
+        tag->data = ngx_pstrdup(cf->pool, &(ngx_str_t) { tag->len, start });
+        if (tag->data == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* The agent's address when no profiling_agent_url says it. */
+static ngx_int_t
+ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
+{
+    char             *value, *host, *port;
+    ngx_file_info_t   fi;
+
+    value = ngx_http_profiling_getenv(cf, "DD_TRACE_AGENT_URL");
+
+    if (value != NULL && value[0] != '\0') {
+        if (ngx_strncmp(value, "unix://", 7) == 0) {
+            value += 7;
+        }
+
+        if (value[0] == '/') {
+            url->len = ngx_strlen(value) + 5;
+            url->data = ngx_pnalloc(cf->pool, url->len + 1);
+            if (url->data == NULL) {
+                return NGX_ERROR;
+            }
+            ngx_sprintf(url->data, "unix:%s%Z", value);
+            return NGX_OK;
+        }
+
+        url->len = ngx_strlen(value);
+        url->data = (u_char *) value;
+
+        if (ngx_http_profiling_valid_url(url) != NGX_OK) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value \"%s\" in the "
+                               "DD_TRACE_AGENT_URL environment variable "
+                               "(the profiling_agent_url default)", value);
+            return NGX_ERROR;
+        }
+
+        url->data = ngx_pstrdup(cf->pool, url);
+        return (url->data != NULL) ? NGX_OK : NGX_ERROR;
+    }
+
+    host = ngx_http_profiling_getenv(cf, "DD_AGENT_HOST");
+    port = ngx_http_profiling_getenv(cf, "DD_TRACE_AGENT_PORT");
+
+    if ((host == NULL || host[0] == '\0') && (port == NULL || port[0] == '\0')
+        && ngx_file_info(NGX_HTTP_PROFILING_APM_SOCKET, &fi) == 0)
+    {
+        ngx_str_set(url, "unix:" NGX_HTTP_PROFILING_APM_SOCKET);
+        return NGX_OK;
+    }
+
+    if (host == NULL || host[0] == '\0') {
+        host = "localhost";
+    }
+
+    if (port == NULL || port[0] == '\0') {
+        port = "8126";
+    }
+
+    url->data = ngx_pnalloc(cf->pool, ngx_strlen(host) + ngx_strlen(port)
+                                      + sizeof("http://[]:"));
+    if (url->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    /* Brackets around an IPv6 address. */
+    if (ngx_strchr(host, ':') != NULL && host[0] != '[') {
+        url->len = ngx_sprintf(url->data, "http://[%s]:%s", host, port)
+                   - url->data;
+    } else {
+        url->len = ngx_sprintf(url->data, "http://%s:%s", host, port)
+                   - url->data;
+    }
+
+    return NGX_OK;
 }
 
 
@@ -402,12 +659,14 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
      *
      *     pmcf->enabled_anywhere = 0;
      *     pmcf->dump_dir = { 0, NULL };
+     *     pmcf->agent_url = { 0, NULL };
      *     pmcf->service = { 0, NULL };
      *     pmcf->env = { 0, NULL };
      *     pmcf->version = { 0, NULL };
      *     pmcf->tags = NULL;
      */
 
+    pmcf->upload_timeout = NGX_CONF_UNSET_MSEC;
     pmcf->period = NGX_CONF_UNSET_MSEC;
     pmcf->interval = NGX_CONF_UNSET_MSEC;
     pmcf->max_frames = NGX_CONF_UNSET_UINT;
@@ -427,8 +686,28 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_uint_value(pmcf->max_frames, 64);
     ngx_conf_init_size_value(pmcf->memory_limit, 8 * 1024 * 1024);
 
+    ngx_conf_init_msec_value(pmcf->upload_timeout, 10000);
+
+    /* Read here, in the master: workers lose the environment. */
+
+    if (ngx_http_profiling_set_env_str(cf, &pmcf->service, "DD_SERVICE")
+            != NGX_OK
+        || ngx_http_profiling_set_env_str(cf, &pmcf->env, "DD_ENV") != NGX_OK
+        || ngx_http_profiling_set_env_str(cf, &pmcf->version, "DD_VERSION")
+           != NGX_OK
+        || ngx_http_profiling_env_tags(cf, pmcf) != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
     if (pmcf->service.data == NULL) {
         ngx_str_set(&pmcf->service, "nginx");
+    }
+
+    if (pmcf->agent_url.data == NULL
+        && ngx_http_profiling_default_agent(cf, &pmcf->agent_url) != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
     }
 
     return NGX_CONF_OK;
@@ -581,11 +860,34 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 }
 
 
+/* A NUL-terminated copy, NULL for an empty or unset string. */
+static char *
+ngx_http_profiling_cstr(ngx_pool_t *pool, ngx_str_t *s)
+{
+    u_char  *p;
+
+    if (s->len == 0) {
+        return NULL;
+    }
+
+    p = ngx_pnalloc(pool, s->len + 1);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    ngx_cpystrn(p, s->data, s->len + 1);
+
+    return (char *) p;
+}
+
+
 static ngx_int_t
 ngx_http_profiling_init_process(ngx_cycle_t *cycle)
 {
     int                              rc;
-    char                            *dump_dir, *service;
+    char                           **tags;
+    ngx_str_t                       *tag;
+    ngx_uint_t                       i;
     prof_conf_t                      conf;
     ngx_http_profiling_main_conf_t  *pmcf;
 
@@ -602,30 +904,45 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
-    dump_dir = NULL;
-    if (pmcf->dump_dir.len > 0) {
-        dump_dir = (char *) ngx_pnalloc(cycle->pool, pmcf->dump_dir.len + 1);
-        if (dump_dir == NULL) {
+    ngx_memzero(&conf, sizeof(prof_conf_t));
+
+    if (pmcf->tags != NULL && pmcf->tags->nelts > 0) {
+        tags = ngx_pcalloc(cycle->pool, pmcf->tags->nelts * sizeof(char *));
+        if (tags == NULL) {
             return NGX_OK;
         }
-        ngx_cpystrn((u_char *) dump_dir, pmcf->dump_dir.data,
-                    pmcf->dump_dir.len + 1);
+
+        tag = pmcf->tags->elts;
+        for (i = 0; i < pmcf->tags->nelts; i++) {
+            tags[i] = ngx_http_profiling_cstr(cycle->pool, &tag[i]);
+            if (tags[i] == NULL) {
+                return NGX_OK;
+            }
+        }
+
+        conf.tags = (const char * const *) tags;
+        conf.tag_count = pmcf->tags->nelts;
     }
 
-    service = (char *) ngx_pnalloc(cycle->pool, pmcf->service.len + 1);
-    if (service == NULL) {
-        return NGX_OK;
-    }
-    ngx_cpystrn((u_char *) service, pmcf->service.data, pmcf->service.len + 1);
-
-    ngx_memzero(&conf, sizeof(prof_conf_t));
     conf.interval_ns = (int64_t) pmcf->interval * 1000000;
     conf.max_frames = pmcf->max_frames;
     conf.memory_limit = pmcf->memory_limit;
-    conf.dump_dir = dump_dir;
-    conf.service = service;
-    conf.final_timeout_ms = NGX_HTTP_PROFILING_FINAL_TIMEOUT_MS;
+    conf.dump_dir = ngx_http_profiling_cstr(cycle->pool, &pmcf->dump_dir);
+    conf.service = ngx_http_profiling_cstr(cycle->pool, &pmcf->service);
+    conf.env = ngx_http_profiling_cstr(cycle->pool, &pmcf->env);
+    conf.version = ngx_http_profiling_cstr(cycle->pool, &pmcf->version);
+    conf.runtime_version = NGINX_VERSION;
+    conf.upload_timeout_ms = pmcf->upload_timeout;
     conf.log = ngx_http_profiling_log;
+
+    if (ngx_strcmp(pmcf->agent_url.data, "off") != 0) {
+        conf.agent_url = ngx_http_profiling_cstr(cycle->pool,
+                                                 &pmcf->agent_url);
+    }
+
+    /* The last profile's export is bounded: see exit_process. */
+    conf.final_timeout_ms = (conf.agent_url != NULL)
+                            ? (int64_t) pmcf->upload_timeout + 1000 : 5000;
 
     rc = prof_start(&ngx_http_profiling_profiler, &conf);
 
@@ -653,8 +970,11 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
     ngx_add_timer(&ngx_http_profiling_flush_event, pmcf->period);
 
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
-                  "profiling: sampling every %Mms, a profile every %Mms",
-                  pmcf->interval, pmcf->period);
+                  "profiling: sampling every %Mms, a profile every %Mms, "
+                  "to %s%s%s", pmcf->interval, pmcf->period,
+                  conf.dump_dir ? conf.dump_dir : "",
+                  (conf.dump_dir && conf.agent_url) ? " and " : "",
+                  conf.agent_url ? conf.agent_url : "");
 
     return NGX_OK;
 }

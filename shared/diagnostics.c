@@ -61,7 +61,10 @@ prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
             "dropped_samples=%llu dropped_batches=%llu "
             "handler_ns_p50=%llu handler_ns_p99=%llu "
             "aggregated=%llu profiles=%llu exported=%llu "
-            "export_failures=%llu encode_failures=%llu bytes=%llu",
+            "export_failures=%llu encode_failures=%llu bytes=%llu "
+            "uploads=%llu uploaded=%llu retried=%llu failed_connect=%llu "
+            "failed_timeout=%llu failed_4xx=%llu failed_5xx=%llu "
+            "failed_other=%llu upload_dropped=%llu bytes_sent=%llu",
             (unsigned long long) prof_counter_get(d->ticks),
             (unsigned long long) prof_counter_get(d->samples_recorded),
             (unsigned long long) prof_counter_get(d->idle_samples),
@@ -79,7 +82,17 @@ prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
             (unsigned long long) prof_counter_get(d->profiles_exported),
             (unsigned long long) prof_counter_get(d->export_failures),
             (unsigned long long) prof_counter_get(d->encode_failures),
-            (unsigned long long) prof_counter_get(d->bytes_exported));
+            (unsigned long long) prof_counter_get(d->bytes_exported),
+            (unsigned long long) prof_counter_get(d->uploads_attempted),
+            (unsigned long long) prof_counter_get(d->uploads_succeeded),
+            (unsigned long long) prof_counter_get(d->uploads_retried),
+            (unsigned long long) prof_counter_get(d->uploads_failed_connect),
+            (unsigned long long) prof_counter_get(d->uploads_failed_timeout),
+            (unsigned long long) prof_counter_get(d->uploads_failed_4xx),
+            (unsigned long long) prof_counter_get(d->uploads_failed_5xx),
+            (unsigned long long) prof_counter_get(d->uploads_failed_other),
+            (unsigned long long) prof_counter_get(d->uploads_dropped),
+            (unsigned long long) prof_counter_get(d->bytes_sent));
 
     if (n < 0) {
         return 0;

@@ -44,7 +44,20 @@ typedef struct {
     uint64_t          profiles_exported;    /* by every sink that worked */
     uint64_t          export_failures;
     uint64_t          encode_failures;
-    uint64_t          bytes_exported;
+    uint64_t          bytes_exported;       /* written to files */
+
+    /* agent uploads (profiler loop thread) */
+    uint64_t          uploads_attempted;    /* requests sent, retries too */
+    uint64_t          uploads_succeeded;
+    uint64_t          uploads_retried;
+    uint64_t          uploads_failed_connect;
+    uint64_t          uploads_failed_timeout;
+    uint64_t          uploads_failed_4xx;
+    uint64_t          uploads_failed_5xx;
+    uint64_t          uploads_failed_other;
+    uint64_t          uploads_dropped;      /* replaced while waiting, or
+                                               aborted at exit */
+    uint64_t          bytes_sent;
 } prof_diagnostics_t;
 
 

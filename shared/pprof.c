@@ -63,16 +63,6 @@ typedef struct {
 } prof_pprof_t;
 
 
-void
-prof_buffer_free(prof_buffer_t *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->length = 0;
-    b->capacity = 0;
-}
-
-
 static int64_t
 prof_pprof_string(prof_pprof_t *pp, const char *s)
 {

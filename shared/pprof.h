@@ -14,20 +14,12 @@
 #include <stddef.h>
 
 #include "aggregator.h"
-
-
-typedef struct {
-    unsigned char  *data;
-    size_t          length;
-    size_t          capacity;
-} prof_buffer_t;
+#include "buffer.h"
 
 
 /* 0, -ENOMEM, or -EIO when encoding or compression failed. */
 int prof_pprof_encode(const prof_profile_t *p, prof_aggregator_t *agg,
     prof_buffer_t *out);
-
-void prof_buffer_free(prof_buffer_t *b);
 
 
 #endif /* PROF_PPROF_H */

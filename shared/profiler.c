@@ -16,34 +16,38 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <curl/curl.h>
+
 #include "aggregator.h"
 #include "file_export.h"
+#include "intake.h"
 #include "pprof.h"
 #include "profiler.h"
 #include "symbolizer.h"
 #include "thread.h"
+#include "upload.h"
 
 
 #define PROF_BATCH_BYTES        (64 * 1024)
 #define PROF_POOL_BATCHES       4
 #define PROF_PUSH_EVERY_NS      (250 * 1000 * 1000LL)
-#define PROF_LOG_EVERY_NS       (60 * 1000000000LL)
-
-
-enum {
-    PROF_CAUSE_ENCODE = 0,
-    PROF_CAUSE_FILE,
-    PROF_CAUSE_MEMORY,
-    PROF_CAUSES
-};
 
 
 struct prof_s {
     prof_conf_t          conf;
     char                *dump_dir;
+    char                *agent_url;
     char                *service;
+    char                *env;
+    char                *version;
+    char                *runtime_version;
+    char               **tags;
+    char                 host[256];
+    char                 runtime_id[37];
     char                 thread_name[32];
     pid_t                pid;
+    prof_log_t           log;
+    prof_intake_conf_t   intake;
 
     prof_diagnostics_t   diagnostics;
     prof_queue_t         queue;
@@ -52,7 +56,7 @@ struct prof_s {
     /* profiler loop thread only */
     prof_symbolizer_t   *symbolizer;
     prof_aggregator_t   *aggregator;
-    int64_t              last_log_ns[PROF_CAUSES];
+    prof_uploader_t     *uploader;
 
     uv_loop_t            loop;
     uv_async_t           batches_ready;
@@ -66,40 +70,61 @@ struct prof_s {
 };
 
 
+/* The upload of an encoded profile: event.json, pprof, provenance. */
 static void
-prof_log(prof_t *p, int level, const char *fmt, ...)
+prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof)
 {
-    char     msg[512];
-    va_list  args;
+    int                     rc;
+    size_t                  i, n;
+    prof_upload_t          *up;
+    prof_intake_profile_t   ip;
+    const prof_object_t   **objects;
+    static const char      *attachments[] = {
+        "profile.pprof", "code-provenance.json"
+    };
 
-    if (p->conf.log == NULL) {
+    up = calloc(1, sizeof(prof_upload_t));
+    if (up == NULL) {
+        prof_counter_add(p->diagnostics.uploads_dropped, 1);
         return;
     }
 
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
+    up->sequence = profile->sequence;
+    up->pprof = *pprof;                     /* moved */
+    memset(pprof, 0, sizeof(prof_buffer_t));
 
-    p->conf.log(p->conf.log_data, level, msg);
-}
+    memset(&ip, 0, sizeof(ip));
+    ip.sequence = profile->sequence;
+    ip.start_realtime_ns = profile->start_realtime_ns;
+    ip.duration_ns = profile->duration_ns;
 
+    rc = prof_intake_event_json(&up->event, &p->intake, &ip, attachments, 2);
 
-/* At most one line a minute per cause. */
-static int
-prof_log_allowed(prof_t *p, unsigned cause)
-{
-    int64_t  now_ns;
+    n = prof_symbolizer_object_count(p->symbolizer);
+    objects = calloc(n + 1, sizeof(prof_object_t *));
 
-    now_ns = (int64_t) uv_hrtime();
+    if (rc == 0 && objects != NULL) {
+        for (i = 0; i < n; i++) {
+            objects[i] = prof_symbolizer_object(p->symbolizer, i);
+        }
+        rc = prof_intake_provenance_json(&up->provenance, objects, n);
 
-    if (p->last_log_ns[cause] != 0
-        && now_ns - p->last_log_ns[cause] < PROF_LOG_EVERY_NS)
-    {
-        return 0;
+    } else {
+        rc = -ENOMEM;
     }
 
-    p->last_log_ns[cause] = now_ns;
-    return 1;
+    free(objects);
+
+    if (rc != 0) {
+        prof_counter_add(p->diagnostics.uploads_dropped, 1);
+        prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
+                         "profiling: out of memory, profile %llu not "
+                         "uploaded", (unsigned long long) up->sequence);
+        prof_upload_free(up);
+        return;
+    }
+
+    prof_uploader_submit(p->uploader, up);
 }
 
 
@@ -114,11 +139,11 @@ prof_export(void *data, prof_profile_t *profile)
 
     if (rc != 0) {
         prof_counter_add(p->diagnostics.encode_failures, 1);
-        if (prof_log_allowed(p, PROF_CAUSE_ENCODE)) {
-            prof_log(p, PROF_LOG_ERR, "profiling: encoding profile %llu "
-                     "failed (%s), profile dropped",
-                     (unsigned long long) profile->sequence, strerror(-rc));
-        }
+        prof_log_limited(&p->log, PROF_CAUSE_ENCODE, PROF_LOG_ERR,
+                         "profiling: encoding profile %llu failed (%s), "
+                         "profile dropped",
+                         (unsigned long long) profile->sequence,
+                         strerror(-rc));
         goto done;
     }
 
@@ -127,18 +152,20 @@ prof_export(void *data, prof_profile_t *profile)
                               profile->sequence, out.data, out.length);
         if (rc != 0) {
             prof_counter_add(p->diagnostics.export_failures, 1);
-            if (prof_log_allowed(p, PROF_CAUSE_FILE)) {
-                prof_log(p, PROF_LOG_ERR, "profiling: writing profile to "
-                         "\"%s\" failed (%s), profile dropped",
-                         p->dump_dir, strerror(-rc));
-            }
-            goto done;
-        }
+            prof_log_limited(&p->log, PROF_CAUSE_FILE, PROF_LOG_ERR,
+                             "profiling: writing profile to \"%s\" failed "
+                             "(%s), profile dropped", p->dump_dir,
+                             strerror(-rc));
 
-        prof_counter_add(p->diagnostics.bytes_exported, out.length);
+        } else {
+            prof_counter_add(p->diagnostics.profiles_exported, 1);
+            prof_counter_add(p->diagnostics.bytes_exported, out.length);
+        }
     }
 
-    prof_counter_add(p->diagnostics.profiles_exported, 1);
+    if (p->uploader != NULL) {
+        prof_upload(p, profile, &out);
+    }
 
 done:
 
@@ -155,11 +182,10 @@ prof_drain(prof_t *p)
     for (b = prof_queue_pop_all(&p->queue); b != NULL; b = next) {
         next = b->next;
 
-        if (prof_aggregator_consume(p->aggregator, b) != 0
-            && prof_log_allowed(p, PROF_CAUSE_MEMORY))
-        {
-            prof_log(p, PROF_LOG_ERR, "profiling: out of memory while "
-                     "aggregating, samples dropped");
+        if (prof_aggregator_consume(p->aggregator, b) != 0) {
+            prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
+                             "profiling: out of memory while aggregating, "
+                             "samples dropped");
         }
 
         prof_queue_release(&p->queue, b);
@@ -175,14 +201,31 @@ prof_on_batches_ready(uv_async_t *handle)
 
 
 static void
+prof_close_loop_handles(void *data)
+{
+    prof_t  *p = data;
+
+    p->uploader = NULL;
+    uv_close((uv_handle_t *) &p->batches_ready, NULL);
+    uv_close((uv_handle_t *) &p->stop_requested, NULL);
+}
+
+
+static void
 prof_on_stop_requested(uv_async_t *handle)
 {
     prof_t  *p = handle->data;
 
     prof_drain(p);
 
-    uv_close((uv_handle_t *) &p->batches_ready, NULL);
-    uv_close((uv_handle_t *) &p->stop_requested, NULL);
+    if (p->uploader == NULL) {
+        prof_close_loop_handles(p);
+        return;
+    }
+
+    /* The last upload gets the upload timeout, no more. */
+    prof_uploader_close(p->uploader, p->conf.upload_timeout_ms,
+                        prof_close_loop_handles, p);
 }
 
 
@@ -254,14 +297,27 @@ prof_clock_ns(clockid_t clock)
 static void
 prof_free(prof_t *p)
 {
+    size_t  i;
+
     if (p->aggregator != NULL) {
         prof_aggregator_destroy(p->aggregator);
     }
     if (p->symbolizer != NULL) {
         prof_symbolizer_destroy(p->symbolizer);
     }
+    if (p->tags != NULL) {
+        for (i = 0; i < p->conf.tag_count; i++) {
+            free(p->tags[i]);
+        }
+        free(p->tags);
+    }
+
     free(p->dump_dir);
+    free(p->agent_url);
     free(p->service);
+    free(p->env);
+    free(p->version);
+    free(p->runtime_version);
     free(p);
 }
 
@@ -270,6 +326,7 @@ static int
 prof_start_loop(prof_t *p)
 {
     int                     rc;
+    prof_upload_conf_t      uc;
     prof_aggregator_conf_t  ac;
 
     p->symbolizer = prof_symbolizer_create();
@@ -312,12 +369,34 @@ prof_start_loop(prof_t *p)
         return -ENOMEM;
     }
 
+    if (p->agent_url != NULL) {
+        memset(&uc, 0, sizeof(uc));
+        uc.url = p->agent_url;
+        uc.timeout_ms = p->conf.upload_timeout_ms;
+        uc.origin = PROF_ORIGIN;
+        uc.origin_version = PROF_VERSION;
+        uc.diagnostics = &p->diagnostics;
+        uc.log = &p->log;
+
+        p->uploader = prof_uploader_create(&p->loop, &uc);
+        if (p->uploader == NULL) {
+            uv_cond_destroy(&p->done_cond);
+            uv_mutex_destroy(&p->done_mutex);
+            uv_loop_close(&p->loop);
+            return -ENOMEM;
+        }
+    }
+
     (void) uv_async_init(&p->loop, &p->batches_ready, prof_on_batches_ready);
     (void) uv_async_init(&p->loop, &p->stop_requested,
                          prof_on_stop_requested);
 
     rc = prof_thread_create(&p->loop_thread, prof_loop_main, p);
     if (rc != 0) {
+        if (p->uploader != NULL) {
+            prof_uploader_close(p->uploader, 0, NULL, NULL);
+            p->uploader = NULL;
+        }
         uv_close((uv_handle_t *) &p->batches_ready, NULL);
         uv_close((uv_handle_t *) &p->stop_requested, NULL);
         (void) uv_run(&p->loop, UV_RUN_DEFAULT);
@@ -370,26 +449,110 @@ prof_stop_loop(prof_t *p, int64_t timeout_ms)
 }
 
 
+static char *
+prof_strdup_or_null(const char *s, int *failed)
+{
+    char  *copy;
+
+    if (s == NULL) {
+        return NULL;
+    }
+
+    copy = strdup(s);
+    if (copy == NULL) {
+        *failed = 1;
+    }
+
+    return copy;
+}
+
+
+/* Copies the configuration and what the intake documents need. */
+static int
+prof_init_conf(prof_t *p, const prof_conf_t *conf)
+{
+    int     failed;
+    size_t  i;
+
+    failed = 0;
+
+    p->conf = *conf;
+    p->pid = getpid();
+    p->log.handler = conf->log;
+    p->log.data = conf->log_data;
+
+    p->service = prof_strdup_or_null(conf->service ? conf->service : "nginx",
+                                     &failed);
+    p->dump_dir = prof_strdup_or_null(conf->dump_dir, &failed);
+    p->agent_url = prof_strdup_or_null(conf->agent_url, &failed);
+    p->env = prof_strdup_or_null(conf->env, &failed);
+    p->version = prof_strdup_or_null(conf->version, &failed);
+    p->runtime_version = prof_strdup_or_null(conf->runtime_version
+                                             ? conf->runtime_version : "",
+                                             &failed);
+
+    p->tags = calloc(conf->tag_count + 1, sizeof(char *));
+    if (p->tags == NULL) {
+        p->conf.tag_count = 0;
+        return -ENOMEM;
+    }
+
+    for (i = 0; i < conf->tag_count; i++) {
+        p->tags[i] = prof_strdup_or_null(conf->tags[i], &failed);
+    }
+
+    if (failed) {
+        return -ENOMEM;
+    }
+
+    if (gethostname(p->host, sizeof(p->host) - 1) != 0) {
+        strcpy(p->host, "localhost");
+    }
+
+    if (prof_intake_uuid(p->runtime_id) != 0) {
+        return -EIO;
+    }
+
+    p->intake.service = p->service;
+    p->intake.env = p->env;
+    p->intake.version = p->version;
+    p->intake.host = p->host;
+    p->intake.runtime_version = p->runtime_version;
+    p->intake.runtime_id = p->runtime_id;
+    p->intake.profiler_version = PROF_VERSION;
+    p->intake.user_tags = (const char * const *) p->tags;
+    p->intake.user_tag_count = conf->tag_count;
+    p->intake.pid = p->pid;
+
+    return 0;
+}
+
+
 int
 prof_start(prof_t **profiler, const prof_conf_t *conf)
 {
     int                  rc;
     prof_t              *p;
     prof_sampler_conf_t  sc;
+    static int           curl_ready;
 
     p = calloc(1, sizeof(prof_t));
     if (p == NULL) {
         return -ENOMEM;
     }
 
-    p->conf = *conf;
-    p->pid = getpid();
-    p->service = strdup(conf->service ? conf->service : "nginx");
-    p->dump_dir = conf->dump_dir ? strdup(conf->dump_dir) : NULL;
-
-    if (p->service == NULL || (conf->dump_dir && p->dump_dir == NULL)) {
+    rc = prof_init_conf(p, conf);
+    if (rc != 0) {
         prof_free(p);
-        return -ENOMEM;
+        return rc;
+    }
+
+    if (p->agent_url != NULL && !curl_ready) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            prof_free(p);
+            return -ENOMEM;
+        }
+        curl_ready = 1;
     }
 
     prof_read_thread_name(p);
@@ -447,13 +610,14 @@ prof_stop(prof_t *p)
 
     if (prof_stop_loop(p, p->conf.final_timeout_ms) != 0) {
         /* The process is exiting: leave the thread its memory. */
-        prof_log(p, PROF_LOG_WARN, "profiling: the last profile was not "
-                 "exported within %lld ms", (long long) p->conf.final_timeout_ms);
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: the last profile was "
+                 "not exported within %lld ms",
+                 (long long) p->conf.final_timeout_ms);
         return;
     }
 
     prof_diagnostics_format(&p->diagnostics, line, sizeof(line));
-    prof_log(p, PROF_LOG_NOTICE, "profiling: stopped: %s", line);
+    prof_log(&p->log, PROF_LOG_NOTICE, "profiling: stopped: %s", line);
 
     prof_queue_destroy(&p->queue);
     prof_free(p);

@@ -10,6 +10,8 @@
  * The log callback is called from the profiler loop thread (export errors,
  * rate-limited to one line a minute per cause) and from prof_stop.
  * Memory: the profiler copies what it needs from the configuration.
+ * A process has at most one profiler; the first prof_start initializes
+ * libcurl, so it must run before the process has other threads using it.
  */
 
 #ifndef PROF_PROFILER_H
@@ -19,28 +21,30 @@
 #include <stdint.h>
 
 #include "diagnostics.h"
+#include "log.h"
 #include "sampler.h"
 
 
-enum {
-    PROF_LOG_ERR = 0,
-    PROF_LOG_WARN,
-    PROF_LOG_NOTICE,
-    PROF_LOG_INFO
-};
+#define PROF_VERSION  "0.1.0"
+#define PROF_ORIGIN   "nginx-profiling"
 
-
-typedef void (*prof_log_pt)(void *data, int level, const char *message);
 
 typedef struct {
-    int64_t       interval_ns;
-    unsigned      max_frames;
-    size_t        memory_limit;         /* bytes of queued sample batches */
-    const char   *dump_dir;             /* NULL: no file sink */
-    const char   *service;
-    int64_t       final_timeout_ms;     /* bound on prof_stop's wait */
-    prof_log_pt   log;
-    void         *log_data;
+    int64_t              interval_ns;
+    unsigned             max_frames;
+    size_t               memory_limit;  /* bytes of queued sample batches */
+    const char          *dump_dir;      /* NULL: no file sink */
+    const char          *agent_url;     /* NULL: no upload */
+    int64_t              upload_timeout_ms;
+    const char          *service;
+    const char          *env;           /* NULL: none */
+    const char          *version;       /* NULL: none */
+    const char * const  *tags;          /* "key:value" */
+    size_t               tag_count;
+    const char          *runtime_version;   /* the server's version */
+    int64_t              final_timeout_ms;  /* bound on prof_stop's wait */
+    prof_log_pt          log;
+    void                *log_data;
 } prof_conf_t;
 
 typedef struct prof_s  prof_t;

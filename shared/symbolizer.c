@@ -808,3 +808,17 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
 
     return &o->obj;
 }
+
+
+size_t
+prof_symbolizer_object_count(prof_symbolizer_t *sym)
+{
+    return sym->nactive;
+}
+
+
+const prof_object_t *
+prof_symbolizer_object(prof_symbolizer_t *sym, size_t i)
+{
+    return (i < sym->nactive) ? &sym->active[i]->obj : NULL;
+}

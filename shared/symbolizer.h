@@ -53,5 +53,10 @@ int prof_symbolizer_refresh(prof_symbolizer_t *sym);
 const prof_object_t *prof_symbolize(prof_symbolizer_t *sym, uint64_t pc,
     const char **function);
 
+/* The objects mapped at the last refresh, by address (0 .. count - 1). */
+size_t prof_symbolizer_object_count(prof_symbolizer_t *sym);
+const prof_object_t *prof_symbolizer_object(prof_symbolizer_t *sym,
+    size_t i);
+
 
 #endif /* PROF_SYMBOLIZER_H */
