@@ -9,19 +9,19 @@ endif
 
 include $(BUILD)/config.mk
 
-MODULE = $(BUILD)/ngx_http_profiling_module.so
-TEST_MODULES = $(BUILD)/test/ngx_http_profiling_module.so \
-               $(BUILD)/test/ngx_http_profiling_burn_module.so
+MODULE = $(BUILD_DIR)/ngx_http_profiling_module.so
+TEST_MODULES = $(BUILD_DIR)/test/ngx_http_profiling_module.so \
+               $(BUILD_DIR)/test/ngx_http_profiling_burn_module.so
 
 SHARED_SRCS = $(wildcard $(TOP)/shared/*.c)
 SHARED_HDRS = $(wildcard $(TOP)/shared/*.h)
-GEN = $(BUILD)/gen/profile.pb.c $(BUILD)/gen/profile.pb.h
+GEN = $(BUILD_DIR)/gen/profile.pb.c $(BUILD_DIR)/gen/profile.pb.h
 
 UNIT_CFLAGS = -std=gnu99 -g -O1 -W -Wall -Wextra -Wno-unused-parameter \
               -Werror -fPIE -pie -Wl,--build-id -I$(TOP)/shared \
-              -I$(BUILD)/gen $(EXTRA_CFLAGS)
+              -I$(BUILD_DIR)/gen $(EXTRA_CFLAGS)
 UNIT_LIBS = $(PROFILING_LIBS) -lcmocka -ldl -lpthread
-UNIT_TESTS = $(patsubst $(TOP)/t/unit/%.c,$(BUILD)/unit/%, \
+UNIT_TESTS = $(patsubst $(TOP)/t/unit/%.c,$(BUILD_DIR)/unit/%, \
                $(wildcard $(TOP)/t/unit/test_*.c))
 
 .PHONY: all module test-modules unit integration test clean
@@ -29,30 +29,30 @@ UNIT_TESTS = $(patsubst $(TOP)/t/unit/%.c,$(BUILD)/unit/%, \
 all: module
 
 $(GEN): $(TOP)/shared/profile.proto
-	mkdir -p $(BUILD)/gen
-	cd $(TOP)/shared && nanopb_generator.py -q -D $(BUILD)/gen profile.proto
+	mkdir -p $(BUILD_DIR)/gen
+	cd $(TOP)/shared && nanopb_generator.py -q -D $(BUILD_DIR)/gen profile.proto
 
-$(BUILD)/nginx/objs/Makefile: $(TOP)/module/config $(BUILD)/config.mk
-	$(BUILD)/configure-nginx.sh $(BUILD)/nginx $(TOP)/module
+$(BUILD_DIR)/nginx/objs/Makefile: $(TOP)/module/config $(BUILD_DIR)/config.mk
+	$(BUILD_DIR)/configure-nginx.sh $(BUILD_DIR)/nginx $(TOP)/module
 
-$(BUILD)/nginx-test/objs/Makefile: $(TOP)/module/config \
-        $(TOP)/t/burn/config $(BUILD)/config.mk
-	$(BUILD)/configure-nginx.sh $(BUILD)/nginx-test $(TOP)/module \
+$(BUILD_DIR)/nginx-test/objs/Makefile: $(TOP)/module/config \
+        $(TOP)/t/burn/config $(BUILD_DIR)/config.mk
+	$(BUILD_DIR)/configure-nginx.sh $(BUILD_DIR)/nginx-test $(TOP)/module \
 	    $(TOP)/t/burn
 
-module: $(GEN) $(BUILD)/nginx/objs/Makefile
-	$(MAKE) -C $(BUILD)/nginx -f objs/Makefile modules
-	cp $(BUILD)/nginx/objs/ngx_http_profiling_module.so $(MODULE)
+module: $(GEN) $(BUILD_DIR)/nginx/objs/Makefile
+	$(MAKE) -C $(BUILD_DIR)/nginx -f objs/Makefile modules
+	cp $(BUILD_DIR)/nginx/objs/ngx_http_profiling_module.so $(MODULE)
 	@echo "built $(MODULE)"
 
-test-modules: $(GEN) $(BUILD)/nginx-test/objs/Makefile
-	$(MAKE) -C $(BUILD)/nginx-test -f objs/Makefile modules
-	mkdir -p $(BUILD)/test
-	cp $(BUILD)/nginx-test/objs/*.so $(BUILD)/test/
+test-modules: $(GEN) $(BUILD_DIR)/nginx-test/objs/Makefile
+	$(MAKE) -C $(BUILD_DIR)/nginx-test -f objs/Makefile modules
+	mkdir -p $(BUILD_DIR)/test
+	cp $(BUILD_DIR)/nginx-test/objs/*.so $(BUILD_DIR)/test/
 
-$(BUILD)/unit/%: $(TOP)/t/unit/%.c $(SHARED_SRCS) $(SHARED_HDRS) $(GEN)
-	mkdir -p $(BUILD)/unit
-	$(CC) $(UNIT_CFLAGS) -o $@ $< $(SHARED_SRCS) $(BUILD)/gen/profile.pb.c \
+$(BUILD_DIR)/unit/%: $(TOP)/t/unit/%.c $(SHARED_SRCS) $(SHARED_HDRS) $(GEN)
+	mkdir -p $(BUILD_DIR)/unit
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(SHARED_SRCS) $(BUILD_DIR)/gen/profile.pb.c \
 	    $(UNIT_LIBS) $(EXTRA_LDFLAGS)
 
 unit: $(UNIT_TESTS)
@@ -60,10 +60,10 @@ unit: $(UNIT_TESTS)
 	    PROTO=$(TOP)/shared/profile.proto $$t; done
 
 integration: module test-modules
-	PROFILING_BUILD=$(BUILD) prove -v $(TOP)/t/
+	PROFILING_BUILD=$(BUILD_DIR) prove -v $(TOP)/t/
 
 test: unit integration
 
 clean:
-	rm -rf $(BUILD)/nginx $(BUILD)/nginx-test $(BUILD)/gen $(BUILD)/unit \
-	    $(BUILD)/test $(MODULE)
+	rm -rf $(BUILD_DIR)/nginx $(BUILD_DIR)/nginx-test $(BUILD_DIR)/gen $(BUILD_DIR)/unit \
+	    $(BUILD_DIR)/test $(MODULE)
