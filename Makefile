@@ -42,15 +42,19 @@ $(BUILD_DIR)/nginx-test/objs/Makefile: $(TOP)/module/config \
 
 module: $(GEN) $(BUILD_DIR)/nginx/objs/Makefile
 	$(MAKE) -C $(BUILD_DIR)/nginx -f objs/Makefile modules
-	cp $(BUILD_DIR)/nginx/objs/ngx_http_profiling_module.so $(MODULE)
+	cp $(BUILD_DIR)/nginx/objs/ngx_http_profiling_module.so $(MODULE).tmp
+	mv -f $(MODULE).tmp $(MODULE)
 	@echo "built $(MODULE)"
 
 test-modules: $(GEN) $(BUILD_DIR)/nginx-test/objs/Makefile
 	$(MAKE) -C $(BUILD_DIR)/nginx-test -f objs/Makefile modules
 	mkdir -p $(BUILD_DIR)/test
-	cp $(BUILD_DIR)/nginx-test/objs/*.so $(BUILD_DIR)/test/
+	for so in $(BUILD_DIR)/nginx-test/objs/*.so; do \
+	    cp $$so $(BUILD_DIR)/test/.tmp.so && \
+	    mv -f $(BUILD_DIR)/test/.tmp.so $(BUILD_DIR)/test/$${so##*/}; \
+	done
 
-$(BUILD_DIR)/unit/%: $(TOP)/t/unit/%.c $(SHARED_SRCS) $(SHARED_HDRS) $(GEN)
+$(BUILD_DIR)/unit/%: $(TOP)/t/unit/%.c $(TOP)/t/unit/unit.h $(SHARED_SRCS) $(SHARED_HDRS) $(GEN)
 	mkdir -p $(BUILD_DIR)/unit
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(SHARED_SRCS) $(BUILD_DIR)/gen/profile.pb.c \
 	    $(UNIT_LIBS) $(EXTRA_LDFLAGS)

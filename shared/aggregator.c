@@ -114,16 +114,8 @@ prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
         return 0;
     }
 
-    index = prof_intern(&agg->addresses, &pc, sizeof(pc), &inserted);
-    if (index < 0) {
-        return -ENOMEM;
-    }
-
-    if (!inserted) {
-        return 0;
-    }
-
-    if ((size_t) index >= agg->address_capacity) {
+    /* Room for its information first: a known pc always has it. */
+    if (agg->addresses.count >= agg->address_capacity) {
         cap = agg->address_capacity ? agg->address_capacity * 2 : 1024;
         info = realloc(agg->address_info, cap * sizeof(prof_address_t));
         if (info == NULL) {
@@ -131,6 +123,15 @@ prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
         }
         agg->address_info = info;
         agg->address_capacity = cap;
+    }
+
+    index = prof_intern(&agg->addresses, &pc, sizeof(pc), &inserted);
+    if (index < 0) {
+        return -ENOMEM;
+    }
+
+    if (!inserted) {
+        return 0;
     }
 
     info = &agg->address_info[index];

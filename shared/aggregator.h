@@ -7,8 +7,8 @@
  * Threading: the profiler loop thread only (it owns the symbolizer).
  * Memory: the aggregator owns the open profile and the address cache;
  * a closed profile handed to on_profile belongs to the callee, which frees
- * it with prof_profile_free(). Address information stays valid for the
- * aggregator's lifetime.
+ * it with prof_profile_free(). A pointer to address information stays
+ * valid until the next prof_aggregator_consume().
  */
 
 #ifndef PROF_AGGREGATOR_H

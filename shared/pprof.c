@@ -525,8 +525,17 @@ prof_pprof_prepare(prof_pprof_t *pp)
     pp->thread_name = prof_pprof_string(pp, p->thread_name
                                             ? p->thread_name : "");
 
-    if (pp->thread_name < 0) {
+    if (pp->label_thread_id < 0 || pp->label_thread_name < 0
+        || pp->label_root_span_id < 0 || pp->label_span_id < 0
+        || pp->label_endpoint < 0 || pp->thread_name < 0)
+    {
         return -ENOMEM;
+    }
+
+    for (i = 0; i < PROF_VALUE_COUNT; i++) {
+        if (pp->value_type[i][0] < 0 || pp->value_type[i][1] < 0) {
+            return -ENOMEM;
+        }
     }
 
     pp->endpoint_string = malloc((p->endpoints.count + 1) * sizeof(int64_t));

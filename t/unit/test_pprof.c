@@ -1,0 +1,890 @@
+/*
+ * Unit tests of shared/pprof.c: a profile built through the aggregator
+ * (real symbolizer; frames in functions of this binary, in libc, and the
+ * truncated marker) is encoded, written to a temporary file and decoded by
+ * independent tools: gzip and protoc (text format, parsed here), and
+ * go tool pprof when Go is installed. $PROTO is shared/profile.proto.
+ */
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "pprof.h"
+#include "unit.h"
+
+
+#define SPAN_ID           0x8000000000000a01ULL    /* above 2^63 */
+#define ROOT_SPAN_ID      0xfedcba9876543210ULL
+#define ENDPOINT          "GET /api/v1/items"
+#define T1_REALTIME_NS    (UNIT_START_REALTIME_NS + 30000000000LL)
+#define T1_MONOTONIC_NS   (UNIT_START_MONOTONIC_NS + 29999999000LL)
+#define T2_REALTIME_NS    (T1_REALTIME_NS + 60000000000LL)
+#define T2_MONOTONIC_NS   (T1_MONOTONIC_NS + 60000012345LL)
+
+
+/* A node of protoc's text output: a field, or a message of fields. */
+
+typedef struct node_s  node_t;
+
+struct node_s {
+    char    *name;
+    char    *value;             /* NULL: a message; strings unescaped */
+    node_t  *child;
+    node_t  *last;
+    node_t  *next;
+    node_t  *parent;
+};
+
+
+/* A profile encoded and decoded. */
+
+typedef struct {
+    char           path[64];
+    prof_buffer_t  gzip;
+    node_t        *root;
+} decoded_t;
+
+
+static unit_agg_t  *agg;
+static decoded_t    main_profile;
+static char         self_path[PATH_MAX];
+static uint64_t     leaf_pc, caller_pc, libc_pc, other_pc;
+
+
+/* Functions of the test binary, for the frames. */
+
+int __attribute__((noinline))
+unit_pprof_leaf(int x)
+{
+    volatile int  v;
+
+    v = x;
+
+    return v * 3 + 1;
+}
+
+
+int __attribute__((noinline))
+unit_pprof_caller(int x)
+{
+    volatile int  v;
+
+    v = unit_pprof_leaf(x);
+
+    return v * 11 - 2;
+}
+
+
+int __attribute__((noinline))
+unit_pprof_other(int x)
+{
+    volatile int  v;
+
+    v = x;
+
+    return v ^ 0x5a5a;
+}
+
+
+/* the protoc text format parser */
+
+static node_t *
+node_add(node_t *parent, const char *name, size_t len)
+{
+    node_t  *n;
+
+    n = calloc(1, sizeof(node_t));
+    assert_non_null(n);
+
+    n->name = strndup(name, len);
+    assert_non_null(n->name);
+    n->parent = parent;
+
+    if (parent->last) {
+        parent->last->next = n;
+
+    } else {
+        parent->child = n;
+    }
+
+    parent->last = n;
+
+    return n;
+}
+
+
+static void
+node_free(node_t *n)
+{
+    node_t  *c, *next;
+
+    if (n == NULL) {
+        return;
+    }
+
+    for (c = n->child; c; c = next) {
+        next = c->next;
+        node_free(c);
+    }
+
+    free(n->name);
+    free(n->value);
+    free(n);
+}
+
+
+/* A C-escaped text format string "..." (at s) without its quotes. */
+
+static char *
+unescape(const char *s)
+{
+    int        i;
+    char      *out, *o;
+    unsigned   octal;
+
+    assert_int_equal(*s, '"');
+    s++;
+
+    out = malloc(strlen(s) + 1);
+    assert_non_null(out);
+
+    for (o = out; *s && *s != '"'; s++) {
+        if (*s != '\\') {
+            *o++ = *s;
+            continue;
+        }
+
+        s++;
+
+        switch (*s) {
+        case 'n':
+            *o++ = '\n';
+            break;
+        case 't':
+            *o++ = '\t';
+            break;
+        case 'r':
+            *o++ = '\r';
+            break;
+        case '0': case '1': case '2': case '3':
+        case '4': case '5': case '6': case '7':
+            octal = 0;
+            for (i = 0; i < 3 && *s >= '0' && *s <= '7'; i++, s++) {
+                octal = (octal << 3) | (*s - '0');
+            }
+            *o++ = (char) octal;
+            s--;
+            break;
+        default:
+            *o++ = *s;       /* \" \' \\ */
+        }
+    }
+
+    assert_int_equal(*s, '"');
+    *o = '\0';
+
+    return out;
+}
+
+
+static node_t *
+parse_text(FILE *f)
+{
+    char     *line, *p, *colon;
+    size_t    size, len;
+    node_t   *root, *cur, *n;
+
+    root = calloc(1, sizeof(node_t));
+    assert_non_null(root);
+
+    cur = root;
+    line = NULL;
+    size = 0;
+
+    while (getline(&line, &size, f) != -1) {
+        line[strcspn(line, "\n")] = '\0';
+
+        for (p = line; *p == ' '; p++) { /* void */ }
+
+        len = strlen(p);
+        if (len == 0) {
+            continue;
+        }
+
+        if (strcmp(p, "}") == 0) {
+            assert_non_null(cur->parent);
+            cur = cur->parent;
+            continue;
+        }
+
+        if (len > 2 && strcmp(p + len - 2, " {") == 0) {
+            cur = node_add(cur, p, len - 2);
+            continue;
+        }
+
+        colon = strstr(p, ": ");
+        assert_non_null(colon);
+
+        n = node_add(cur, p, colon - p);
+        n->value = (colon[2] == '"') ? unescape(colon + 2)
+                                     : strdup(colon + 2);
+        assert_non_null(n->value);
+    }
+
+    free(line);
+    assert_ptr_equal(cur, root);
+
+    return root;
+}
+
+
+/* The i-th field or message called name in msg, NULL when absent. */
+
+static node_t *
+field(const node_t *msg, const char *name, unsigned i)
+{
+    node_t  *n;
+
+    for (n = msg->child; n; n = n->next) {
+        if (strcmp(n->name, name) == 0 && i-- == 0) {
+            return n;
+        }
+    }
+
+    return NULL;
+}
+
+
+static unsigned
+field_count(const node_t *msg, const char *name)
+{
+    unsigned  count;
+    node_t   *n;
+
+    count = 0;
+
+    for (n = msg->child; n; n = n->next) {
+        count += strcmp(n->name, name) == 0;
+    }
+
+    return count;
+}
+
+
+/* A scalar field; proto3 leaves zero values out of the text. */
+
+static int64_t
+field_int(const node_t *msg, const char *name)
+{
+    node_t  *n;
+
+    n = field(msg, name, 0);
+    if (n == NULL) {
+        return 0;
+    }
+
+    assert_non_null(n->value);
+
+    return strtoll(n->value, NULL, 10);
+}
+
+
+static uint64_t
+field_uint(const node_t *msg, const char *name)
+{
+    node_t  *n;
+
+    n = field(msg, name, 0);
+    if (n == NULL) {
+        return 0;
+    }
+
+    assert_non_null(n->value);
+
+    return strtoull(n->value, NULL, 10);
+}
+
+
+static const char *
+string_at(const node_t *root, int64_t index)
+{
+    node_t  *n;
+
+    assert_true(index >= 0);
+    n = field(root, "string_table", index);
+    assert_non_null(n);
+
+    return n->value;
+}
+
+
+/* The message called name whose "id" is id. */
+
+static node_t *
+by_id(const node_t *root, const char *name, uint64_t id)
+{
+    unsigned  i;
+    node_t   *n;
+
+    for (i = 0; (n = field(root, name, i)) != NULL; i++) {
+        if (field_uint(n, "id") == id) {
+            return n;
+        }
+    }
+
+    fail_msg("no %s with id %" PRIu64, name, id);
+
+    return NULL;
+}
+
+
+/* The name of the function of a location, NULL when it has none. */
+
+static const char *
+location_function(const node_t *root, const node_t *loc)
+{
+    node_t  *line, *fn;
+
+    line = field(loc, "line", 0);
+    if (line == NULL) {
+        return NULL;
+    }
+
+    fn = by_id(root, "function", field_uint(line, "function_id"));
+
+    return string_at(root, field_int(fn, "name"));
+}
+
+
+/* The location whose function is called name. */
+
+static node_t *
+location_of(const node_t *root, const char *name)
+{
+    unsigned     i;
+    node_t      *loc;
+    const char  *fn;
+
+    for (i = 0; (loc = field(root, "location", i)) != NULL; i++) {
+        fn = location_function(root, loc);
+        if (fn != NULL && strcmp(fn, name) == 0) {
+            return loc;
+        }
+    }
+
+    fail_msg("no location of function %s", name);
+
+    return NULL;
+}
+
+
+/* The label whose key is the string key, NULL when absent. */
+
+static node_t *
+label(const node_t *root, const node_t *sample, const char *key)
+{
+    unsigned  i;
+    node_t   *l;
+
+    for (i = 0; (l = field(sample, "label", i)) != NULL; i++) {
+        if (strcmp(string_at(root, field_int(l, "key")), key) == 0) {
+            return l;
+        }
+    }
+
+    return NULL;
+}
+
+
+static void
+assert_values(const node_t *sample, int64_t cpu_ns, int64_t cpu_samples,
+    int64_t wall_ns, int64_t wall_samples, int64_t off_cpu_ns)
+{
+    int64_t   expected[PROF_VALUE_COUNT];
+    unsigned  i;
+
+    expected[PROF_VALUE_CPU_TIME] = cpu_ns;
+    expected[PROF_VALUE_CPU_SAMPLES] = cpu_samples;
+    expected[PROF_VALUE_WALL_TIME] = wall_ns;
+    expected[PROF_VALUE_WALL_SAMPLES] = wall_samples;
+    expected[PROF_VALUE_OFF_CPU_TIME] = off_cpu_ns;
+
+    assert_int_equal(field_count(sample, "value"), PROF_VALUE_COUNT);
+
+    for (i = 0; i < PROF_VALUE_COUNT; i++) {
+        assert_int_equal(strtoll(field(sample, "value", i)->value, NULL, 10),
+                         expected[i]);
+    }
+}
+
+
+/* encoding and decoding */
+
+static int
+run_status(int status)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+
+static void
+encode(decoded_t *d, const prof_profile_t *p)
+{
+    int   fd;
+
+    memset(d, 0, sizeof(decoded_t));
+
+    assert_int_equal(prof_pprof_encode(p, agg->agg, &d->gzip), 0);
+    assert_true(d->gzip.length > 0);
+
+    strcpy(d->path, "/tmp/test-pprof-XXXXXX");
+    fd = mkstemp(d->path);
+    assert_true(fd != -1);
+    assert_int_equal(write(fd, d->gzip.data, d->gzip.length),
+                     d->gzip.length);
+    assert_int_equal(close(fd), 0);
+}
+
+
+/* gzip -t checks the trailer, then protoc decodes what gzip gives. */
+
+static void
+decode(decoded_t *d)
+{
+    FILE        *f;
+    char         cmd[3 * PATH_MAX], dir[PATH_MAX], *slash;
+    node_t      *root;
+    const char  *proto;
+
+    proto = getenv("PROTO");
+    if (proto == NULL) {
+        fail_msg("$PROTO (the path of shared/profile.proto) is not set");
+    }
+
+    snprintf(dir, sizeof(dir), "%s", proto);
+    slash = strrchr(dir, '/');
+    assert_non_null(slash);
+    *slash = '\0';
+
+    snprintf(cmd, sizeof(cmd),
+             "gzip -t '%s' && gzip -dc '%s'"
+             " | protoc --decode=perftools.profiles.Profile -I '%s' '%s'",
+             d->path, d->path, dir, slash + 1);
+
+    f = popen(cmd, "r");
+    assert_non_null(f);
+
+    root = parse_text(f);
+
+    if (run_status(pclose(f)) != 0) {
+        node_free(root);
+        fail_msg("gzip or protoc failed on %s", d->path);
+    }
+
+    d->root = root;
+}
+
+
+static void
+decoded_free(decoded_t *d)
+{
+    if (d->path[0]) {
+        unlink(d->path);
+    }
+
+    prof_buffer_free(&d->gzip);
+    node_free(d->root);
+    memset(d, 0, sizeof(decoded_t));
+}
+
+
+/*
+ * The profile under test, between barriers T1 and T2:
+ *
+ *   A: leaf, caller, getpid, [truncated]; span SPAN_ID of ROOT_SPAN_ID on
+ *      ENDPOINT, a CPU sample and a wall sample
+ *   B: the same stack outside a request, a CPU sample
+ *   C: other, getpid outside a request, two wall samples
+ */
+
+static int
+group_setup(void **state)
+{
+    uint64_t         a[4], c[2];
+    prof_batch_t    *b;
+    prof_profile_t  *p;
+
+    if (realpath("/proc/self/exe", self_path) == NULL) {
+        return -1;
+    }
+
+    libc_pc = (uintptr_t) dlsym(RTLD_DEFAULT, "getpid");
+    if (libc_pc == 0) {
+        return -1;
+    }
+
+    leaf_pc = (uintptr_t) unit_pprof_leaf + 2;
+    caller_pc = (uintptr_t) unit_pprof_caller + 5;     /* return addresses */
+    libc_pc += 3;
+    other_pc = (uintptr_t) unit_pprof_other + 1;
+
+    a[0] = leaf_pc;
+    a[1] = caller_pc;
+    a[2] = libc_pc;
+    a[3] = PROF_FRAME_TRUNCATED;
+
+    c[0] = other_pc;
+    c[1] = libc_pc;
+
+    agg = unit_agg_create(1);
+
+    /* the first profile only sets the start of the second */
+
+    b = unit_batch(0);
+    unit_batch_barrier(b, T1_REALTIME_NS, T1_MONOTONIC_NS);
+    unit_consume(agg, b);
+
+    b = unit_batch(UNIT_BATCH_BYTES);
+    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 10000000,
+                   .cpu_samples = 1, .span_id = SPAN_ID,
+                   .local_root_span_id = ROOT_SPAN_ID }, a, 4, ENDPOINT);
+    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 7000000,
+                   .cpu_samples = 1 }, a, 4, NULL);
+    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 10000000,
+                   .wall_samples = 1, .off_cpu_ns = 9000000 }, c, 2, NULL);
+    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 10000000,
+                   .wall_samples = 1, .off_cpu_ns = 6000000, .cpu_ns = 4000000,
+                   .span_id = SPAN_ID, .local_root_span_id = ROOT_SPAN_ID },
+                   a, 4, ENDPOINT);
+    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 20000000,
+                   .wall_samples = 1, .off_cpu_ns = 20000000 }, c, 2, NULL);
+    unit_batch_barrier(b, T2_REALTIME_NS, T2_MONOTONIC_NS);
+    unit_consume(agg, b);
+
+    assert_int_equal(agg->nprofiles, 2);
+    p = agg->profiles[1];
+
+    encode(&main_profile, p);
+
+    return 0;
+}
+
+
+/* The main profile as protoc decodes it (decoded once, by the first test). */
+
+static node_t *
+main_root(void)
+{
+    if (main_profile.root == NULL) {
+        decode(&main_profile);
+    }
+
+    return main_profile.root;
+}
+
+
+static int
+group_teardown(void **state)
+{
+    decoded_free(&main_profile);
+    unit_agg_destroy(agg);
+
+    return 0;
+}
+
+
+static void
+test_output_is_gzip(void **state)
+{
+    const unsigned char  *data = main_profile.gzip.data;
+
+    assert_true(main_profile.gzip.length > 18);
+    assert_int_equal(data[0], 0x1f);
+    assert_int_equal(data[1], 0x8b);
+    assert_int_equal(data[2], 8);                      /* deflate */
+}
+
+
+static void
+test_decoded_by_protoc_has_the_sample_types(void **state)
+{
+    unsigned     i;
+    node_t      *root, *vt;
+    const char  *types[PROF_VALUE_COUNT][2] = {
+        { "cpu-time", "nanoseconds" },
+        { "cpu-samples", "count" },
+        { "wall-time", "nanoseconds" },
+        { "wall-samples", "count" },
+        { "off-cpu-time", "nanoseconds" },
+    };
+
+    root = main_root();
+
+    assert_string_equal(string_at(root, 0), "");
+
+    assert_int_equal(field_count(root, "sample_type"), PROF_VALUE_COUNT);
+
+    for (i = 0; i < PROF_VALUE_COUNT; i++) {
+        vt = field(root, "sample_type", i);
+        assert_string_equal(string_at(root, field_int(vt, "type")),
+                            types[i][0]);
+        assert_string_equal(string_at(root, field_int(vt, "unit")),
+                            types[i][1]);
+    }
+
+    vt = field(root, "period_type", 0);
+    assert_non_null(vt);
+    assert_string_equal(string_at(root, field_int(vt, "type")), "cpu-time");
+    assert_string_equal(string_at(root, field_int(vt, "unit")),
+                        "nanoseconds");
+    assert_int_equal(field_int(root, "period"), UNIT_PERIOD_NS);
+
+    assert_string_equal(string_at(root, field_int(root,
+                                                  "default_sample_type")),
+                        "cpu-time");
+
+    assert_int_equal(field_int(root, "time_nanos"), T1_REALTIME_NS);
+    assert_int_equal(field_int(root, "duration_nanos"),
+                     T2_MONOTONIC_NS - T1_MONOTONIC_NS);
+}
+
+
+static void
+test_samples_carry_values_and_labels(void **state)
+{
+    unsigned   i, seen;
+    node_t    *root, *s, *l;
+
+    root = main_root();
+
+    assert_int_equal(field_count(root, "sample"), 3);
+
+    seen = 0;
+
+    for (i = 0; (s = field(root, "sample", i)) != NULL; i++) {
+
+        /* every sample: the thread */
+
+        l = label(root, s, "thread id");
+        assert_non_null(l);
+        assert_int_equal(field_int(l, "num"), UNIT_THREAD_ID);
+        assert_null(field(l, "str", 0));
+
+        l = label(root, s, "thread name");
+        assert_non_null(l);
+        assert_string_equal(string_at(root, field_int(l, "str")),
+                            UNIT_THREAD_NAME);
+        assert_null(field(l, "num", 0));
+
+        if (label(root, s, "span id") != NULL) {
+
+            /* A: the request's labels, ids as the same 64 bits */
+
+            seen |= 1;
+            assert_int_equal(field_count(s, "location_id"), 4);
+            assert_int_equal(field_count(s, "label"), 5);
+            assert_values(s, 14000000, 1, 10000000, 1, 6000000);
+
+            l = label(root, s, "span id");
+            assert_int_equal(field_int(l, "num"), (int64_t) SPAN_ID);
+            assert_true(field_int(l, "num") < 0);
+
+            l = label(root, s, "local root span id");
+            assert_non_null(l);
+            assert_int_equal(field_int(l, "num"), (int64_t) ROOT_SPAN_ID);
+
+            l = label(root, s, "trace endpoint");
+            assert_non_null(l);
+            assert_string_equal(string_at(root, field_int(l, "str")),
+                                ENDPOINT);
+            continue;
+        }
+
+        /* B and C: outside a request, no request labels */
+
+        assert_int_equal(field_count(s, "label"), 2);
+
+        assert_null(label(root, s, "span id"));
+        assert_null(label(root, s, "local root span id"));
+        assert_null(label(root, s, "trace endpoint"));
+
+        if (field_count(s, "location_id") == 4) {
+            seen |= 2;
+            assert_values(s, 7000000, 1, 0, 0, 0);
+
+        } else {
+            seen |= 4;
+            assert_int_equal(field_count(s, "location_id"), 2);
+            assert_values(s, 0, 0, 30000000, 2, 29000000);
+        }
+    }
+
+    assert_int_equal(seen, 7);
+}
+
+
+static void
+test_functions_and_mappings(void **state)
+{
+    char                  c;
+    unsigned              i, checked;
+    node_t               *root, *s, *loc, *m;
+    uint64_t              expected[4];
+    const char           *build_id, *fn;
+    const prof_object_t  *self, *libc;
+
+    root = main_root();
+
+    self = prof_symbolize(agg->sym, leaf_pc, NULL);
+    assert_non_null(self);
+    libc = prof_symbolize(agg->sym, libc_pc - 1, NULL);
+    assert_non_null(libc);
+
+    /* the test binary: path, build id, ELF virtual addresses */
+
+    loc = location_of(root, "unit_pprof_leaf");
+    assert_int_equal(field_uint(loc, "address"), leaf_pc - self->load_bias);
+
+    m = by_id(root, "mapping", field_uint(loc, "mapping_id"));
+    assert_string_equal(string_at(root, field_int(m, "filename")), self_path);
+
+    build_id = string_at(root, field_int(m, "build_id"));
+    assert_true(strlen(build_id) >= 16);
+    for (i = 0; build_id[i]; i++) {
+        c = build_id[i];
+        assert_true(isdigit((unsigned char) c) || (c >= 'a' && c <= 'f'));
+    }
+    assert_string_equal(build_id, self->build_id);
+
+    /* a caller: the address moved back into the call */
+
+    loc = location_of(root, "unit_pprof_caller");
+    assert_int_equal(field_uint(loc, "address"),
+                     caller_pc - 1 - self->load_bias);
+    assert_ptr_equal(by_id(root, "mapping", field_uint(loc, "mapping_id")),
+                     m);
+
+    /* libc */
+
+    fn = prof_aggregator_address(agg->agg, libc_pc - 1)->function;
+    assert_non_null(fn);
+    loc = location_of(root, fn);
+    assert_int_equal(field_uint(loc, "address"),
+                     libc_pc - 1 - libc->load_bias);
+    m = by_id(root, "mapping", field_uint(loc, "mapping_id"));
+    assert_string_equal(string_at(root, field_int(m, "filename")),
+                        libc->path);
+    assert_non_null(strstr(libc->path, "libc"));
+
+    /* the truncated marker: a function, no mapping */
+
+    loc = location_of(root, "[truncated]");
+    assert_int_equal(field_uint(loc, "mapping_id"), 0);
+
+    /* the stacks, leaf first */
+
+    expected[0] = field_uint(location_of(root, "unit_pprof_leaf"), "id");
+    expected[1] = field_uint(location_of(root, "unit_pprof_caller"), "id");
+    expected[2] = field_uint(location_of(root, fn), "id");
+    expected[3] = field_uint(location_of(root, "[truncated]"), "id");
+
+    checked = 0;
+
+    for (i = 0; (s = field(root, "sample", i)) != NULL; i++) {
+        if (field_count(s, "location_id") != 4) {
+            continue;
+        }
+
+        checked++;
+
+        assert_int_equal(strtoull(field(s, "location_id", 0)->value, NULL,
+                                  10), expected[0]);
+        assert_int_equal(strtoull(field(s, "location_id", 1)->value, NULL,
+                                  10), expected[1]);
+        assert_int_equal(strtoull(field(s, "location_id", 2)->value, NULL,
+                                  10), expected[2]);
+        assert_int_equal(strtoull(field(s, "location_id", 3)->value, NULL,
+                                  10), expected[3]);
+    }
+
+    assert_int_equal(checked, 2);                       /* A and B */
+}
+
+
+static void
+test_empty_profile_encodes(void **state)
+{
+    node_t          *root;
+    decoded_t        d;
+    prof_profile_t  *p;
+
+    p = unit_flush(agg, T2_REALTIME_NS + 1000, T2_MONOTONIC_NS + 999);
+    assert_int_equal(p->sample_count, 0);
+
+    encode(&d, p);
+    decode(&d);
+
+    root = d.root;
+    assert_int_equal(field_count(root, "sample"), 0);
+    assert_int_equal(field_count(root, "location"), 0);
+    assert_int_equal(field_count(root, "sample_type"), PROF_VALUE_COUNT);
+    assert_string_equal(string_at(root, 0), "");
+    assert_int_equal(field_int(root, "time_nanos"), T2_REALTIME_NS);
+    assert_int_equal(field_int(root, "duration_nanos"), 999);
+
+    decoded_free(&d);
+}
+
+
+static void
+test_go_pprof_reads_the_file(void **state)
+{
+    FILE  *f;
+    char   cmd[PATH_MAX + 128], line[4096];
+    int    found;
+
+    if (system("command -v go > /dev/null 2>&1") != 0) {
+        skip();
+    }
+
+    snprintf(cmd, sizeof(cmd),
+             "go tool pprof -raw -symbolize=none '%s' 2>&1",
+             main_profile.path);
+
+    f = popen(cmd, "r");
+    assert_non_null(f);
+
+    found = 0;
+
+    while (fgets(line, sizeof(line), f)) {
+        found |= strstr(line, "unit_pprof_leaf") != NULL;
+    }
+
+    assert_int_equal(run_status(pclose(f)), 0);
+    assert_true(found);
+
+    snprintf(cmd, sizeof(cmd), "go tool pprof -top '%s' > /dev/null 2>&1",
+             main_profile.path);
+    assert_int_equal(run_status(system(cmd)), 0);
+}
+
+
+int
+main(void)
+{
+    const struct CMUnitTest  tests[] = {
+        cmocka_unit_test(test_output_is_gzip),
+        cmocka_unit_test(test_decoded_by_protoc_has_the_sample_types),
+        cmocka_unit_test(test_samples_carry_values_and_labels),
+        cmocka_unit_test(test_functions_and_mappings),
+        cmocka_unit_test(test_empty_profile_encodes),
+        cmocka_unit_test(test_go_pprof_reads_the_file),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
