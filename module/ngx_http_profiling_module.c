@@ -309,7 +309,19 @@ ngx_http_profiling_memory_limit(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     value = cf->args->elts;
-    size = ngx_parse_size(&value[1]);
+
+    /* ngx_parse_size() knows k and m; a memory limit may be in g. */
+    if (value[1].len > 1
+        && (value[1].data[value[1].len - 1] == 'g'
+            || value[1].data[value[1].len - 1] == 'G'))
+    {
+        size = ngx_atosz(value[1].data, value[1].len - 1);
+        size = (size == NGX_ERROR || size > 1) ? NGX_ERROR
+                                               : size * 1024 * 1024 * 1024;
+
+    } else {
+        size = ngx_parse_size(&value[1]);
+    }
 
     if (size == NGX_ERROR || size < 256 * 1024
         || size > 1024 * 1024 * 1024)
@@ -482,8 +494,9 @@ ngx_http_profiling_getenv(ngx_conf_t *cf, const char *name)
     if (ccf != NULL && ccf->env.elts != NULL) {
         var = ccf->env.elts;
 
+        /* For "NAME=value", nginx keeps len = NAME's, data the whole. */
         for (i = 0; i < ccf->env.nelts; i++) {
-            if (var[i].len > len && var[i].data[len] == '='
+            if (var[i].len == len && var[i].data[len] == '='
                 && ngx_strncmp(var[i].data, name, len) == 0)
             {
                 return (char *) var[i].data + len + 1;
@@ -852,8 +865,15 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         prof_sampler_capture_idle_stack(sampler, leaf, n, 2);
     }
 
+    /*
+     * With NGX_POST_EVENTS the event module only waits and queues what is
+     * ready; ngx_process_events_and_timers() runs the queued handlers after
+     * we return (as nginx does when it holds the accept mutex). So the
+     * bracket covers the wait alone, not the handling of requests.
+     */
     prof_sampler_set_waiting(sampler, 1);
-    rc = ngx_http_profiling_orig_process_events(cycle, timer, flags);
+    rc = ngx_http_profiling_orig_process_events(cycle, timer,
+                                                flags | NGX_POST_EVENTS);
     prof_sampler_set_waiting(sampler, 0);
 
     return rc;

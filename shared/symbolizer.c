@@ -3,6 +3,8 @@
  * of this process from /proc/self/maps, and the function containing it.
  */
 
+#define _GNU_SOURCE
+
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +42,9 @@ typedef struct {
     prof_sym_t          *syms;              /* sorted by addr, no dups */
     size_t               nsyms;
     char                *strtab;
+    char                 image[32];         /* where to read the ELF when
+                                               not at obj.path: the vdso */
+    int                  image_fd;
 } prof_sym_object_t;
 
 
@@ -242,6 +248,45 @@ prof_elf_load_bias(prof_elf_t *elf, Elf64_Phdr *ph, prof_object_t *obj)
 }
 
 
+/* The file to read an object's ELF data from. */
+static const char *
+prof_sym_image(prof_sym_object_t *o)
+{
+    return o->image[0] != '\0' ? o->image : o->obj.path;
+}
+
+
+/*
+ * The vdso has no file, but its image in memory is a whole ELF object
+ * (with a build id and .dynsym): copy it to a memory file to read it.
+ */
+static int
+prof_sym_vdso_image(prof_sym_object_t *o)
+{
+    int      fd;
+    size_t   size;
+    ssize_t  n;
+
+    size = o->obj.end - o->obj.start;
+
+    fd = memfd_create("vdso", MFD_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+
+    n = write(fd, (const void *) (uintptr_t) o->obj.start, size);
+    if (n != (ssize_t) size) {
+        close(fd);
+        return -EIO;
+    }
+
+    o->image_fd = fd;
+    snprintf(o->image, sizeof(o->image), "/proc/self/fd/%d", fd);
+
+    return 0;
+}
+
+
 /* Best effort: the load bias and build id of a new object. */
 
 static void
@@ -253,7 +298,7 @@ prof_sym_object_inspect(prof_sym_object_t *o)
     Elf64_Phdr *ph;
     void       *notes;
 
-    if (prof_elf_open(&elf, o->obj.path) != 0) {
+    if (prof_elf_open(&elf, prof_sym_image(o)) != 0) {
         return;
     }
 
@@ -444,7 +489,7 @@ prof_sym_object_load(prof_symbolizer_t *sym, prof_sym_object_t *o)
 
     o->loaded = 1;
 
-    if (prof_sym_load_file(o, o->obj.path, SHT_SYMTAB) == 0) {
+    if (prof_sym_load_file(o, prof_sym_image(o), SHT_SYMTAB) == 0) {
         return;
     }
 
@@ -461,7 +506,7 @@ prof_sym_object_load(prof_symbolizer_t *sym, prof_sym_object_t *o)
         }
     }
 
-    (void) prof_sym_load_file(o, o->obj.path, SHT_DYNSYM);
+    (void) prof_sym_load_file(o, prof_sym_image(o), SHT_DYNSYM);
 }
 
 
@@ -556,6 +601,13 @@ prof_sym_object_create(prof_symbolizer_t *sym, uint64_t start, uint64_t end,
     o->obj.file_offset = off;
     o->obj.load_bias = start - off;
     o->obj.build_id = o->build_id;
+    o->image_fd = -1;
+
+    if (!file && strcmp(path, "[vdso]") == 0
+        && prof_sym_vdso_image(o) == 0)
+    {
+        file = 1;
+    }
 
     if (file) {
         prof_sym_object_inspect(o);
@@ -707,6 +759,9 @@ prof_symbolizer_destroy(prof_symbolizer_t *sym)
         free(o->syms);
         free(o->strtab);
         free((char *) o->obj.path);
+        if (o->image_fd >= 0) {
+            close(o->image_fd);
+        }
         free(o);
     }
 

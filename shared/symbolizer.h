@@ -48,7 +48,7 @@ int prof_symbolizer_refresh(prof_symbolizer_t *sym);
  * .symtab of the debug file found by build id, else .dynsym (a stripped
  * library always has one, so the debug file must come first). *function
  * is NULL when no symbol covers pc. Returns NULL when no object maps pc.
- * [vdso] and deleted files are objects without symbols.
+ * Deleted files are objects without symbols; the vdso is read from memory.
  */
 const prof_object_t *prof_symbolize(prof_symbolizer_t *sym, uint64_t pc,
     const char **function);

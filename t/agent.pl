@@ -30,11 +30,15 @@ if ($listen =~ /^unix:(.*)$/) {
     unlink $1;
     $server = IO::Socket::UNIX->new(Local => $1, Listen => 64)
         or die "listen $1: $!\n";
+    chmod 0777, $1;     # nginx workers run as another user
 } else {
     $server = IO::Socket::INET->new(LocalAddr => $listen, Listen => 64,
                                     ReuseAddr => 1)
         or die "listen $listen: $!\n";
 }
+
+# Its own process group: the tests stop it and every connection it holds.
+setpgrp(0, 0);
 
 $SIG{CHLD} = 'IGNORE';
 $SIG{ALRM} = sub { exit 0 };
@@ -102,7 +106,9 @@ sub handle {
     }
 
     if ($m eq 'hang') {
-        sleep 3600;
+        # Until the agent is stopped (it is the parent).
+        my $parent = getppid();
+        sleep 1 while getppid() == $parent;
         return;
     }
     if ($m =~ /^slow=(\d+(?:\.\d+)?)$/) {

@@ -1,0 +1,214 @@
+#!/usr/bin/perl
+
+# Configuration: nginx -t accepts every directive with valid values and
+# names the directive and the bad value when it rejects one; profiler
+# threads run in workers only where profiling is on.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use ProfTest;
+
+my $t = ProfTest->new(workers => 1);
+
+sub http_with {
+    my ($main_directives) = @_;
+    return <<"EOF";
+    $main_directives
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        profiling on;
+        location / { return 204; }
+    }
+EOF
+}
+
+
+# A full valid configuration.
+
+$t->write_config(<<'EOF');
+    profiling on;
+    profiling_dump_dir %%DUMP%%/;
+    profiling_agent_url http://127.0.0.1:8126;
+    profiling_upload_timeout 5s;
+    profiling_period 30s;
+    profiling_interval 10ms;
+    profiling_max_frames 64;
+    profiling_memory_limit 8m;
+    profiling_service my-service;
+    profiling_env staging;
+    profiling_version 1.2.3;
+    profiling_tags team:web region:eu-west-1;
+    profiling_tags k:v k2:v2;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        profiling on;
+
+        location / {
+            profiling on;
+            return 204;
+        }
+
+        location /quiet {
+            profiling off;
+            return 204;
+        }
+    }
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        server_name other;
+        profiling off;
+    }
+EOF
+
+my ($rc, $out) = $t->test_config;
+is($rc, 0, 'nginx -t accepts a full profiling configuration')
+    or diag($out);
+like($out, qr/test is successful/, 'nginx -t reports success');
+
+
+# Profiling on only in a location is valid as well.
+
+$t->write_config(<<'EOF');
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /p { profiling on; return 204; }
+    }
+EOF
+($rc, $out) = $t->test_config;
+is($rc, 0, 'profiling on in a location only') or diag($out);
+
+
+# The bounds of every ranged directive are valid.
+
+for my $ok (
+    'profiling_period 1s;', 'profiling_period 10m;',
+    'profiling_period 1000ms;', 'profiling_period 600s;',
+    'profiling_interval 1ms;', 'profiling_interval 1s;',
+    'profiling_interval 1000ms;',
+    'profiling_max_frames 8;', 'profiling_max_frames 512;',
+    'profiling_memory_limit 256k;', 'profiling_memory_limit 1024m;',
+    # the bound as the directive's own error message and README write it
+    'profiling_memory_limit 1g;',
+    'profiling_tags a:b;', 'profiling_tags url:http://x;',
+    # commas in values are replaced when the tags are sent (README)
+    'profiling_tags a:b,c;',
+    'profiling_upload_timeout 100ms;', 'profiling_upload_timeout 10m;',
+    'profiling_agent_url off;', 'profiling_agent_url http://agent:8126;',
+    'profiling_agent_url https://agent:8126;',
+    'profiling_agent_url unix:/var/run/datadog/apm.socket;',
+    'profiling_service "my svc/1";',
+    'profiling on;', 'profiling off;',
+)
+{
+    $t->write_config(http_with($ok));
+    ($rc, $out) = $t->test_config;
+    is($rc, 0, "nginx -t accepts $ok") or diag($out);
+}
+
+
+# Invalid values: rejected, with the directive and the value named.
+
+for my $bad (
+    [ 'profiling_period', '500ms' ],
+    [ 'profiling_period', '11m' ],
+    [ 'profiling_period', 'abc' ],
+    [ 'profiling_interval', '0' ],
+    [ 'profiling_interval', '2s' ],
+    [ 'profiling_max_frames', '7' ],
+    [ 'profiling_max_frames', '513' ],
+    [ 'profiling_max_frames', 'x' ],
+    [ 'profiling_memory_limit', '1k' ],
+    [ 'profiling_memory_limit', 'junk' ],
+    [ 'profiling_tags', 'novalue' ],
+    [ 'profiling_tags', ':x' ],
+    [ 'profiling_tags', 'x:' ],
+    [ 'profiling', 'maybe' ],
+    [ 'profiling_dump_dir', '' ],
+    [ 'profiling_upload_timeout', '50ms' ],
+    [ 'profiling_upload_timeout', '11m' ],
+    [ 'profiling_agent_url', 'ftp://agent:21' ],
+    [ 'profiling_agent_url', 'http://' ],
+    [ 'profiling_agent_url', 'localhost:8126' ],
+)
+{
+    my ($directive, $value) = @$bad;
+
+    $t->write_config(http_with(qq{$directive "$value";}));
+    ($rc, $out) = $t->test_config;
+
+    my $what = qq{$directive "$value"};
+    isnt($rc, 0, "nginx -t rejects $what");
+    like($out, qr/\Q"$directive"\E/, "the error for $what names the "
+         . 'directive') or diag($out);
+    like($out, qr/\Q"$value"\E/, "the error for $what names the value")
+        or diag($out);
+}
+
+# A second tag among good ones is checked too.
+$t->write_config(http_with('profiling_tags a:b c: d:e;'));
+($rc, $out) = $t->test_config;
+isnt($rc, 0, 'nginx -t rejects a tag without a value among good ones');
+like($out, qr/"c:".*"profiling_tags"/, 'and names it') or diag($out);
+
+# Directives that take one value are not silently repeated.
+$t->write_config(http_with("profiling_period 2s;\n    profiling_period 3s;"));
+($rc, $out) = $t->test_config;
+isnt($rc, 0, 'nginx -t rejects a repeated profiling_period');
+like($out, qr/"profiling_period" directive is duplicate/, 'as duplicate')
+    or diag($out);
+
+
+# Threads: none with profiling off everywhere, two more with it on.
+
+sub worker_threads_of {
+    my ($http) = @_;
+    my $t = ProfTest->new(workers => 1);
+    $t->write_config($http);
+    $t->run;
+
+    my ($worker) = $t->worker_pids;
+    my $log = $t->error_log;
+
+    # The profiler starts in init_process, before the worker's event loop:
+    # once a request is served, every thread it starts exists.
+    my $r = $t->get('/');
+    is($r->{status}, 204, 'the worker serves a request');
+
+    my $threads = ProfTest::thread_count($worker);
+    $t->stop;
+    return ($threads, $t->error_log);
+}
+
+my ($threads, $log) = worker_threads_of(<<'EOF');
+    profiling off;
+    profiling_dump_dir %%DUMP%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        profiling off;
+        location / { profiling off; return 204; }
+    }
+EOF
+is($threads, 1, 'with profiling off everywhere, a worker has 1 thread');
+unlike($log, qr/profiling: sampling/, 'and logs no profiler start');
+
+($threads, $log) = worker_threads_of(<<'EOF');
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / { return 204; }
+    }
+EOF
+is($threads, 3, 'with profiling on, a worker has 3 threads '
+   . '(main, sampler, profiler loop)');
+like($log, qr/profiling: sampling every 10ms, a profile every 60000ms/,
+     'the worker logs the profiler start with the defaults');
+
+done_testing();

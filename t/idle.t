@@ -1,0 +1,89 @@
+#!/usr/bin/perl
+
+# An idle worker stays idle: the profiler neither wakes it nor charges it
+# CPU, and its profiles still account for the wall time spent waiting.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Time::HiRes qw(time);
+use ProfTest;
+
+my $t = ProfTest->new(workers => 1);
+$t->write_config(<<'EOF');
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 2s;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / { return 204; }
+    }
+EOF
+$t->run;
+
+my ($worker) = $t->worker_pids;
+ok($worker, "a worker runs (pid $worker)");
+
+# Wakes of the worker's main thread over 3s without traffic: the flush
+# timer (every 2s) may wake it once or twice; the sampler must not.
+my $status = proc_status($worker, $worker);
+my $before = $status->{voluntary_ctxt_switches};
+my $cpu_before = thread_cpu_ns($worker);
+my $t0 = time();
+
+# Meanwhile the first two profiles are written (at 2s and 4s).
+my @files = $t->wait_for_files(qr/^nginx\.$worker\.\d+\.pprof$/, 1, 10);
+ok(@files, 'the first profile is written');
+
+my $window_end = $t0 + 3;
+ProfTest::wait_until(sub { time() >= $window_end }, 5, 0.05);
+
+$status = proc_status($worker, $worker);
+my $after = $status->{voluntary_ctxt_switches};
+my $cpu_after = thread_cpu_ns($worker);
+my $window = time() - $t0;
+
+ok($after - $before <= 3,
+   sprintf('the idle worker woke %d times in %.1fs (at most 3)',
+           $after - $before, $window));
+diag(sprintf('worker main thread: %d voluntary switches, %.2fms CPU in '
+             . '%.1fs', $after - $before, ($cpu_after - $cpu_before) / 1e6,
+             $window));
+
+@files = $t->wait_for_files(qr/^nginx\.$worker\.[12]\.pprof$/, 2, 10);
+is(scalar(@files), 2, 'two profiles are written without traffic');
+
+for my $file (@files) {
+    my $p = decode_profile($file);
+    my ($n) = $file =~ /\.(\d+)\.pprof$/;
+    my $cpu = profile_total($p, 'cpu-time');
+    my $wall = profile_total($p, 'wall-time');
+    my $dur = $p->{duration_nanos};
+    my $err = $dur ? ($wall - $dur) / $dur : 1;
+
+    ok($cpu < 1_000_000, sprintf('profile %d: cpu-time %.3fms (less than '
+                                 . '1ms)', $n, $cpu / 1e6));
+    ok(abs($err) <= 0.02,
+       sprintf('profile %d: wall-time %.0fms is its duration %.0fms within '
+               . '2%% (%+.2f%%)', $n, $wall / 1e6, $dur / 1e6, 100 * $err));
+
+    my $leaves = leaf_totals($p, 'wall-time');
+    my ($top) = sort { $leaves->{$b} <=> $leaves->{$a} } keys %$leaves;
+    is($top, 'epoll_wait', "profile $n: the wall time is spent in "
+       . 'epoll_wait');
+}
+
+ok($t->stop, 'nginx quits');
+
+my $log = $t->error_log;
+unlike($log, qr/epoll_wait\(\) failed \(4: Interrupted system call\)/,
+       'no event wait was interrupted (the profiler did not signal the '
+       . 'idle worker)');
+unlike($log, qr/\[(?:alert|crit|emerg)\]/, 'no alert in the error log');
+
+done_testing();

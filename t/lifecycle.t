@@ -1,0 +1,190 @@
+#!/usr/bin/perl
+
+# The profiler follows nginx's processes: it runs in workers (and in a
+# single process), not in helpers; every worker leaves its last profile
+# when it exits, on quit and on reload; the dump dir is made if missing.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use ProfTest;
+
+my $HTTP = <<'EOF';
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 10m;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / { return 204; }
+        location /burn { profiling_burn 20ms; }
+    }
+EOF
+
+sub last_profile_ok {
+    my ($file, $pid, $what) = @_;
+    my $p = eval { decode_profile($file) };
+    ok($p, "$what: the profile decodes") or diag($@);
+    return unless $p;
+    ok($p->{duration_nanos} > 0 && $p->{duration_nanos} < 60e9,
+       sprintf("$what: it covers the process's life (%.3fs)",
+               $p->{duration_nanos} / 1e9));
+    my $l = @{ $p->{sample} } ? sample_labels($p, $p->{sample}[0]) : {};
+    is($l->{'thread id'}{num}, $pid, "$what: its samples are of pid $pid");
+    return $p;
+}
+
+
+# Quit right after start: the period is far from over, the last profile
+# is written at exit.
+{
+    my $t = ProfTest->new(workers => 1);
+    $t->write_config($HTTP);
+    $t->run;
+    my ($worker) = $t->worker_pids;
+    is(thread_count($worker), 3, 'the worker runs the profiler');
+
+    ok($t->stop, 'nginx quits right after start');
+
+    my @f = profile_files($t->dump_dir, qr/\.pprof$/);
+    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$worker.1.pprof" ],
+              'the worker wrote its only profile as it quit');
+    last_profile_ok($f[0], $worker, 'quit') if @f;
+
+    like($t->error_log, qr/\[notice\] $worker#$worker: profiling: stopped: .*exported=1 /,
+         'the worker logs its counters as it stops');
+}
+
+
+# A single process (master_process off), in the foreground, stopped with
+# SIGQUIT.
+{
+    my $t = ProfTest->new(master_process => 0, daemon => 0);
+    $t->write_config($HTTP);
+    $t->run;
+    my $pid = $t->master_pid;
+    is($t->get('/')->{status}, 204, 'a single nginx process serves');
+    is(thread_count($pid), 3, 'the single process runs the profiler');
+
+    ok($t->stop, 'it quits on SIGQUIT');
+    ok(defined $t->exit_status && $t->exit_status == 0,
+       'with exit status 0');
+
+    my @f = $t->wait_for_files(qr/\.pprof$/, 1, 1);
+    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$pid.1.pprof" ],
+              'it wrote its profile as it quit');
+    last_profile_ok($f[0], $pid, 'single process') if @f;
+}
+
+
+# Cache manager and cache loader processes: helpers, without profiler.
+{
+    my $t = ProfTest->new(workers => 2);
+    $t->write_config(<<'EOF');
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    proxy_cache_path %%PREFIX%%/cache keys_zone=one:1m;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / { return 204; }
+    }
+EOF
+    $t->run;
+
+    my (%role, @workers, @helpers);
+    # The helpers are forked after the workers: wait for all four.
+    ProfTest::wait_until(sub {
+        %role = map { $_ => proc_cmdline($_) } $t->children_pids;
+        return 4 <= keys %role;
+    }, 10);
+    @workers = grep { $role{$_} =~ /worker process/ } keys %role;
+    @helpers = grep { $role{$_} =~ /cache (?:manager|loader) process/ }
+               keys %role;
+    is(scalar(@workers), 2, 'two workers run');
+    ok((grep { $role{$_} =~ /cache manager/ } @helpers),
+       'a cache manager runs');
+
+    # Each worker's profiler is up before it serves: its threads exist.
+    is(thread_count($_), 3, "worker $_ has 3 threads (profiler)")
+        for sort @workers;
+    is(thread_count($_), 1, "$role{$_} $_ has 1 thread (no profiler)")
+        for sort @helpers;
+
+    ok($t->stop, 'nginx quits');
+
+    my @f = profile_files($t->dump_dir, qr/\.pprof$/);
+    my %by_pid = map { /nginx\.(\d+)\.\d+\.pprof$/ ? ($1 => 1) : () } @f;
+    is_deeply([ sort keys %by_pid ], [ sort @workers ],
+              'profiles come from the workers only');
+}
+
+
+# Reload: new workers start their own profilers (with the new period),
+# old workers write their last profile as they exit.
+{
+    my $t = ProfTest->new(workers => 1);
+    $t->write_config($HTTP);
+    $t->run;
+    my ($old) = $t->worker_pids;
+
+    $t->get('/burn');
+    $t->write_config($HTTP =~ s/profiling_period 10m/profiling_period 1s/r);
+    $t->reload;
+
+    my @new;
+    my $done = ProfTest::wait_until(sub {
+        @new = grep { $_ != $old } $t->worker_pids;
+        return @new && !process_alive($old);
+    }, 15);
+    ok($done, "after reload a new worker (@new) replaced worker $old");
+
+    my @f = $t->wait_for_files(qr/^nginx\.$old\.\d+\.pprof$/, 1, 5);
+    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$old.1.pprof" ],
+              'the old worker wrote its last profile as it exited');
+    last_profile_ok($f[0], $old, 'old worker') if @f;
+
+    my ($new) = @new;
+    if ($new) {
+        is(thread_count($new), 3, 'the new worker runs the profiler');
+        @f = $t->wait_for_files(qr/^nginx\.$new\.1\.pprof$/, 1, 5);
+        ok(@f, 'the new worker writes its own profiles, every 1s now');
+        my $p = @f ? decode_profile($f[0]) : undef;
+        ok($p && abs($p->{duration_nanos} - 1e9) < 0.1e9,
+           'with the reloaded period');
+        my $l = $p && @{ $p->{sample} }
+                ? sample_labels($p, $p->{sample}[0]) : {};
+        is($l->{'thread id'}{num}, $new, "its samples are of pid $new");
+    }
+
+    ok($t->stop, 'nginx quits');
+}
+
+
+# A missing dump dir is made by nginx, for the workers' user.
+{
+    my $t = ProfTest->new(workers => 1, no_dump_dir => 1);
+    my $dir = $t->prefix . '/made-by-nginx';
+    $t->write_config($HTTP =~ s/%%DUMP%%/%%PREFIX%%\/made-by-nginx/r);
+    ok(!-e $dir, 'the dump dir does not exist before start');
+
+    $t->run;
+    my ($worker) = $t->worker_pids;
+    my $uid = proc_uid($worker);
+
+    my @st = stat($dir);
+    ok(@st && -d _, 'nginx made the dump dir');
+    is($st[4], $uid, "owned by the workers' user (uid $uid)");
+    is($st[2] & 07777, 0700, 'with mode 0700');
+
+    ok($t->stop, 'nginx quits');
+    my @f = profile_files($dir, qr/\.pprof$/);
+    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$worker.1.pprof" ],
+              'the worker wrote its profile there');
+}
+
+done_testing();
