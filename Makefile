@@ -24,7 +24,7 @@ UNIT_LIBS = $(PROFILING_LIBS) -lcmocka -ldl -lpthread
 UNIT_TESTS = $(patsubst $(TOP)/t/unit/%.c,$(BUILD_DIR)/unit/%, \
                $(wildcard $(TOP)/t/unit/test_*.c))
 
-.PHONY: all module test-modules unit integration test clean
+.PHONY: all module test-modules unit integration fuzz test clean
 
 all: module
 
@@ -66,7 +66,22 @@ unit: $(UNIT_TESTS)
 integration: module test-modules
 	PROFILING_BUILD=$(BUILD_DIR) prove -v $(TOP)/t/
 
-test: unit integration
+# libFuzzer (clang) on the trace context parsers, for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 30
+FUZZER = $(BUILD_DIR)/fuzz/fuzz_trace_context
+
+$(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/trace_context.c \
+        $(TOP)/shared/trace_context.h
+	mkdir -p $(BUILD_DIR)/fuzz/corpus
+	clang -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
+	    $(TOP)/shared/trace_context.c
+
+fuzz: $(FUZZER)
+	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=256 \
+	    $(BUILD_DIR)/fuzz/corpus $(TOP)/t/fuzz/seeds
+
+test: unit integration fuzz
 
 clean:
 	rm -rf $(BUILD_DIR)/nginx $(BUILD_DIR)/nginx-test $(BUILD_DIR)/gen $(BUILD_DIR)/unit \

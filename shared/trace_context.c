@@ -1,0 +1,159 @@
+/*
+ * Trace context parsing: hex and decimal ids, traceparent.
+ */
+
+#include <errno.h>
+
+#include "trace_context.h"
+
+
+/* Value of a hex digit, or -1; lowercase_only rejects A-F. */
+static int
+prof_hex_digit(char c, int lowercase_only)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+
+    if (!lowercase_only && c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+
+    return -1;
+}
+
+
+static int
+prof_parse_hex64(const char *s, size_t length, int lowercase_only,
+    uint64_t *value)
+{
+    int       d;
+    size_t    i;
+    uint64_t  v;
+
+    if (length == 0 || length > 16) {
+        return -EINVAL;
+    }
+
+    v = 0;
+
+    for (i = 0; i < length; i++) {
+        d = prof_hex_digit(s[i], lowercase_only);
+        if (d < 0) {
+            return -EINVAL;
+        }
+        v = (v << 4) | (uint64_t) d;
+    }
+
+    *value = v;
+    return 0;
+}
+
+
+static int
+prof_parse_decimal64(const char *s, size_t length, uint64_t *value)
+{
+    size_t    i;
+    uint64_t  v, d;
+
+    if (length == 0 || length > 20) {
+        return -EINVAL;
+    }
+
+    v = 0;
+
+    for (i = 0; i < length; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -EINVAL;
+        }
+
+        d = (uint64_t) (s[i] - '0');
+
+        if (v > (UINT64_MAX - d) / 10) {
+            return -EINVAL;                 /* overflow */
+        }
+
+        v = v * 10 + d;
+    }
+
+    *value = v;
+    return 0;
+}
+
+
+int
+prof_parse_datadog_id(const char *s, size_t length, uint64_t *id)
+{
+    uint64_t  v;
+
+    if (prof_parse_decimal64(s, length, &v) != 0 || v == 0) {
+        return -EINVAL;
+    }
+
+    *id = v;
+    return 0;
+}
+
+
+int
+prof_parse_id(const char *s, size_t length, uint64_t *id)
+{
+    uint64_t  v;
+
+    /* 16 or 32 characters that are all hex digits: hex. */
+    if ((length == 16 || length == 32)
+        && prof_parse_hex64(s, 16, 0, &v) == 0
+        && prof_parse_hex64(s + length - 16, 16, 0, &v) == 0)
+    {
+        if (v == 0) {
+            return -EINVAL;
+        }
+
+        *id = v;
+        return 0;
+    }
+
+    return prof_parse_datadog_id(s, length, id);
+}
+
+
+int
+prof_parse_traceparent(const char *s, size_t length,
+    uint64_t *trace_id_high, uint64_t *trace_id_low, uint64_t *parent_id)
+{
+    uint64_t  version, high, low, parent, flags;
+
+    /* 2 + 1 + 32 + 1 + 16 + 1 + 2 */
+    if (length < 55) {
+        return -EINVAL;
+    }
+
+    if (s[2] != '-' || s[35] != '-' || s[52] != '-'
+        || prof_parse_hex64(s, 2, 1, &version) != 0
+        || prof_parse_hex64(s + 3, 16, 1, &high) != 0
+        || prof_parse_hex64(s + 19, 16, 1, &low) != 0
+        || prof_parse_hex64(s + 36, 16, 1, &parent) != 0
+        || prof_parse_hex64(s + 53, 2, 1, &flags) != 0)
+    {
+        return -EINVAL;
+    }
+
+    if (version == 0xff || (high == 0 && low == 0) || parent == 0) {
+        return -EINVAL;
+    }
+
+    /* Version 00 has exactly these fields; later ones may add "-...". */
+    if (length > 55 && (version == 0 || s[55] != '-')) {
+        return -EINVAL;
+    }
+
+    *trace_id_high = high;
+    *trace_id_low = low;
+    *parent_id = parent;
+
+    return 0;
+}
