@@ -4,14 +4,9 @@
  * every period, the last one written in exit_process.
  */
 
-#include <ngx_config.h>
-#include <ngx_core.h>
-#include <ngx_event.h>
-#include <ngx_http.h>
-
 #include <sys/epoll.h>
 
-#include "profiler.h"
+#include "ngx_http_profiling_module.h"
 
 
 #define NGX_HTTP_PROFILING_APM_SOCKET  "/var/run/datadog/apm.socket"
@@ -31,11 +26,6 @@ typedef struct {
     ngx_str_t      version;
     ngx_array_t   *tags;                /* of ngx_str_t "key:value" */
 } ngx_http_profiling_main_conf_t;
-
-
-typedef struct {
-    ngx_flag_t     enable;
-} ngx_http_profiling_loc_conf_t;
 
 
 typedef struct {
@@ -64,6 +54,7 @@ static char *ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *ngx_http_profiling_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_profiling_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
+static ngx_int_t ngx_http_profiling_postconfiguration(ngx_conf_t *cf);
 static ngx_int_t ngx_http_profiling_init_module(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_profiling_init_process(ngx_cycle_t *cycle);
 static void ngx_http_profiling_exit_process(ngx_cycle_t *cycle);
@@ -90,6 +81,34 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       ngx_http_profiling,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_profiling_loc_conf_t, enable),
+      NULL },
+
+    { ngx_string("profiling_trace_id"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_profiling_loc_conf_t, trace_id),
+      NULL },
+
+    { ngx_string("profiling_span_id"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_profiling_loc_conf_t, span_id),
+      NULL },
+
+    { ngx_string("profiling_root_span_id"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_profiling_loc_conf_t, root_span_id),
+      NULL },
+
+    { ngx_string("profiling_endpoint"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_profiling_loc_conf_t, endpoint),
       NULL },
 
     { ngx_string("profiling_dump_dir"),
@@ -175,7 +194,7 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
 
 static ngx_http_module_t  ngx_http_profiling_module_ctx = {
     NULL,                                  /* preconfiguration */
-    NULL,                                  /* postconfiguration */
+    ngx_http_profiling_postconfiguration,  /* postconfiguration */
 
     ngx_http_profiling_create_main_conf,   /* create main configuration */
     ngx_http_profiling_init_main_conf,     /* init main configuration */
@@ -738,6 +757,10 @@ ngx_http_profiling_create_loc_conf(ngx_conf_t *cf)
     }
 
     plcf->enable = NGX_CONF_UNSET;
+    plcf->trace_id = NGX_CONF_UNSET_PTR;
+    plcf->span_id = NGX_CONF_UNSET_PTR;
+    plcf->root_span_id = NGX_CONF_UNSET_PTR;
+    plcf->endpoint = NGX_CONF_UNSET_PTR;
 
     return plcf;
 }
@@ -750,8 +773,19 @@ ngx_http_profiling_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_profiling_loc_conf_t  *conf = child;
 
     ngx_conf_merge_value(conf->enable, prev->enable, 0);
+    ngx_conf_merge_ptr_value(conf->trace_id, prev->trace_id, NULL);
+    ngx_conf_merge_ptr_value(conf->span_id, prev->span_id, NULL);
+    ngx_conf_merge_ptr_value(conf->root_span_id, prev->root_span_id, NULL);
+    ngx_conf_merge_ptr_value(conf->endpoint, prev->endpoint, NULL);
 
     return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_profiling_postconfiguration(ngx_conf_t *cf)
+{
+    return ngx_http_profiling_request_init(cf);
 }
 
 
@@ -766,6 +800,8 @@ ngx_http_profiling_init_module(ngx_cycle_t *cycle)
     ngx_core_conf_t                 *ccf;
     ngx_file_info_t                  fi;
     ngx_http_profiling_main_conf_t  *pmcf;
+
+    ngx_http_profiling_request_init_cycle(cycle);
 
     pmcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                ngx_http_profiling_module);
@@ -826,15 +862,18 @@ ngx_http_profiling_log(void *data, int level, const char *message)
 static void
 ngx_http_profiling_flush_handler(ngx_event_t *ev)
 {
-    prof_flush(ngx_http_profiling_profiler);
+    prof_flush(ngx_http_profiling_profiler,
+               ngx_http_profiling_take_endpoint_counts());
 
     ngx_add_timer(ev, ngx_http_profiling_period_ms);
 }
 
 
 /*
- * Brackets the event wait: the sampler does not signal a worker parked
- * there, and gives its wall time to the stack captured here once.
+ * Wraps the event module's process_events: brackets the event wait (the
+ * sampler does not signal a worker parked there, and gives its wall time
+ * to the stack captured here once), then runs the ready handlers, each
+ * with its request's context published to the sampler.
  */
 static ngx_int_t
 ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
@@ -843,9 +882,11 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_int_t        rc;
     ngx_uint_t       n;
     uint64_t         leaf[2];
+    ngx_queue_t     *q;
+    ngx_event_t     *ev;
     prof_sampler_t  *sampler;
 
-    sampler = prof_get_sampler(ngx_http_profiling_profiler);
+    sampler = ngx_http_profiling_sampler;
 
     if (!ngx_http_profiling_idle_captured) {
         ngx_http_profiling_idle_captured = 1;
@@ -865,16 +906,32 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         prof_sampler_capture_idle_stack(sampler, leaf, n, 2);
     }
 
+    /* Back in the event loop: no request executes (timers had theirs). */
+    ngx_http_profiling_request_leave();
+
     /*
      * With NGX_POST_EVENTS the event module only waits and queues what is
-     * ready; ngx_process_events_and_timers() runs the queued handlers after
-     * we return (as nginx does when it holds the accept mutex). So the
-     * bracket covers the wait alone, not the handling of requests.
+     * ready (as nginx does when it holds the accept mutex), so the bracket
+     * covers the wait alone.
      */
     prof_sampler_set_waiting(sampler, 1);
     rc = ngx_http_profiling_orig_process_events(cycle, timer,
                                                 flags | NGX_POST_EVENTS);
     prof_sampler_set_waiting(sampler, 0);
+
+    /*
+     * The queued handlers run here, in nginx's order without the accept
+     * mutex; with it, the accept events (queued apart) still run first in
+     * ngx_process_events_and_timers().
+     */
+    if (!(flags & NGX_POST_EVENTS)) {
+        while (!ngx_queue_empty(&ngx_posted_events)) {
+            q = ngx_queue_head(&ngx_posted_events);
+            ev = ngx_queue_data(q, ngx_event_t, queue);
+            ngx_delete_posted_event(ev);
+            ngx_http_profiling_dispatch(ev);
+        }
+    }
 
     return rc;
 }
@@ -975,6 +1032,7 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
+    ngx_http_profiling_sampler = prof_get_sampler(ngx_http_profiling_profiler);
     ngx_http_profiling_orig_process_events = ngx_event_actions.process_events;
     ngx_event_actions.process_events = ngx_http_profiling_process_events;
     ngx_http_profiling_idle_captured = 0;
@@ -1012,6 +1070,8 @@ ngx_http_profiling_exit_process(ngx_cycle_t *cycle)
     }
 
     ngx_event_actions.process_events = ngx_http_profiling_orig_process_events;
+    ngx_http_profiling_request_leave();
+    ngx_http_profiling_sampler = NULL;
 
     prof_stop(ngx_http_profiling_profiler);
     ngx_http_profiling_profiler = NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "aggregator.h"
+#include "endpoint_counts.h"
 
 
 struct prof_aggregator_s {
@@ -62,6 +63,7 @@ prof_profile_free(prof_profile_t *p)
     prof_intern_free(&p->stacks);
     prof_intern_free(&p->keys);
     prof_intern_free(&p->endpoints);
+    prof_endpoint_counts_free(p->endpoint_counts);
     free(p->values);
     free(p);
 }
@@ -280,6 +282,10 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b)
     if (closed->duration_ns < 0) {
         closed->duration_ns = 0;
     }
+
+    /* The barrier's endpoint counts now belong to the profile. */
+    closed->endpoint_counts = b->endpoint_counts;
+    ((prof_batch_t *) b)->endpoint_counts = NULL;
 
     agg->profile = next;
     agg->start_monotonic_ns = b->flush_monotonic_ns;

@@ -55,6 +55,7 @@ typedef struct {
     prof_intern_t  endpoints;       /* endpoint names */
     int64_t     *values;            /* keys.count * PROF_VALUE_COUNT */
     size_t       values_capacity;   /* in keys */
+    prof_endpoint_counts_t  *endpoint_counts;   /* NULL: none */
 } prof_profile_t;
 
 

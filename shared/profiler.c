@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 
 #include "aggregator.h"
+#include "endpoint_counts.h"
 #include "file_export.h"
 #include "intake.h"
 #include "pprof.h"
@@ -77,6 +78,7 @@ prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof)
     int                     rc;
     size_t                  i, n;
     prof_upload_t          *up;
+    const char            **names;
     prof_intake_profile_t   ip;
     const prof_object_t   **objects;
     static const char      *attachments[] = {
@@ -98,7 +100,25 @@ prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof)
     ip.start_realtime_ns = profile->start_realtime_ns;
     ip.duration_ns = profile->duration_ns;
 
-    rc = prof_intake_event_json(&up->event, &p->intake, &ip, attachments, 2);
+    n = prof_endpoint_counts_size(profile->endpoint_counts);
+    names = calloc(n + 1, sizeof(char *));
+
+    if (names == NULL) {
+        rc = -ENOMEM;
+
+    } else {
+        for (i = 0; i < n; i++) {
+            names[i] = prof_endpoint_counts_name(profile->endpoint_counts, i);
+        }
+
+        ip.endpoints = names;
+        ip.endpoint_counts = n ? profile->endpoint_counts->counts : NULL;
+        ip.endpoint_count = n;
+
+        rc = prof_intake_event_json(&up->event, &p->intake, &ip,
+                                    attachments, 2);
+        free(names);
+    }
 
     n = prof_symbolizer_object_count(p->symbolizer);
     objects = calloc(n + 1, sizeof(prof_object_t *));
@@ -594,9 +614,9 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
 
 
 void
-prof_flush(prof_t *p)
+prof_flush(prof_t *p, prof_endpoint_counts_t *counts)
 {
-    prof_sampler_request_flush(p->sampler);
+    prof_sampler_request_flush(p->sampler, counts);
 }
 
 

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "diagnostics.h"
+#include "endpoint_counts.h"
 #include "log.h"
 #include "sampler.h"
 
@@ -53,8 +54,11 @@ typedef struct prof_s  prof_t;
 /* Starts sampling the calling thread. 0 or -errno. */
 int prof_start(prof_t **profiler, const prof_conf_t *conf);
 
-/* Closes the current profile at the sampler's next step; never blocks. */
-void prof_flush(prof_t *p);
+/*
+ * Closes the current profile now; never blocks. counts (may be NULL) are
+ * the requests per endpoint of the period; the profiler takes them.
+ */
+void prof_flush(prof_t *p, prof_endpoint_counts_t *counts);
 
 /* Takes the last sample, exports the last profile (bounded), frees all. */
 void prof_stop(prof_t *p);

@@ -47,6 +47,8 @@ typedef struct {
 } prof_sample_t;
 
 
+typedef struct prof_endpoint_counts_s  prof_endpoint_counts_t;
+
 /* One item of the queue: samples, and maybe a flush barrier after them. */
 typedef struct prof_batch_s  prof_batch_t;
 
@@ -59,6 +61,8 @@ struct prof_batch_s {
     unsigned       flush_after:1;       /* a flush barrier follows */
     int64_t        flush_realtime_ns;   /* when the barrier was taken */
     int64_t        flush_monotonic_ns;
+    prof_endpoint_counts_t  *endpoint_counts;   /* with the barrier, owned
+                                                   by whoever takes it */
     unsigned char  data[];
 };
 

@@ -19,6 +19,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "endpoint_counts.h"
 #include "sampler.h"
 #include "thread.h"
 
@@ -81,6 +82,7 @@ struct prof_sampler_s {
     uint32_t                wake;           /* futex word: stop, flush */
     int                     stop;
     uint32_t                flush_requests;
+    prof_endpoint_counts_t *flush_counts;   /* for the next barrier */
     int                     waiting;
     int                     idle_stack_ready;
     prof_stack_t            idle_stack;
@@ -534,6 +536,8 @@ prof_sampler_flush(prof_sampler_t *s, int64_t now_ns)
     b->flush_after = 1;
     b->flush_monotonic_ns = now_ns;
     b->flush_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
+    b->endpoint_counts = __atomic_exchange_n(&s->flush_counts, NULL,
+                                             __ATOMIC_ACQ_REL);
 
     s->batch = b;
     prof_sampler_push(s, now_ns);
@@ -761,13 +765,21 @@ prof_sampler_stop(prof_sampler_t *s)
         prof_queue_release(s->conf.queue, s->batch);
     }
 
+    prof_endpoint_counts_free(s->flush_counts);
     free(s);
 }
 
 
 void
-prof_sampler_request_flush(prof_sampler_t *s)
+prof_sampler_request_flush(prof_sampler_t *s,
+    prof_endpoint_counts_t *counts)
 {
+    prof_endpoint_counts_t  *stale;
+
+    /* Counts not taken yet (the sampler is late): the newer replace them. */
+    stale = __atomic_exchange_n(&s->flush_counts, counts, __ATOMIC_ACQ_REL);
+    prof_endpoint_counts_free(stale);
+
     __atomic_add_fetch(&s->flush_requests, 1, __ATOMIC_RELEASE);
     prof_sampler_wake(s);
 }

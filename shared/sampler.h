@@ -61,8 +61,12 @@ int prof_sampler_start(prof_sampler_t **sampler,
  */
 void prof_sampler_stop(prof_sampler_t *s);
 
-/* The sampler closes the profile at its next tick: never blocks. */
-void prof_sampler_request_flush(prof_sampler_t *s);
+/*
+ * The sampler closes the profile at once (its thread is woken): never
+ * blocks. counts (may be NULL) go with the barrier, owned by the sampler.
+ */
+void prof_sampler_request_flush(prof_sampler_t *s,
+    prof_endpoint_counts_t *counts);
 
 /* The sampled thread enters (1) or leaves (0) its event wait. */
 void prof_sampler_set_waiting(prof_sampler_t *s, int waiting);

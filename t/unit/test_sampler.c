@@ -273,7 +273,7 @@ test_flush_request_closes_the_batch_stream(void **state)
     totals_t    t;
     int64_t     deadline;
 
-    prof_sampler_request_flush(f->sampler);
+    prof_sampler_request_flush(f->sampler, NULL);
 
     memset(&t, 0, sizeof(t));
     deadline = clock_ns(CLOCK_MONOTONIC) + 2000 * 1000 * 1000LL;
