@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 
-#define PROF_HISTOGRAM_BUCKET_NS   50
+#define PROF_HISTOGRAM_BUCKET_NS   100
 #define PROF_HISTOGRAM_BUCKETS     1024    /* the last one is "and more" */
 
 

@@ -657,6 +657,31 @@ prof_sampler_restore_signal(prof_sampler_t *s)
 }
 
 
+/*
+ * The stepping unwinder (libunwind's fallback when its fast trace cannot
+ * follow a frame) keeps its per-thread cache in thread-local storage of a
+ * dlopen()ed library, allocated on first use: touch it here, not in the
+ * handler.
+ */
+static void
+prof_sampler_warm_step(void)
+{
+    int           i;
+    unw_cursor_t  cursor;
+    unw_context_t context;
+
+    if (unw_getcontext(&context) != 0
+        || unw_init_local(&cursor, &context) != 0)
+    {
+        return;
+    }
+
+    for (i = 0; i < PROF_HANDLER_FRAMES_MAX && unw_step(&cursor) > 0; i++) {
+        /* void */
+    }
+}
+
+
 int
 prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 {
@@ -701,6 +726,7 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
      */
     (void) unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     (void) unw_backtrace(warm, PROF_HANDLER_FRAMES_MAX);
+    prof_sampler_warm_step();
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = prof_sampler_on_signal;
