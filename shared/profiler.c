@@ -31,7 +31,7 @@
 
 #define PROF_BATCH_BYTES        (64 * 1024)
 #define PROF_POOL_BATCHES       4
-#define PROF_PUSH_EVERY_NS      (250 * 1000 * 1000LL)
+#define PROF_PUSH_EVERY_NS      (1000 * 1000 * 1000LL)
 
 
 struct prof_s {

@@ -28,7 +28,16 @@
 #define PROF_HANDLER_FRAMES_MAX   8
 
 /* Slots between the handler and the sampler thread (a power of two). */
-#define PROF_SLOTS                8
+#define PROF_SLOTS                32
+
+/*
+ * While the thread is parked in its event wait, the sampler ticks less
+ * often (each idle sample then covers several intervals), at most this
+ * long and at most PROF_IDLE_TICKS intervals: the CPU timer may fill the
+ * ring meanwhile, and the ring holds more than that.
+ */
+#define PROF_IDLE_TICK_NS         (100 * 1000 * 1000LL)
+#define PROF_IDLE_TICKS           16
 
 /* How long the sampler waits for a stack it asked for. */
 #define PROF_REQUEST_WAIT_NS      (1000 * 1000 * 1000LL)
@@ -458,10 +467,12 @@ prof_sampler_request_stack(prof_sampler_t *s, int64_t now_ns,
 }
 
 
-static void
+/* Returns 1 when the tick found the thread idle in its event wait. */
+static int
 prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
 {
-    int64_t              cpu_ns, wall_ns, off_cpu_ns;
+    int                  idle;
+    int64_t              cpu_ns, wall_ns, off_cpu_ns, ticks;
     unsigned             cpu_samples;
     prof_stack_t        *stack;
     prof_sample_t        values;
@@ -469,9 +480,10 @@ prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
 
     cpu_ns = prof_clock_ns(s->cpu_clock);
     if (cpu_ns < 0) {
-        return;
+        return 0;
     }
 
+    idle = 0;
     wall_ns = now_ns - s->last_wall_ns;
     off_cpu_ns = wall_ns - (cpu_ns - s->last_cpu_ns);
     s->pending_wall_ns += wall_ns;
@@ -494,6 +506,7 @@ prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
         /* Parked in the event wait: no signal, no wake-up. */
         prof_counter_add(d->idle_samples, 1);
         stack = &s->idle_stack;
+        idle = 1;
 
     } else if (prof_sampler_request_stack(s, now_ns, &cpu_samples)) {
         stack = &s->requested_stack;
@@ -501,19 +514,25 @@ prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
     } else {
         /* Not scheduled in time: the wall time goes with the next one. */
         prof_counter_add(d->ticks_merged, 1);
-        return;
+        return 0;
     }
+
+    /* A stretched idle tick counts for the intervals it covers. */
+    ticks = (s->pending_wall_ns + s->conf.interval_ns / 2)
+            / s->conf.interval_ns;
 
     memset(&values, 0, sizeof(values));
     values.wall_ns = s->pending_wall_ns;
     values.off_cpu_ns = s->pending_off_cpu_ns;
-    values.wall_samples = 1;
+    values.wall_samples = (ticks > 1) ? (ticks < 0xffff ? ticks : 0xffff) : 1;
     values.frame_count = stack->frame_count;
 
     prof_sampler_append(s, &values, stack->frames, &stack->request, now_ns);
 
     s->pending_wall_ns = 0;
     s->pending_off_cpu_ns = 0;
+
+    return idle;
 }
 
 
@@ -547,12 +566,21 @@ prof_sampler_flush(prof_sampler_t *s, int64_t now_ns)
 static void
 prof_sampler_main(void *arg)
 {
+    int               idle;
     prof_sampler_t   *s = arg;
-    int64_t           next_ns, now_ns;
+    int64_t           next_ns, now_ns, idle_tick_ns;
     uint32_t          wake, flushes;
     struct timespec   deadline;
 
     next_ns = s->last_wall_ns + s->conf.interval_ns;
+
+    idle_tick_ns = s->conf.interval_ns * PROF_IDLE_TICKS;
+    if (idle_tick_ns > PROF_IDLE_TICK_NS) {
+        idle_tick_ns = PROF_IDLE_TICK_NS;
+    }
+    if (idle_tick_ns < s->conf.interval_ns) {
+        idle_tick_ns = s->conf.interval_ns;
+    }
 
     for ( ;; ) {
         wake = __atomic_load_n(&s->wake, __ATOMIC_ACQUIRE);
@@ -579,7 +607,7 @@ prof_sampler_main(void *arg)
             continue;
         }
 
-        prof_sampler_tick(s, now_ns);
+        idle = prof_sampler_tick(s, now_ns);
 
         if (s->batch != NULL && s->batch->sample_count > 0
             && now_ns - s->last_push_ns >= s->conf.push_every_ns)
@@ -587,7 +615,7 @@ prof_sampler_main(void *arg)
             prof_sampler_push(s, now_ns);
         }
 
-        next_ns += s->conf.interval_ns;
+        next_ns += idle ? idle_tick_ns : s->conf.interval_ns;
         if (next_ns <= now_ns) {
             next_ns = now_ns + s->conf.interval_ns;     /* fell behind */
         }

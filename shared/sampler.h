@@ -24,7 +24,8 @@
  *   context, clock_gettime and a futex wake. No malloc, no locks, no I/O.
  * - An idle thread (inside the event wait, no CPU sample in the tick) gets
  *   no signal: its wall time goes to the stack recorded by
- *   _capture_idle_stack.
+ *   _capture_idle_stack, and the sampler thread then ticks less often
+ *   (an idle wall sample counts the intervals it covers).
  * Memory: the sampler owns its slot and current batch; batches belong to
  * the queue.
  */

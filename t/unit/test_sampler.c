@@ -250,8 +250,10 @@ test_idle_thread_gets_no_signal(void **state)
 
     prof_sampler_set_waiting(f->sampler, 0);
 
+    /* Idle ticks are stretched: a few of them cover the pause. */
     assert_int_equal(prof_counter_get(f->diagnostics.signals_sent), 0);
-    assert_true(prof_counter_get(f->diagnostics.idle_samples) >= 20);
+    assert_true(prof_counter_get(f->diagnostics.idle_samples) >= 2);
+    assert_true(prof_counter_get(f->diagnostics.ticks) <= 12);
 
     prof_sampler_stop(f->sampler);
     f->sampler = NULL;
@@ -259,10 +261,10 @@ test_idle_thread_gets_no_signal(void **state)
     memset(&t, 0, sizeof(t));
     collect(f, &t, 0, 0);
 
-    /* The wall time of the pause is all there, and no CPU. */
+    /* The wall time of the pause is all there, in intervals, no CPU. */
     assert_true(t.wall_ns >= 300 * 1000 * 1000LL);
     assert_true(t.cpu_ns <= INTERVAL_NS);
-    assert_true(t.wall_samples >= 25);
+    assert_true(t.wall_samples >= 28 && t.wall_samples <= 45);
 }
 
 
