@@ -32,6 +32,7 @@
 #define PROF_BATCH_BYTES        (64 * 1024)
 #define PROF_POOL_BATCHES       4
 #define PROF_PUSH_EVERY_NS      (1000 * 1000 * 1000LL)
+#define PROF_LOOP_NICE          10
 
 
 struct prof_s {
@@ -253,6 +254,9 @@ static void
 prof_loop_main(void *arg)
 {
     prof_t  *p = arg;
+
+    /* Encoding and uploading yield to the workers when CPU is short. */
+    prof_thread_settle(PROF_LOOP_NICE);
 
     (void) uv_run(&p->loop, UV_RUN_DEFAULT);
 

@@ -572,6 +572,8 @@ prof_sampler_main(void *arg)
     uint32_t          wake, flushes;
     struct timespec   deadline;
 
+    prof_thread_settle(0);
+
     next_ns = s->last_wall_ns + s->conf.interval_ns;
 
     idle_tick_ns = s->conf.interval_ns * PROF_IDLE_TICKS;

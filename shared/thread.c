@@ -2,7 +2,13 @@
  * Profiler-owned threads: every signal blocked from their first instruction.
  */
 
+#define _GNU_SOURCE
+
+#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "thread.h"
 
@@ -25,4 +31,26 @@ prof_thread_create(uv_thread_t *tid, void (*entry)(void *arg), void *arg)
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
     return rc;
+}
+
+
+void
+prof_thread_settle(int nice)
+{
+    long       i, n;
+    cpu_set_t  all;
+
+    n = sysconf(_SC_NPROCESSORS_CONF);
+
+    CPU_ZERO(&all);
+    for (i = 0; i < n && i < CPU_SETSIZE; i++) {
+        CPU_SET(i, &all);
+    }
+
+    /* The kernel keeps the CPUs the cgroup allows. Best effort. */
+    (void) sched_setaffinity(0, sizeof(all), &all);
+
+    if (nice > 0) {
+        (void) setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), nice);
+    }
 }
