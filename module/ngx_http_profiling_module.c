@@ -920,18 +920,18 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     prof_sampler_set_waiting(sampler, 0);
 
     /*
-     * The queued handlers run here, in nginx's order without the accept
-     * mutex; with it, the accept events (queued apart) still run first in
-     * ngx_process_events_and_timers().
+     * The queued handlers run here, then the expired timers, each with its
+     * request's context (nginx finds nothing left to run). With the accept
+     * mutex held, nginx still runs the queued accept events after this.
      */
-    if (!(flags & NGX_POST_EVENTS)) {
-        while (!ngx_queue_empty(&ngx_posted_events)) {
-            q = ngx_queue_head(&ngx_posted_events);
-            ev = ngx_queue_data(q, ngx_event_t, queue);
-            ngx_delete_posted_event(ev);
-            ngx_http_profiling_dispatch(ev);
-        }
+    while (!ngx_queue_empty(&ngx_posted_events)) {
+        q = ngx_queue_head(&ngx_posted_events);
+        ev = ngx_queue_data(q, ngx_event_t, queue);
+        ngx_delete_posted_event(ev);
+        ngx_http_profiling_dispatch(ev);
     }
+
+    ngx_http_profiling_expire_timers();
 
     return rc;
 }
@@ -1073,6 +1073,8 @@ ngx_http_profiling_exit_process(ngx_cycle_t *cycle)
     ngx_http_profiling_request_leave();
     ngx_http_profiling_sampler = NULL;
 
-    prof_stop(ngx_http_profiling_profiler);
+    /* The requests of the last, partial period are counted in it too. */
+    prof_stop(ngx_http_profiling_profiler,
+              ngx_http_profiling_take_endpoint_counts());
     ngx_http_profiling_profiler = NULL;
 }

@@ -38,6 +38,9 @@ void ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle);
 /* Runs a posted event's handler with its request's context published. */
 void ngx_http_profiling_dispatch(ngx_event_t *ev);
 
+/* The expired timers, run with their requests' contexts. */
+void ngx_http_profiling_expire_timers(void);
+
 /* No request is executing (back in the event loop). */
 void ngx_http_profiling_request_leave(void);
 

@@ -15,10 +15,14 @@ typedef struct {
     uint64_t                 cpu_ns;        /* busy in its handlers */
     ngx_uint_t               profiled;      /* its location says on */
     ngx_uint_t               counted;
+    ngx_uint_t               located;       /* a location was found */
 } ngx_http_profiling_ctx_t;
 
 
+static ngx_int_t ngx_http_profiling_post_read_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_profiling_preaccess_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_profiling_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in);
 static ngx_int_t ngx_http_profiling_log_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
@@ -52,6 +56,11 @@ static ngx_log_handler_pt         ngx_http_profiling_http_log;
 
 static prof_endpoint_counts_t    *ngx_http_profiling_endpoints;
 
+/* The context the sampler sees now (NULL: none). */
+static ngx_http_profiling_ctx_t  *ngx_http_profiling_published;
+
+static ngx_http_output_body_filter_pt  ngx_http_next_body_filter;
+
 
 static uint64_t
 ngx_http_profiling_now_ns(void)
@@ -68,6 +77,11 @@ ngx_http_profiling_ctx_cleanup(void *data)
 {
     if (ngx_http_profiling_current == data) {
         ngx_http_profiling_current = NULL;
+    }
+
+    /* The sampler keeps its copy until the handler returns: still ours. */
+    if (ngx_http_profiling_published == data) {
+        ngx_http_profiling_published = NULL;
     }
 }
 
@@ -253,6 +267,29 @@ ngx_http_profiling_resolve_endpoint(ngx_http_request_t *r,
 }
 
 
+/* What the sampler's samples carry from now on (NULL or off: nothing). */
+static void
+ngx_http_profiling_publish(ngx_http_profiling_ctx_t *ctx)
+{
+    if (ctx != NULL && !ctx->profiled) {
+        ctx = NULL;
+    }
+
+    if (ctx == ngx_http_profiling_published) {
+        return;
+    }
+
+    ngx_http_profiling_published = ctx;
+
+    if (ctx != NULL) {
+        prof_sampler_request_enter(ngx_http_profiling_sampler,
+                                   &ctx->context);
+    } else {
+        prof_sampler_request_leave(ngx_http_profiling_sampler);
+    }
+}
+
+
 static void
 ngx_http_profiling_enter(ngx_http_profiling_ctx_t *ctx)
 {
@@ -260,18 +297,12 @@ ngx_http_profiling_enter(ngx_http_profiling_ctx_t *ctx)
         return;
     }
 
+    /* "profiling off" there: its CPU is counted, its samples unlabelled. */
+    ngx_http_profiling_publish(ctx);
+
     if (ctx == NULL) {
-        prof_sampler_request_leave(ngx_http_profiling_sampler);
         ngx_http_profiling_current = NULL;
         return;
-    }
-
-    /* "profiling off" there: its CPU is counted, its samples unlabelled. */
-    if (ctx->profiled) {
-        prof_sampler_request_enter(ngx_http_profiling_sampler,
-                                   &ctx->context);
-    } else {
-        prof_sampler_request_leave(ngx_http_profiling_sampler);
     }
 
     if (ngx_http_profiling_account && ngx_http_profiling_current != ctx) {
@@ -290,7 +321,7 @@ ngx_http_profiling_request_leave(void)
         return;
     }
 
-    prof_sampler_request_leave(ngx_http_profiling_sampler);
+    ngx_http_profiling_publish(NULL);
 
     if (ngx_http_profiling_current != NULL) {
         now = ngx_http_profiling_now_ns();
@@ -301,15 +332,74 @@ ngx_http_profiling_request_leave(void)
 }
 
 
+/* The main request's context, created when first seen. */
+static ngx_http_profiling_ctx_t *
+ngx_http_profiling_create_ctx(ngx_http_request_t *r,
+    ngx_http_profiling_loc_conf_t *plcf)
+{
+    ngx_pool_cleanup_t        *cln;
+    ngx_http_profiling_ctx_t  *ctx;
+
+    r = r->main;
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_profiling_ctx_t));
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (ctx == NULL || cln == NULL) {
+        return NULL;
+    }
+
+    cln->handler = ngx_http_profiling_ctx_cleanup;
+    cln->data = ctx;
+    ngx_http_set_ctx(r, ctx, ngx_http_profiling_module);
+
+    ngx_http_profiling_resolve_ids(r, plcf, &ctx->context);
+    ngx_http_profiling_resolve_endpoint(r, plcf, &ctx->context);
+    ctx->profiled = plcf->enable;
+
+    return ctx;
+}
+
+
 /*
- * Runs after the location is found (and again after internal redirects):
- * the request's ids are resolved once, its location decides whether it
- * is profiled, and from now on samples carry its context.
+ * The first phase of a main request (before rewrites, which may answer it
+ * at once): its ids and endpoint, with the server's configuration.
+ */
+static ngx_int_t
+ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
+{
+    ngx_http_profiling_ctx_t       *ctx;
+    ngx_http_profiling_loc_conf_t  *plcf;
+
+    if (ngx_http_profiling_sampler == NULL || r != r->main || r->internal) {
+        return NGX_DECLINED;
+    }
+
+    if (ngx_http_profiling_http_log == NULL) {
+        ngx_http_profiling_http_log = r->connection->log->handler;
+    }
+
+    ctx = ngx_http_profiling_find_ctx(r);
+
+    if (ctx == NULL) {
+        plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
+        ctx = ngx_http_profiling_create_ctx(r, plcf);
+    }
+
+    ngx_http_profiling_enter(ctx);
+
+    return NGX_DECLINED;
+}
+
+
+/*
+ * After the location is found: it decides whether the request is
+ * profiled, and the first one resolves the ids and endpoint again with
+ * its own directives (a tracer's variables are set by then). After
+ * internal redirects they stay.
  */
 static ngx_int_t
 ngx_http_profiling_preaccess_handler(ngx_http_request_t *r)
 {
-    ngx_pool_cleanup_t             *cln;
     ngx_http_profiling_ctx_t       *ctx;
     ngx_http_profiling_loc_conf_t  *plcf;
 
@@ -321,22 +411,21 @@ ngx_http_profiling_preaccess_handler(ngx_http_request_t *r)
         ngx_http_profiling_http_log = r->connection->log->handler;
     }
 
-    ctx = ngx_http_profiling_find_ctx(r);
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
+    ctx = ngx_http_profiling_find_ctx(r);
 
     if (ctx == NULL) {
-        ctx = ngx_pcalloc(r->main->pool, sizeof(ngx_http_profiling_ctx_t));
-        cln = ngx_pool_cleanup_add(r->main->pool, 0);
-        if (ctx == NULL || cln == NULL) {
+        ctx = ngx_http_profiling_create_ctx(r, plcf);
+        if (ctx == NULL) {
             return NGX_DECLINED;
         }
+        ctx->located = 1;
 
-        cln->handler = ngx_http_profiling_ctx_cleanup;
-        cln->data = ctx;
-        ngx_http_set_ctx(r->main, ctx, ngx_http_profiling_module);
-
-        ngx_http_profiling_resolve_ids(r->main, plcf, &ctx->context);
-        ngx_http_profiling_resolve_endpoint(r->main, plcf, &ctx->context);
+    } else if (!ctx->located && r == r->main) {
+        /* The location's directives (and a tracer's variables) win. */
+        ctx->located = 1;
+        ngx_http_profiling_resolve_ids(r, plcf, &ctx->context);
+        ngx_http_profiling_resolve_endpoint(r, plcf, &ctx->context);
     }
 
     /* A subrequest works for its main request: it does not decide. */
@@ -344,9 +433,41 @@ ngx_http_profiling_preaccess_handler(ngx_http_request_t *r)
         ctx->profiled = plcf->enable;
     }
 
+    /* The context may have changed: the sampler gets it anew. */
+    ngx_http_profiling_publish(NULL);
     ngx_http_profiling_enter(ctx);
 
     return NGX_DECLINED;
+}
+
+
+/*
+ * Body filters (gzip, sub, ...) run for a request wherever nginx calls
+ * them from: an HTTP/2 window update, a timer of limit_rate. Their work
+ * is the request's.
+ */
+static ngx_int_t
+ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_int_t                  rc;
+    ngx_http_profiling_ctx_t  *ctx, *saved;
+
+    if (ngx_http_profiling_sampler == NULL) {
+        return ngx_http_next_body_filter(r, in);
+    }
+
+    ctx = ngx_http_profiling_find_ctx(r);
+    saved = ngx_http_profiling_published;
+
+    ngx_http_profiling_publish(ctx);
+    rc = ngx_http_next_body_filter(r, in);
+
+    /* The request may be gone: restore only a context still alive. */
+    if (ngx_http_profiling_published != NULL || saved == NULL) {
+        ngx_http_profiling_publish(saved);
+    }
+
+    return rc;
 }
 
 
@@ -410,6 +531,43 @@ ngx_http_profiling_event_request(ngx_event_t *ev)
     lctx = c->log->data;
 
     return (lctx != NULL) ? lctx->request : NULL;
+}
+
+
+/*
+ * The expired timers, as ngx_event_expire_timers() runs them, each with
+ * its request's context (a request delayed by limit_req resumes here).
+ */
+void
+ngx_http_profiling_expire_timers(void)
+{
+    ngx_event_t        *ev;
+    ngx_rbtree_node_t  *node, *root, *sentinel;
+
+    sentinel = ngx_event_timer_rbtree.sentinel;
+
+    for ( ;; ) {
+        root = ngx_event_timer_rbtree.root;
+
+        if (root == sentinel) {
+            return;
+        }
+
+        node = ngx_rbtree_min(root, sentinel);
+
+        if ((ngx_msec_int_t) (node->key - ngx_current_msec) > 0) {
+            return;
+        }
+
+        ev = ngx_rbtree_data(node, ngx_event_t, timer);
+
+        ngx_rbtree_delete(&ngx_event_timer_rbtree, &ev->timer);
+
+        ev->timer_set = 0;
+        ev->timedout = 1;
+
+        ngx_http_profiling_dispatch(ev);
+    }
 }
 
 
@@ -511,6 +669,12 @@ ngx_http_profiling_request_init(ngx_conf_t *cf)
 
     cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
 
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_POST_READ_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_profiling_post_read_handler;
+
     h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
     if (h == NULL) {
         return NGX_ERROR;
@@ -522,6 +686,9 @@ ngx_http_profiling_request_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
     *h = ngx_http_profiling_log_handler;
+
+    ngx_http_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_profiling_body_filter;
 
     return NGX_OK;
 }

@@ -625,11 +625,11 @@ prof_flush(prof_t *p, prof_endpoint_counts_t *counts)
 
 
 void
-prof_stop(prof_t *p)
+prof_stop(prof_t *p, prof_endpoint_counts_t *counts)
 {
     char  line[1024];
 
-    prof_sampler_stop(p->sampler);
+    prof_sampler_stop(p->sampler, counts);
     p->sampler = NULL;
 
     if (prof_stop_loop(p, p->conf.final_timeout_ms) != 0) {

@@ -60,8 +60,11 @@ int prof_start(prof_t **profiler, const prof_conf_t *conf);
  */
 void prof_flush(prof_t *p, prof_endpoint_counts_t *counts);
 
-/* Takes the last sample, exports the last profile (bounded), frees all. */
-void prof_stop(prof_t *p);
+/*
+ * Takes the last sample, exports the last profile (bounded), frees all.
+ * counts (may be NULL): the endpoints of the last period, taken.
+ */
+void prof_stop(prof_t *p, prof_endpoint_counts_t *counts);
 
 prof_sampler_t *prof_get_sampler(prof_t *p);
 const prof_diagnostics_t *prof_get_diagnostics(prof_t *p);

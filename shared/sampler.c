@@ -802,9 +802,15 @@ failed:
 
 
 void
-prof_sampler_stop(prof_sampler_t *s)
+prof_sampler_stop(prof_sampler_t *s, prof_endpoint_counts_t *counts)
 {
+    prof_endpoint_counts_t  *stale;
+
     (void) timer_delete(s->cpu_timer);
+
+    /* They go with the final barrier. */
+    stale = __atomic_exchange_n(&s->flush_counts, counts, __ATOMIC_ACQ_REL);
+    prof_endpoint_counts_free(stale);
 
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
     prof_sampler_wake(s);

@@ -57,10 +57,11 @@ int prof_sampler_start(prof_sampler_t **sampler,
     const prof_sampler_conf_t *conf);
 
 /*
- * Stops sampling: a last sample, the last batch with a final flush barrier,
- * then the thread is joined and SIGPROF restored.
+ * Stops sampling: a last sample, the last batch with a final flush barrier
+ * (carrying counts, may be NULL), then the thread is joined and SIGPROF
+ * restored.
  */
-void prof_sampler_stop(prof_sampler_t *s);
+void prof_sampler_stop(prof_sampler_t *s, prof_endpoint_counts_t *counts);
 
 /*
  * The sampler closes the profile at once (its thread is woken): never

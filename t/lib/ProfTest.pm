@@ -816,3 +816,393 @@ sub sample_labels {
 }
 
 1;
+
+
+# Code hotspots (t/hotspots*.t): the request labels of samples, requests
+# with trace headers, raw requests. Not exported: call them as ProfTest::x.
+
+# A numeric label as the u64 it carries, in decimal (protoc prints int64
+# labels signed); undef stays undef.
+sub u64 {
+    my ($n) = @_;
+    return undef unless defined $n;
+    return sprintf('%u', $n);
+}
+
+# A W3C traceparent with the given parent id (16 hex digits) and a trace id
+# (32 hex digits, default a fixed one).
+sub traceparent {
+    my ($parent_hex, $trace_hex) = @_;
+    $trace_hex //= '4bf92f3577b34da6a3ce929d0e0e4736';
+    return "00-$trace_hex-$parent_hex-01";
+}
+
+# The hex parent id of a traceparent as a decimal u64.
+sub hex_to_u64 {
+    my ($hex) = @_;
+    no warnings 'portable';
+    $hex = substr($hex, -16) if length($hex) > 16;
+    return sprintf('%u', hex($hex));
+}
+
+# Every .pprof file of a dump dir, decoded, in order of sequence number.
+sub decode_dump_dir {
+    my ($dir) = @_;
+    return map { decode_profile($_) } profile_files($dir, qr/\.pprof$/);
+}
+
+# The samples of decoded profiles, flattened into hashes: cpu (ns),
+# cpu_samples, wall (ns), span and root (u64 decimal strings or undef),
+# endpoint (string or undef), thread (the "thread id" label), funcs (the
+# function names of all its frames, leaf first), objects (the mapping file
+# name of each frame), leaf, and has_span_label / has_root_label /
+# has_endpoint_label (whether the label is present at all).
+sub hotspot_samples {
+    my (@profiles) = @_;
+    my @out;
+
+    for my $p (@profiles) {
+        _index($p);
+        my %map = map { $_->{id} => pstr($p, $_->{filename}) }
+                  @{ $p->{mapping} };
+        my $icpu = value_index($p, 'cpu-time');
+        my $icpus = value_index($p, 'cpu-samples');
+        my $iwall = value_index($p, 'wall-time');
+
+        for my $s (@{ $p->{sample} }) {
+            my $l = sample_labels($p, $s);
+            my (@funcs, @objects);
+            for my $id (@{ $s->{location_id} }) {
+                push @funcs, function_names($p, $id);
+                my $loc = $p->{_loc}{$id};
+                push @objects, $loc ? ($map{ $loc->{mapping_id} } // '')
+                                    : '';
+            }
+            push @out, {
+                cpu         => $s->{value}[$icpu] // 0,
+                cpu_samples => $s->{value}[$icpus] // 0,
+                wall        => $s->{value}[$iwall] // 0,
+                span        => $l->{'span id'} ? u64($l->{'span id'}{num})
+                                               : undef,
+                root        => $l->{'local root span id'}
+                               ? u64($l->{'local root span id'}{num}) : undef,
+                endpoint    => $l->{'trace endpoint'}
+                               ? $l->{'trace endpoint'}{str} : undef,
+                thread      => $l->{'thread id'} ? $l->{'thread id'}{num}
+                                                 : undef,
+                has_span_label     => exists $l->{'span id'},
+                has_root_label     => exists $l->{'local root span id'},
+                has_endpoint_label => exists $l->{'trace endpoint'},
+                funcs       => \@funcs,
+                objects     => \@objects,
+                leaf        => $funcs[0] // '[no stack]',
+            };
+        }
+    }
+
+    return @out;
+}
+
+# Whether a flattened sample's stack has a frame in function $name (a
+# string: exact name; a regex: matched).
+sub stack_has {
+    my ($s, $name) = @_;
+    return scalar grep { ref $name ? $_ =~ $name : $_ eq $name }
+                       @{ $s->{funcs} };
+}
+
+# The burn samples (CPU time in ngx_http_profiling_burn_spin).
+sub burn_samples {
+    return grep { $_->{cpu} > 0
+                  && stack_has($_, 'ngx_http_profiling_burn_spin') } @_;
+}
+
+# { key => sum of cpu } over flattened samples, the key given by $key_of
+# (undef keys count as "-").
+sub cpu_by {
+    my ($key_of, @samples) = @_;
+    my %h;
+    $h{ $key_of->($_) // '-' } += $_->{cpu} for @samples;
+    return \%h;
+}
+
+# "key 12ms, key 3ms" for diagnostics of a cpu_by hash.
+sub format_cpu_by {
+    my ($h) = @_;
+    return join(', ', map { sprintf('%s %.0fms', $_, $h->{$_} / 1e6) }
+                      sort { $h->{$b} <=> $h->{$a} } keys %$h) || 'none';
+}
+
+sub sum_cpu {
+    my $sum = 0;
+    $sum += $_->{cpu} for @_;
+    return $sum;
+}
+
+# GET $path with extra headers (a hash ref), on a new HTTP::Tiny (no
+# shared keep-alive connection unless $http is given).
+sub get_with {
+    my ($self, $path, $headers, $http) = @_;
+    $http //= HTTP::Tiny->new(timeout => 30, keep_alive => 0);
+    return $http->get("http://127.0.0.1:$self->{port}$path",
+                      { headers => $headers // {} });
+}
+
+# Sends raw bytes on a new connection to $port and reads until the server
+# closes it (or $timeout). Returns (status or undef, body, whole response).
+sub raw_request {
+    my ($port, $bytes, $timeout) = @_;
+    $timeout //= 10;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp', Timeout => $timeout)
+        or return (undef, '', '');
+    binmode($s);
+    syswrite($s, $bytes);
+
+    my $resp = '';
+    my $deadline = time() + $timeout;
+    my $rin = '';
+    vec($rin, fileno($s), 1) = 1;
+    while (time() < $deadline) {
+        my $r = select(my $rout = $rin, undef, undef, 0.1);
+        next unless $r > 0;
+        my $n = sysread($s, $resp, 65536, length $resp);
+        last unless $n;
+    }
+    close($s);
+
+    my ($status) = $resp =~ m{^HTTP/1\.[01] (\d{3})};
+    my (undef, $body) = split /\r\n\r\n/, $resp, 2;
+    return ($status, $body // '', $resp);
+}
+
+# Lines of a file (an access log), without newlines; () if it is missing.
+sub file_lines {
+    my ($path) = @_;
+    my $s = _slurp($path);
+    return () unless defined $s;
+    return split /\n/, $s;
+}
+
+# Whether two optional values are equal (both undef, or the same string).
+sub same_value {
+    my ($x, $y) = @_;
+    return !defined $x && !defined $y
+           || defined $x && defined $y && $x eq $y;
+}
+
+# A test: of the burn CPU (ngx_http_profiling_burn_spin) of the flattened
+# samples that $o{filter} selects, at least $o{share} (default 0.95) has
+# span id $o{span} and root span id $o{root} (undef: without that label),
+# and $o{endpoint} when given (exists with undef: without one); and there
+# is at least $o{min_ns} (default 50ms) of it. Returns the test's result.
+sub ok_burn_ids {
+    my (%o) = @_;
+    my $share = $o{share} // 0.95;
+    my $min_ns = $o{min_ns} // 50_000_000;
+    my @b = grep { $o{filter}->($_) } burn_samples(@{ $o{samples} });
+    my $total = sum_cpu(@b);
+    my @good = grep {
+        same_value($_->{span}, $o{span}) && same_value($_->{root}, $o{root})
+        && (!exists $o{endpoint}
+            || same_value($_->{endpoint}, $o{endpoint}))
+    } @b;
+    my $got = $total ? sum_cpu(@good) / $total : 0;
+
+    my $ok = ok($total >= $min_ns && $got >= $share,
+        sprintf('%s: %.1f%% of %.0fms of burn cpu-time has span id %s, '
+                . 'root span id %s%s', $o{name}, 100 * $got, $total / 1e6,
+                $o{span} // 'none', $o{root} // 'none',
+                exists $o{endpoint}
+                ? ', endpoint ' . ($o{endpoint} // 'none') : ''));
+    unless ($ok) {
+        diag(sprintf('  (need at least %.0f%% of at least %.0fms)',
+                     100 * $share, $min_ns / 1e6));
+        diag('  burn cpu-time by span/root/endpoint: ' . format_cpu_by(
+            cpu_by(sub { join(' / ', $_[0]{span} // '-', $_[0]{root} // '-',
+                              $_[0]{endpoint} // '-') }, @b)));
+    }
+    return $ok;
+}
+
+# HTTP/2 without TLS (prior knowledge), just enough for the tests: sends
+# every request as a stream of one connection at once (HEADERS with
+# END_STREAM; header names lowercase), then reads until each stream ended.
+# $requests: [ { path => ..., headers => [ name => value, ... ] } ].
+# Returns one { status, body, error } per request, in order.
+sub h2_requests {
+    my ($port, $requests, $timeout) = @_;
+    $timeout //= 20;
+
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp', Timeout => $timeout)
+        or croak "connect to $port: $!";
+    binmode($s);
+
+    my $frame = sub {
+        my ($type, $flags, $stream, $payload) = @_;
+        my $len = length $payload;
+        return pack('C3 C C N', ($len >> 16) & 0xff, ($len >> 8) & 0xff,
+                    $len & 0xff, $type, $flags, $stream) . $payload;
+    };
+    my $hpack_int = sub {          # a 7-bit prefix integer, H = 0
+        my ($n) = @_;
+        return chr($n) if $n < 127;
+        my $out = chr(127);
+        $n -= 127;
+        while ($n >= 128) {
+            $out .= chr(($n & 0x7f) | 0x80);
+            $n >>= 7;
+        }
+        return $out . chr($n);
+    };
+    my $literal = sub {            # literal without indexing, new name
+        my ($name, $value) = @_;
+        return "\x00" . $hpack_int->(length $name) . $name
+               . $hpack_int->(length $value) . $value;
+    };
+
+    my $out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" . $frame->(4, 0, 0, '');
+    my (%by_stream, @results);
+    my $id = 1;
+    for my $req (@$requests) {
+        my $block = $literal->(':method', $req->{method} // 'GET')
+                  . $literal->(':scheme', 'http')
+                  . $literal->(':authority', "127.0.0.1:$port")
+                  . $literal->(':path', $req->{path});
+        my @h = @{ $req->{headers} // [] };
+        while (my ($k, $v) = splice(@h, 0, 2)) {
+            $block .= $literal->(lc $k, $v);
+        }
+        # HEADERS, then CONTINUATION frames for what is past 16 KB.
+        my @chunks = unpack('(a16384)*', $block);
+        for my $i (0 .. $#chunks) {
+            my $flags = ($i == 0 ? 0x1 : 0) | ($i == $#chunks ? 0x4 : 0);
+            $out .= $frame->($i == 0 ? 1 : 9, $flags, $id, $chunks[$i]);
+        }
+        my $r = { status => undef, body => '', error => undef };
+        push @results, $r;
+        $by_stream{$id} = $r;
+        $id += 2;
+    }
+    syswrite($s, $out) == length $out or croak "write: $!";
+
+    my $in = '';
+    my $open = scalar @results;
+    my $deadline = time() + $timeout;
+    my $rin = '';
+    vec($rin, fileno($s), 1) = 1;
+
+    while ($open > 0 && time() < $deadline) {
+        my $n = select(my $rout = $rin, undef, undef, 0.1);
+        next unless $n > 0;
+        $n = sysread($s, $in, 65536, length $in);
+        last unless $n;
+
+        while (length($in) >= 9) {
+            my ($l1, $l2, $l3, $type, $flags, $stream) =
+                unpack('C3 C C N', $in);
+            my $len = ($l1 << 16) | ($l2 << 8) | $l3;
+            last if length($in) < 9 + $len;
+            my $payload = substr($in, 9, $len);
+            substr($in, 0, 9 + $len) = '';
+            $stream &= 0x7fffffff;
+            my $r = $by_stream{$stream};
+
+            if ($type == 4 && $stream == 0 && !($flags & 1)) {
+                syswrite($s, $frame->(4, 1, 0, ''));       # SETTINGS ack
+            } elsif ($type == 6 && !($flags & 1)) {
+                syswrite($s, $frame->(6, 1, 0, $payload)); # PING ack
+            } elsif ($type == 7) {                          # GOAWAY
+                for my $x (values %by_stream) {
+                    $x->{error} //= 'GOAWAY' unless $x->{done};
+                }
+                $open = 0;
+            } elsif ($r && $type == 1) {                    # HEADERS
+                my $p = $payload;
+                $p = substr($p, 1, length($p) - 1 - ord($p))
+                    if $flags & 0x8;                        # PADDED
+                $p = substr($p, 5) if $flags & 0x20;        # PRIORITY
+                my $b = ord($p);
+                my %indexed = (0x88 => 200, 0x89 => 204, 0x8a => 206,
+                               0x8b => 304, 0x8c => 400, 0x8d => 404,
+                               0x8e => 500);
+                if ($indexed{$b}) {
+                    $r->{status} //= $indexed{$b};
+                } elsif (($b & 0xf0) == 0x40 || $b == 0x08 || $b == 0x00
+                         || $b == 0x10)
+                {
+                    $r->{status} //= $1 if $p =~ /^.\x03(\d{3})/s;
+                }
+            } elsif ($r && $type == 0) {                    # DATA
+                my $p = $payload;
+                $p = substr($p, 1, length($p) - 1 - ord($p)) if $flags & 0x8;
+                $r->{body} .= $p;
+                if ($len > 0) {                             # flow control
+                    my $inc = pack('N', $len);
+                    syswrite($s, $frame->(8, 0, 0, $inc)
+                                 . $frame->(8, 0, $stream, $inc));
+                }
+            } elsif ($r && $type == 3) {                    # RST_STREAM
+                $r->{error} = 'RST_STREAM ' . unpack('N', $payload);
+            }
+
+            if ($r && !$r->{done}
+                && (($type == 0 || $type == 1) && ($flags & 1)
+                    || $type == 3))
+            {
+                $r->{done} = 1;
+                $open--;
+            }
+        }
+    }
+
+    syswrite($s, $frame->(7, 0, 0, pack('N N', 0, 0)));
+    close($s);
+
+    for my $r (@results) {
+        $r->{error} //= 'no end of stream' unless $r->{done};
+    }
+    return @results;
+}
+
+# Writes a text file of about $size bytes of pseudo-random words (the same
+# every time), readable by the workers: gzip has work to do on it. Returns
+# its content.
+sub write_words_file {
+    my ($self, $path, $size) = @_;
+    my $x = 7;
+    my $rand = sub { $x = ($x * 1103515245 + 12345) % 2147483648; $x };
+    my @words = map {
+        my $n = 2 + $rand->() % 8;
+        join('', map { chr(97 + $rand->() % 26) } 1 .. $n)
+    } 1 .. 5000;
+    my @parts;
+    my $len = 0;
+    while ($len < $size) {
+        my $w = $words[$rand->() % @words] . ($rand->() % 10 ? ' ' : "\n");
+        push @parts, $w;
+        $len += length $w;
+    }
+    my $text = join('', @parts);
+    open(my $fh, '>', $path) or croak "write $path: $!";
+    print $fh $text;
+    close($fh);
+    chmod(0644, $path);
+    return $text;
+}
+
+# Adds directives to the events block of the nginx.conf write_config wrote
+# (e.g. "accept_mutex on;").
+sub add_events_directives {
+    my ($self, $text) = @_;
+    my $conf = _slurp($self->conf) // croak "no " . $self->conf;
+    $conf =~ s/^(events \{\n)/$1    $text\n/m or croak "no events block";
+    open(my $fh, '>', $self->conf) or croak "write " . $self->conf . ": $!";
+    print $fh $conf;
+    close($fh);
+    $self->{config_text} = $conf;
+    return $self;
+}
+
+1;

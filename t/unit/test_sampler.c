@@ -101,7 +101,7 @@ teardown(void **state)
     fixture_t  *f = *state;
 
     if (f->sampler != NULL) {
-        prof_sampler_stop(f->sampler);
+        prof_sampler_stop(f->sampler, NULL);
     }
 
     prof_queue_destroy(&f->queue);
@@ -214,7 +214,7 @@ test_cpu_samples_land_where_cpu_is_burned(void **state)
     cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     used = cpu1 - cpu0;
 
-    prof_sampler_stop(f->sampler);
+    prof_sampler_stop(f->sampler, NULL);
     f->sampler = NULL;
 
     memset(&t, 0, sizeof(t));
@@ -255,7 +255,7 @@ test_idle_thread_gets_no_signal(void **state)
     assert_true(prof_counter_get(f->diagnostics.idle_samples) >= 2);
     assert_true(prof_counter_get(f->diagnostics.ticks) <= 12);
 
-    prof_sampler_stop(f->sampler);
+    prof_sampler_stop(f->sampler, NULL);
     f->sampler = NULL;
 
     memset(&t, 0, sizeof(t));
