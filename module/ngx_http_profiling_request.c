@@ -16,6 +16,7 @@ typedef struct {
     ngx_uint_t               profiled;      /* its location says on */
     ngx_uint_t               counted;
     ngx_uint_t               located;       /* a location was found */
+    ngx_http_profiling_loc_conf_t  *resolved_with;  /* ids' directives */
 } ngx_http_profiling_ctx_t;
 
 
@@ -354,6 +355,7 @@ ngx_http_profiling_create_ctx(ngx_http_request_t *r,
 
     ngx_http_profiling_resolve_ids(r, plcf, &ctx->context);
     ngx_http_profiling_resolve_endpoint(r, plcf, &ctx->context);
+    ctx->resolved_with = plcf;
     ctx->profiled = plcf->enable;
 
     return ctx;
@@ -424,7 +426,15 @@ ngx_http_profiling_preaccess_handler(ngx_http_request_t *r)
     } else if (!ctx->located && r == r->main) {
         /* The location's directives (and a tracer's variables) win. */
         ctx->located = 1;
-        ngx_http_profiling_resolve_ids(r, plcf, &ctx->context);
+
+        if (plcf->trace_id != ctx->resolved_with->trace_id
+            || plcf->span_id != ctx->resolved_with->span_id
+            || plcf->root_span_id != ctx->resolved_with->root_span_id
+            || plcf->span_id != NULL)
+        {
+            ngx_http_profiling_resolve_ids(r, plcf, &ctx->context);
+        }
+
         ngx_http_profiling_resolve_endpoint(r, plcf, &ctx->context);
     }
 

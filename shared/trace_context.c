@@ -7,46 +7,42 @@
 #include "trace_context.h"
 
 
-/* Value of a hex digit, or -1; lowercase_only rejects A-F. */
-static int
-prof_hex_digit(char c, int lowercase_only)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-
-    if (!lowercase_only && c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-
-    return -1;
-}
+/* Hex digit values, 16 for anything else; uppercase is 0x10 | value. */
+static const uint8_t  prof_hex[256] = {
+    ['0'] = 0x20, ['1'] = 0x21, ['2'] = 0x22, ['3'] = 0x23, ['4'] = 0x24,
+    ['5'] = 0x25, ['6'] = 0x26, ['7'] = 0x27, ['8'] = 0x28, ['9'] = 0x29,
+    ['a'] = 0x2a, ['b'] = 0x2b, ['c'] = 0x2c, ['d'] = 0x2d, ['e'] = 0x2e,
+    ['f'] = 0x2f,
+    ['A'] = 0x4a, ['B'] = 0x4b, ['C'] = 0x4c, ['D'] = 0x4d, ['E'] = 0x4e,
+    ['F'] = 0x4f,
+};
 
 
+/*
+ * The table marks lowercase digits with 0x20 and uppercase with 0x40, so
+ * one lookup both validates and converts a character.
+ */
 static int
 prof_parse_hex64(const char *s, size_t length, int lowercase_only,
     uint64_t *value)
 {
-    int       d;
     size_t    i;
+    uint8_t   d, valid;
     uint64_t  v;
 
     if (length == 0 || length > 16) {
         return -EINVAL;
     }
 
+    valid = lowercase_only ? 0x20 : 0x60;
     v = 0;
 
     for (i = 0; i < length; i++) {
-        d = prof_hex_digit(s[i], lowercase_only);
-        if (d < 0) {
+        d = prof_hex[(unsigned char) s[i]];
+        if ((d & valid) == 0) {
             return -EINVAL;
         }
-        v = (v << 4) | (uint64_t) d;
+        v = (v << 4) | (d & 0x0f);
     }
 
     *value = v;
