@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "intake.h"
+#include "intern.h"
 
 
 #define PROF_DPKG_INFO    "/var/lib/dpkg/info"
@@ -260,33 +261,53 @@ prof_package_find(const char *path)
 }
 
 
-/* dpkg lists /lib/... where the merged /usr shows /usr/lib/... */
-static int
-prof_same_file(const char *listed, size_t length, const char *path)
-{
-    if (strlen(path) == length && memcmp(listed, path, length) == 0) {
-        return 1;
-    }
-
-    return strncmp(path, "/usr/", 5) == 0 && strlen(path + 4) == length
-           && memcmp(listed, path + 4, length) == 0;
-}
-
-
-/* Finds, in one pass over dpkg's lists, the package of each new path. */
+/*
+ * Finds, in one pass over dpkg's lists, the package of each new path: one
+ * hash lookup per listed file. dpkg lists /lib/... where the merged /usr
+ * shows /usr/lib/..., so a path is also looked up without its "/usr".
+ */
 static void
 prof_package_scan(void)
 {
     DIR             *dir;
     FILE            *f;
+    int              inserted;
     char            *line, *name, *colon;
     size_t           cap, i, length;
+    int64_t          index;
     ssize_t          n;
     struct dirent   *de;
+    prof_intern_t    wanted;
+    size_t           which[2 * PROF_PACKAGES_MAX];
     char             listpath[512];
+    const char      *path;
 
-    dir = opendir(PROF_DPKG_INFO);
+    prof_intern_init(&wanted);
+
+    for (i = 0; i < prof_package_count; i++) {
+        if (prof_packages[i].package != NULL) {
+            continue;
+        }
+
+        path = prof_packages[i].path;
+
+        index = prof_intern(&wanted, path, strlen(path), &inserted);
+        if (index >= 0 && inserted) {
+            which[index] = i;
+        }
+
+        if (strncmp(path, "/usr/", 5) == 0) {
+            index = prof_intern(&wanted, path + 4, strlen(path + 4),
+                                &inserted);
+            if (index >= 0 && inserted) {
+                which[index] = i;
+            }
+        }
+    }
+
+    dir = (wanted.count > 0) ? opendir(PROF_DPKG_INFO) : NULL;
     if (dir == NULL) {
+        prof_intern_free(&wanted);
         return;
     }
 
@@ -312,19 +333,16 @@ prof_package_scan(void)
                 n--;
             }
 
-            for (i = 0; i < prof_package_count; i++) {
-                if (prof_packages[i].package != NULL
-                    || !prof_same_file(line, n, prof_packages[i].path))
-                {
-                    continue;
-                }
-
-                name = strndup(de->d_name, length - 5);
-                if (name != NULL && (colon = strchr(name, ':')) != NULL) {
-                    *colon = '\0';
-                }
-                prof_packages[i].package = name;
+            index = prof_intern_find(&wanted, line, n);
+            if (index < 0 || prof_packages[which[index]].package != NULL) {
+                continue;
             }
+
+            name = strndup(de->d_name, length - 5);
+            if (name != NULL && (colon = strchr(name, ':')) != NULL) {
+                *colon = '\0';
+            }
+            prof_packages[which[index]].package = name;
         }
 
         fclose(f);
@@ -332,6 +350,7 @@ prof_package_scan(void)
 
     free(line);
     closedir(dir);
+    prof_intern_free(&wanted);
 }
 
 
