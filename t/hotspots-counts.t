@@ -18,50 +18,8 @@ use Test::More;
 use Time::HiRes qw(time);
 
 use ProfTest;
+use ProfAgent;
 
-my %AGENTS;
-
-sub start_agent {
-    my ($listen) = @_;
-    my $dir = tempdir('agent-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-    my $pid = fork();
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        exec($^X, "$FindBin::Bin/agent.pl", '--listen', $listen,
-             '--dir', $dir, '--lifetime', 120) or POSIX::_exit(127);
-    }
-    $AGENTS{$pid} = 1;
-    wait_until(sub { -e "$dir/ready" }, 10) or die "agent did not start";
-    return { pid => $pid, dir => $dir };
-}
-
-sub stop_agent {
-    my ($agent) = @_;
-    kill('TERM', -$agent->{pid});
-    waitpid($agent->{pid}, 0);
-    delete $AGENTS{ $agent->{pid} };
-}
-
-END { kill('TERM', map { -$_ } keys %AGENTS) if %AGENTS; }
-
-sub slurp {
-    my ($path) = @_;
-    open(my $f, '<', $path) or return undef;
-    local $/;
-    my $s = <$f>;
-    close($f);
-    return $s;
-}
-
-sub epoch_of {
-    my ($rfc3339) = @_;
-    my ($y, $mo, $d, $h, $mi, $s, $ns) =
-        $rfc3339 =~ /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{9})Z$/
-        or return undef;
-    local $ENV{TZ} = 'UTC';
-    POSIX::tzset();
-    return POSIX::mktime($s, $mi, $h, $d, $mo - 1, $y - 1900) + $ns / 1e9;
-}
 
 # Uploads by profile_seq: { seq => { start, end, counts, event } }.
 sub uploads {

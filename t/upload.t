@@ -15,41 +15,8 @@ use Test::More;
 use Time::HiRes qw(time);
 
 use ProfTest;
+use ProfAgent;
 
-my %AGENTS;
-
-# Starts t/agent.pl on $listen, recording into a new directory.
-sub start_agent {
-    my ($listen, %opts) = @_;
-    my $dir = tempdir('agent-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-    my $pid = fork();
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        exec($^X, "$FindBin::Bin/agent.pl", '--listen', $listen,
-             '--dir', $dir, '--mode', $opts{mode} // 'ok',
-             '--lifetime', 300) or POSIX::_exit(127);
-    }
-    $AGENTS{$pid} = 1;
-    wait_until(sub { -e "$dir/ready" }, 10) or die "agent did not start";
-    return { pid => $pid, dir => $dir };
-}
-
-sub stop_agent {
-    my ($agent) = @_;
-    kill('TERM', -$agent->{pid});       # its connections too
-    waitpid($agent->{pid}, 0);
-    delete $AGENTS{ $agent->{pid} };
-}
-
-END { kill('TERM', map { -$_ } keys %AGENTS) if %AGENTS; }
-
-sub set_mode {
-    my ($agent, $mode) = @_;
-    open(my $f, '>', "$agent->{dir}/mode.tmp") or die;
-    print $f "$mode\n";
-    close($f);
-    rename("$agent->{dir}/mode.tmp", "$agent->{dir}/mode") or die;
-}
 
 # Recorded uploads, oldest first: { dir, request, parts, event, ... }.
 sub uploads {
@@ -71,15 +38,6 @@ sub uploads {
     return @sorted;
 }
 
-sub slurp {
-    my ($path) = @_;
-    open(my $f, '<', $path) or return undef;
-    binmode($f);
-    local $/;
-    my $s = <$f>;
-    close($f);
-    return $s;
-}
 
 sub tags_of {
     my ($u) = @_;
@@ -96,16 +54,6 @@ sub wait_uploads {
     my @u;
     wait_until(sub { @u = uploads($agent); @u >= $n }, $timeout // 10);
     return @u;
-}
-
-sub epoch_of {
-    my ($rfc3339) = @_;
-    my ($y, $mo, $d, $h, $mi, $s, $ns) =
-        $rfc3339 =~ /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{9})Z$/
-        or return undef;
-    local $ENV{TZ} = 'UTC';
-    POSIX::tzset();
-    return POSIX::mktime($s, $mi, $h, $d, $mo - 1, $y - 1900) + $ns / 1e9;
 }
 
 
