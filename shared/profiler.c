@@ -256,7 +256,7 @@ prof_loop_main(void *arg)
     prof_t  *p = arg;
 
     /* Encoding and uploading yield to the workers when CPU is short. */
-    prof_thread_settle(PROF_LOOP_NICE);
+    prof_thread_settle("prof-loop", PROF_LOOP_NICE);
 
     (void) uv_run(&p->loop, UV_RUN_DEFAULT);
 

@@ -572,7 +572,7 @@ prof_sampler_main(void *arg)
     uint32_t          wake, flushes;
     struct timespec   deadline;
 
-    prof_thread_settle(0);
+    prof_thread_settle("prof-sampler", 0);
 
     next_ns = s->last_wall_ns + s->conf.interval_ns;
 

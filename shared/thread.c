@@ -4,6 +4,7 @@
 
 #define _GNU_SOURCE
 
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -35,10 +36,12 @@ prof_thread_create(uv_thread_t *tid, void (*entry)(void *arg), void *arg)
 
 
 void
-prof_thread_settle(int nice)
+prof_thread_settle(const char *name, int nice)
 {
     long       i, n;
     cpu_set_t  all;
+
+    (void) pthread_setname_np(pthread_self(), name);
 
     n = sysconf(_SC_NPROCESSORS_CONF);
 

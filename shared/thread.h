@@ -14,11 +14,12 @@ int prof_thread_create(uv_thread_t *tid, void (*entry)(void *arg),
     void *arg);
 
 /*
- * Called by a profiler thread first: it may run on any CPU (not only the
+ * Called by a profiler thread first: names it (as top -H and
+ * /proc/PID/task/TID/comm show it), lets it run on any CPU (not only the
  * one the server pinned its worker to, where it would take the worker's
- * time) and, with nice > 0, yields to the worker when CPU is short.
+ * time) and, with nice > 0, makes it yield to the worker when CPU is short.
  */
-void prof_thread_settle(int nice);
+void prof_thread_settle(const char *name, int nice);
 
 
 #endif /* PROF_THREAD_H */
