@@ -56,27 +56,36 @@ prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
     int  n;
 
     n = snprintf(buf, size,
-            "ticks=%llu samples=%llu idle_samples=%llu signals=%llu "
-            "signal_failures=%llu ticks_merged=%llu truncated=%llu "
+            "ticks=%llu wall_samples=%llu wall_dropped=%llu "
+            "ticks_merged=%llu clock_failures=%llu "
+            "samples=%llu idle_samples=%llu signals=%llu "
+            "signal_failures=%llu truncated=%llu "
             "dropped_samples=%llu dropped_batches=%llu "
-            "handler_ns_p50=%llu handler_ns_p99=%llu "
+            "handler_ns_p50=%llu handler_ns_p99=%llu slow_unwinds=%llu "
+            "unwind_tables=%llu unwind_table_bytes=%llu "
             "aggregated=%llu profiles=%llu exported=%llu "
             "export_failures=%llu encode_failures=%llu bytes=%llu "
             "uploads=%llu uploaded=%llu retried=%llu failed_connect=%llu "
             "failed_timeout=%llu failed_4xx=%llu failed_5xx=%llu "
             "failed_other=%llu upload_dropped=%llu bytes_sent=%llu",
             (unsigned long long) prof_counter_get(d->ticks),
+            (unsigned long long) prof_counter_get(d->wall_samples),
+            (unsigned long long) prof_counter_get(d->wall_dropped),
+            (unsigned long long) prof_counter_get(d->ticks_merged),
+            (unsigned long long) prof_counter_get(d->clock_failures),
             (unsigned long long) prof_counter_get(d->samples_recorded),
             (unsigned long long) prof_counter_get(d->idle_samples),
             (unsigned long long) prof_counter_get(d->signals_sent),
             (unsigned long long) prof_counter_get(d->signal_failures),
-            (unsigned long long) prof_counter_get(d->ticks_merged),
             (unsigned long long) prof_counter_get(d->truncated_stacks),
             (unsigned long long) prof_counter_get(d->dropped_samples),
             (unsigned long long) prof_counter_get(d->dropped_batches),
             (unsigned long long) prof_histogram_quantile(&d->handler_ns, 0.5),
             (unsigned long long) prof_histogram_quantile(&d->handler_ns,
                                                          0.99),
+            (unsigned long long) prof_counter_get(d->slow_unwinds),
+            (unsigned long long) prof_counter_get(d->unwind_tables),
+            (unsigned long long) prof_counter_get(d->unwind_table_bytes),
             (unsigned long long) prof_counter_get(d->samples_aggregated),
             (unsigned long long) prof_counter_get(d->profiles_closed),
             (unsigned long long) prof_counter_get(d->profiles_exported),

@@ -26,17 +26,24 @@ typedef struct {
 
 typedef struct {
     /* sampler thread */
-    uint64_t          ticks;
-    uint64_t          samples_recorded;     /* put in a batch */
+    uint64_t          ticks;                /* each ends as one of: */
+    uint64_t          wall_samples;         /*   a wall sample recorded */
+    uint64_t          wall_dropped;         /*   one dropped (ceiling) */
+    uint64_t          ticks_merged;         /*   stack late: wall time
+                                                 merged into the next tick */
+    uint64_t          clock_failures;       /*   CPU clock unreadable */
+    uint64_t          samples_recorded;     /* CPU and wall, in a batch */
     uint64_t          idle_samples;         /* of them, without a signal */
     uint64_t          signals_sent;         /* stacks asked by tgkill */
     uint64_t          signal_failures;      /* tgkill failed */
-    uint64_t          ticks_merged;         /* stack late: wall time
-                                               merged into the next tick */
     uint64_t          truncated_stacks;
     uint64_t          dropped_samples;      /* past the byte ceiling */
     uint64_t          dropped_batches;
     prof_histogram_t  handler_ns;           /* unwind + copy, in handler */
+    uint64_t          slow_unwinds;         /* handler: libunwind, not the
+                                               unwind table */
+    uint64_t          unwind_tables;        /* built */
+    uint64_t          unwind_table_bytes;   /* of the current one */
 
     /* profiler loop thread */
     uint64_t          samples_aggregated;

@@ -22,6 +22,7 @@
 #include "endpoint_counts.h"
 #include "sampler.h"
 #include "thread.h"
+#include "unwind.h"
 
 
 /* The handler's own frames (handler, signal trampoline) come first. */
@@ -38,6 +39,9 @@
  */
 #define PROF_IDLE_TICK_NS         (100 * 1000 * 1000LL)
 #define PROF_IDLE_TICKS           16
+
+/* How often the sampler looks for objects loaded after its unwind table. */
+#define PROF_TABLE_CHECK_NS       (1000 * 1000 * 1000LL)
 
 /* How long the sampler waits for a stack it asked for. */
 #define PROF_REQUEST_WAIT_NS      (1000 * 1000 * 1000LL)
@@ -86,6 +90,15 @@ struct prof_sampler_s {
     timer_t                 cpu_timer;
     uv_thread_t             thread;
     struct sigaction        saved_action;
+    uintptr_t               stack_low;      /* the sampled thread's stack */
+    uintptr_t               stack_high;
+
+    /* built and replaced by the sampler thread, read by the handler;
+       in_handler tells when an old table may be freed */
+    prof_unwind_table_t    *table;
+    uint32_t                in_handler;
+    uint32_t                unknown_pcs;    /* handler: walks that left
+                                               every object of the table */
 
     /* written by the sampled thread, read by the sampler thread */
     uint32_t                wake;           /* futex word: stop, flush */
@@ -112,6 +125,8 @@ struct prof_sampler_s {
 
     /* sampler thread only */
     uint32_t                flushes_done;
+    uint32_t                unknown_pcs_seen;
+    int64_t                 table_checked_ns;
     prof_batch_t           *batch;
     int64_t                 last_wall_ns;
     int64_t                 last_cpu_ns;
@@ -148,12 +163,89 @@ prof_futex(uint32_t *word, int op, uint32_t value,
 }
 
 
+/*
+ * libunwind's unw_backtrace from inside the handler: slower (a DWARF step
+ * for frames its cache does not know, a loader lock for code it has not
+ * seen), for the stacks the table cannot walk. Its frames start with the
+ * handler's own: they are dropped.
+ */
+static int
+prof_sampler_unwind_slow(ucontext_t *uc, void **frames, int max)
+{
+    int    i, n, first, count;
+    void  *pc;
+
+    n = unw_backtrace(frames, max + PROF_HANDLER_FRAMES_MAX);
+
+    pc = (void *) uc->uc_mcontext.gregs[REG_RIP];
+    first = (n > 2) ? 2 : n;
+
+    for (i = 0; i < n && i < PROF_HANDLER_FRAMES_MAX; i++) {
+        if (frames[i] == pc) {
+            first = i;
+            break;
+        }
+    }
+
+    count = n - first;
+    if (count > max) {
+        count = max;
+    }
+
+    if (count > 0 && first > 0) {
+        memmove(frames, frames + first, count * sizeof(void *));
+    }
+
+    return (count > 0) ? count : 0;
+}
+
+
+/* The interrupted thread's stack, at most max frames. Signal-safe. */
+static int
+prof_sampler_unwind(prof_sampler_t *s, ucontext_t *uc, void **frames,
+    int max)
+{
+    int                   count;
+    prof_unwind_regs_t    regs;
+    prof_unwind_table_t  *t;
+    prof_unwind_status_e  status;
+
+    __atomic_store_n(&s->in_handler, 1, __ATOMIC_SEQ_CST);
+    t = __atomic_load_n(&s->table, __ATOMIC_SEQ_CST);
+
+    status = PROF_UNWIND_NO_RULE;
+
+    if (t != NULL) {
+        regs.pc = uc->uc_mcontext.gregs[REG_RIP];
+        regs.sp = uc->uc_mcontext.gregs[REG_RSP];
+        regs.fp = uc->uc_mcontext.gregs[REG_RBP];
+        regs.stack_low = s->stack_low;
+        regs.stack_high = s->stack_high;
+
+        status = prof_unwind(t, &regs, frames, max, &count);
+    }
+
+    __atomic_store_n(&s->in_handler, 0, __ATOMIC_RELEASE);
+
+    if (status == PROF_UNWIND_END || status == PROF_UNWIND_FULL) {
+        return count;
+    }
+
+    if (status == PROF_UNWIND_NO_OBJECT) {
+        __atomic_fetch_add(&s->unknown_pcs, 1, __ATOMIC_RELAXED);
+    }
+
+    prof_counter_add(s->conf.diagnostics->slow_unwinds, 1);
+
+    return prof_sampler_unwind_slow(uc, frames, max);
+}
+
+
 /* Async-signal-safe: runs on the sampled thread, never reentered. */
 static void
 prof_sampler_on_signal(int signo, siginfo_t *info, void *context)
 {
-    int              saved_errno, i, n, first, max, count, requested;
-    void            *pc;
+    int              saved_errno, max, count, requested;
     uint32_t         current;
     ucontext_t      *uc = context;
     prof_slot_t     *slot;
@@ -192,24 +284,7 @@ prof_sampler_on_signal(int signo, siginfo_t *info, void *context)
                                         ? info->si_overrun : 0);
 
     max = s->conf.max_frames;
-    n = unw_backtrace(slot->frames, max + PROF_HANDLER_FRAMES_MAX + 1);
-
-    /* Start at the interrupted instruction, after the handler's frames. */
-
-    pc = (void *) uc->uc_mcontext.gregs[REG_RIP];
-    first = (n > 2) ? 2 : n;
-
-    for (i = 0; i < n && i < PROF_HANDLER_FRAMES_MAX; i++) {
-        if (slot->frames[i] == pc) {
-            first = i;
-            break;
-        }
-    }
-
-    count = n - first;
-    if (count > 0 && first > 0) {
-        memmove(slot->frames, slot->frames + first, count * sizeof(void *));
-    }
+    count = prof_sampler_unwind(s, uc, slot->frames, max + 1);
 
     if (count > max) {
         slot->frames[max - 1] = (void *) PROF_FRAME_TRUNCATED;
@@ -300,7 +375,8 @@ prof_sampler_reserve(prof_sampler_t *s, size_t size, int64_t now_ns)
 }
 
 
-static void
+/* 0: recorded; -1: dropped (and counted). */
+static int
 prof_sampler_append(prof_sampler_t *s, const prof_sample_t *values,
     const uint64_t *frames, const prof_request_context_t *request,
     int64_t now_ns)
@@ -327,7 +403,7 @@ prof_sampler_append(prof_sampler_t *s, const prof_sample_t *values,
     p = prof_sampler_reserve(s, size, now_ns);
     if (p == NULL) {
         prof_counter_add(d->dropped_samples, 1);
-        return;
+        return -1;
     }
 
     sample = (prof_sample_t *) p;
@@ -350,6 +426,8 @@ prof_sampler_append(prof_sampler_t *s, const prof_sample_t *values,
     s->batch->sample_count++;
 
     prof_counter_add(d->samples_recorded, 1);
+
+    return 0;
 }
 
 
@@ -405,8 +483,9 @@ prof_sampler_drain_ring(prof_sampler_t *s, int64_t now_ns,
             values.cpu_samples = 1;
             values.frame_count = slot->frame_count;
 
-            prof_sampler_append(s, &values, (const uint64_t *) slot->frames,
-                                &slot->request, now_ns);
+            (void) prof_sampler_append(s, &values,
+                                       (const uint64_t *) slot->frames,
+                                       &slot->request, now_ns);
             prof_stack_from_slot(&s->last_stack, slot);
             (*cpu_samples)++;
         }
@@ -478,8 +557,11 @@ prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
     prof_sample_t        values;
     prof_diagnostics_t  *d = s->conf.diagnostics;
 
+    prof_counter_add(d->ticks, 1);
+
     cpu_ns = prof_clock_ns(s->cpu_clock);
     if (cpu_ns < 0) {
+        prof_counter_add(d->clock_failures, 1);
         return 0;
     }
 
@@ -490,8 +572,6 @@ prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
     s->pending_off_cpu_ns += (off_cpu_ns > 0) ? off_cpu_ns : 0;
     s->last_cpu_ns = cpu_ns;
     s->last_wall_ns = now_ns;
-
-    prof_counter_add(d->ticks, 1);
 
     cpu_samples = 0;
     (void) prof_sampler_drain_ring(s, now_ns, &cpu_samples);
@@ -527,12 +607,70 @@ prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
     values.wall_samples = (ticks > 1) ? (ticks < 0xffff ? ticks : 0xffff) : 1;
     values.frame_count = stack->frame_count;
 
-    prof_sampler_append(s, &values, stack->frames, &stack->request, now_ns);
+    if (prof_sampler_append(s, &values, stack->frames, &stack->request,
+                            now_ns) == 0)
+    {
+        prof_counter_add(d->wall_samples, 1);
+
+    } else {
+        prof_counter_add(d->wall_dropped, 1);
+    }
 
     s->pending_wall_ns = 0;
     s->pending_off_cpu_ns = 0;
 
     return idle;
+}
+
+
+/*
+ * Builds the unwind table again when the handler met code outside it and
+ * objects were loaded since (checked at most once a PROF_TABLE_CHECK_NS).
+ * The old table is freed once no handler uses it.
+ */
+static void
+prof_sampler_update_table(prof_sampler_t *s, int64_t now_ns)
+{
+    uint32_t              unknown;
+    struct timespec       pause;
+    prof_unwind_table_t  *t, *old;
+
+    if (now_ns - s->table_checked_ns < PROF_TABLE_CHECK_NS) {
+        return;
+    }
+
+    unknown = __atomic_load_n(&s->unknown_pcs, __ATOMIC_RELAXED);
+    if (unknown == s->unknown_pcs_seen) {
+        return;
+    }
+
+    s->unknown_pcs_seen = unknown;
+    s->table_checked_ns = now_ns;
+
+    if (s->table != NULL
+        && prof_unwind_loads_now() == prof_unwind_table_loads(s->table))
+    {
+        return;
+    }
+
+    t = prof_unwind_table_build();
+    if (t == NULL) {
+        return;
+    }
+
+    old = __atomic_exchange_n(&s->table, t, __ATOMIC_SEQ_CST);
+
+    pause.tv_sec = 0;
+    pause.tv_nsec = 100 * 1000;
+    while (__atomic_load_n(&s->in_handler, __ATOMIC_SEQ_CST)) {
+        (void) nanosleep(&pause, NULL);
+    }
+
+    prof_unwind_table_free(old);
+
+    prof_counter_add(s->conf.diagnostics->unwind_tables, 1);
+    __atomic_store_n(&s->conf.diagnostics->unwind_table_bytes,
+                     prof_unwind_table_bytes(t), __ATOMIC_RELAXED);
 }
 
 
@@ -610,6 +748,7 @@ prof_sampler_main(void *arg)
         }
 
         idle = prof_sampler_tick(s, now_ns);
+        prof_sampler_update_table(s, now_ns);
 
         if (s->batch != NULL && s->batch->sample_count > 0
             && now_ns - s->last_push_ns >= s->conf.push_every_ns)
@@ -712,6 +851,34 @@ prof_sampler_warm_step(void)
 }
 
 
+/* The sampled thread's stack, that the handler's walk stays inside. */
+static int
+prof_sampler_stack_bounds(prof_sampler_t *s)
+{
+    int             rc;
+    void           *addr;
+    size_t          size;
+    pthread_attr_t  attr;
+
+    rc = pthread_getattr_np(pthread_self(), &attr);
+    if (rc != 0) {
+        return -rc;
+    }
+
+    rc = pthread_attr_getstack(&attr, &addr, &size);
+    (void) pthread_attr_destroy(&attr);
+
+    if (rc != 0) {
+        return -rc;
+    }
+
+    s->stack_low = (uintptr_t) addr;
+    s->stack_high = (uintptr_t) addr + size;
+
+    return 0;
+}
+
+
 int
 prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 {
@@ -742,6 +909,12 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
         return -rc;
     }
 
+    rc = prof_sampler_stack_bounds(s);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+
     expected = NULL;
     if (!__atomic_compare_exchange_n(&prof_sampler_active, &expected, s, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -766,6 +939,14 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     if (sigaction(SIGPROF, &sa, &s->saved_action) != 0) {
         rc = -errno;
         goto failed;
+    }
+
+    /* ~12 ms for nginx with the libraries of Debian's packages. */
+    s->table = prof_unwind_table_build();
+    if (s->table != NULL) {
+        prof_counter_add(s->conf.diagnostics->unwind_tables, 1);
+        prof_counter_add(s->conf.diagnostics->unwind_table_bytes,
+                         prof_unwind_table_bytes(s->table));
     }
 
     s->last_wall_ns = prof_clock_ns(CLOCK_MONOTONIC);
@@ -796,6 +977,7 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 failed:
 
     __atomic_store_n(&prof_sampler_active, NULL, __ATOMIC_RELEASE);
+    prof_unwind_table_free(s->table);
     free(s);
     return rc;
 }
@@ -828,6 +1010,7 @@ prof_sampler_stop(prof_sampler_t *s, prof_endpoint_counts_t *counts)
     }
 
     prof_endpoint_counts_free(s->flush_counts);
+    prof_unwind_table_free(s->table);
     free(s);
 }
 

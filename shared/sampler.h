@@ -3,8 +3,10 @@
  * spends wall time, into batches for the aggregator. One per process.
  *
  * - CPU: a timer on the thread's own CPU clock sends it SIGPROF every
- *   interval of CPU time it uses; the handler unwinds its native stack
- *   (libunwind) into a preallocated ring. A thread that uses no CPU gets
+ *   interval of CPU time it uses; the handler walks its native stack with
+ *   the unwind table (unwind.h) the sampler thread built from the loaded
+ *   objects' .eh_frame, or with libunwind for what the table cannot walk,
+ *   into a preallocated ring. A thread that uses no CPU gets
  *   no signal. Each such sample weighs interval * (1 + timer overruns).
  * - Wall: the sampler thread ticks every interval of wall time, reads the
  *   thread's CPU clock, and records a wall sample (wall time, off-CPU time
@@ -19,8 +21,10 @@
  *   except _stop, which joins the sampler thread (at most one interval).
  * - The sampler thread is created with every signal blocked. It takes the
  *   queue mutex only; it waits for the signal handler through a futex word.
+ *   It builds the unwind table at start and rebuilds it when the handler
+ *   met code outside it and objects were loaded since (dlopen).
  * - The SIGPROF handler runs on the sampled thread and is async-signal-safe:
- *   unw_backtrace into a preallocated slot, a copy of the published request
+ *   a table walk (or unw_backtrace) into a preallocated slot, a copy of the published request
  *   context, clock_gettime and a futex wake. No malloc, no locks, no I/O.
  * - An idle thread (inside the event wait, no CPU sample in the tick) gets
  *   no signal: its wall time goes to the stack recorded by

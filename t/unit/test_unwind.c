@@ -1,0 +1,335 @@
+/*
+ * Tests of the unwind tables (shared/unwind.h): stacks walked from a
+ * SIGPROF handler while the thread runs real code (zlib, qsort with a
+ * callback, recursion through this program) must match what libunwind's
+ * stepping unwinder finds for the same signal, frame for frame.
+ */
+
+#define _GNU_SOURCE
+#define UNW_LOCAL_ONLY
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <time.h>
+#include <ucontext.h>
+#include <zlib.h>
+#include <libunwind.h>
+#include <cmocka.h>
+
+#include "unwind.h"
+
+
+#define FRAMES_MAX   64
+#define SAMPLES_MAX  400
+
+
+typedef struct {
+    int                   status;
+    int                   count;
+    int                   reference_count;
+    void                 *frames[FRAMES_MAX];
+    void                 *reference[FRAMES_MAX];
+} sample_t;
+
+
+static prof_unwind_table_t  *table;
+static uintptr_t             stack_low, stack_high;
+static sample_t              samples[SAMPLES_MAX];
+static volatile int          sample_count;
+
+
+/* libunwind from the signal context: the reference. */
+static int
+reference_unwind(ucontext_t *uc, void **frames, int max)
+{
+    int           n;
+    unw_word_t    ip;
+    unw_cursor_t  cursor;
+
+    if (unw_init_local2(&cursor, (unw_context_t *) uc, UNW_INIT_SIGNAL_FRAME)
+        != 0)
+    {
+        return 0;
+    }
+
+    n = 0;
+    do {
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) {
+            break;
+        }
+        frames[n++] = (void *) ip;
+    } while (n < max && unw_step(&cursor) > 0);
+
+    return n;
+}
+
+
+static void
+on_sigprof(int signo, siginfo_t *info, void *context)
+{
+    ucontext_t          *uc = context;
+    sample_t            *s;
+    prof_unwind_regs_t   regs;
+
+    if (sample_count == SAMPLES_MAX) {
+        return;
+    }
+
+    s = &samples[sample_count];
+
+    regs.pc = uc->uc_mcontext.gregs[REG_RIP];
+    regs.sp = uc->uc_mcontext.gregs[REG_RSP];
+    regs.fp = uc->uc_mcontext.gregs[REG_RBP];
+    regs.stack_low = stack_low;
+    regs.stack_high = stack_high;
+
+    s->status = prof_unwind(table, &regs, s->frames, FRAMES_MAX, &s->count);
+    s->reference_count = reference_unwind(uc, s->reference, FRAMES_MAX);
+
+    sample_count++;
+}
+
+
+static int
+compare_ints(const void *a, const void *b)
+{
+    int  x = *(const int *) a, y = *(const int *) b;
+
+    return (x > y) - (x < y);
+}
+
+
+__attribute__((noinline)) static unsigned
+work(unsigned x)
+{
+    int            i, values[4096];
+    uLongf         out_len;
+    unsigned char  in[16384], out[20000];
+
+    for (i = 0; i < (int) sizeof(in); i++) {
+        x = x * 1103515245 + 12345;
+        in[i] = (unsigned char) ((x >> 16) % 32);
+    }
+    out_len = sizeof(out);
+    assert_int_equal(compress2(out, &out_len, in, sizeof(in), 6), Z_OK);
+
+    for (i = 0; i < 4096; i++) {
+        values[i] = (int) (x = x * 1103515245 + 12345);
+    }
+    qsort(values, 4096, sizeof(int), compare_ints);
+
+    return x + (unsigned) out_len;
+}
+
+
+/* The work at the bottom of depth frames of this program. */
+__attribute__((noinline)) static unsigned
+recurse(unsigned depth, unsigned seed)
+{
+    unsigned  r;
+
+    if (depth == 0) {
+        return work(seed);
+    }
+
+    r = recurse(depth - 1, seed + depth);
+
+    /* Work after the call: no tail call, so every level is a frame. */
+    return r ^ (r >> 7);
+}
+
+
+__attribute__((noinline)) static void
+workload(int64_t ns)
+{
+    unsigned         x, depth;
+    struct timespec  now, end;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
+    end.tv_sec += ns / 1000000000;
+    end.tv_nsec += ns % 1000000000;
+    if (end.tv_nsec >= 1000000000) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000;
+    }
+
+    x = 1;
+
+    for (depth = 0; ; depth = (depth + 7) % 40) {
+        x += recurse(depth, x);
+
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+        if (now.tv_sec > end.tv_sec
+            || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+        {
+            break;
+        }
+    }
+}
+
+
+static void
+stack_bounds(void)
+{
+    void            *addr;
+    size_t           size;
+    pthread_attr_t   attr;
+
+    assert_int_equal(pthread_getattr_np(pthread_self(), &attr), 0);
+    assert_int_equal(pthread_attr_getstack(&attr, &addr, &size), 0);
+    pthread_attr_destroy(&attr);
+
+    stack_low = (uintptr_t) addr;
+    stack_high = (uintptr_t) addr + size;
+}
+
+
+static void
+test_matches_libunwind(void **state)
+{
+    int                i, j, complete, matched, deep;
+    timer_t            timer;
+    sample_t          *s;
+    struct sigevent    sev;
+    struct sigaction   sa, saved;
+    struct itimerspec  its;
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+    assert_true(prof_unwind_table_objects(table) >= 3);  /* us, libc, libz */
+    stack_bounds();
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigprof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGPROF, &sa, &saved), 0);
+
+    memset(&sev, 0, sizeof(sev));
+    sev.sigev_notify = SIGEV_SIGNAL;
+    sev.sigev_signo = SIGPROF;
+    assert_int_equal(timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &timer), 0);
+
+    its.it_interval.tv_sec = 0;
+    its.it_interval.tv_nsec = 1000 * 1000;
+    its.it_value = its.it_interval;
+    assert_int_equal(timer_settime(timer, 0, &its, NULL), 0);
+
+    workload(400 * 1000 * 1000LL);
+
+    timer_delete(timer);
+    sigaction(SIGPROF, &saved, NULL);
+
+    assert_true(sample_count >= 100);
+
+    complete = 0;
+    matched = 0;
+    deep = 0;
+
+    for (i = 0; i < sample_count; i++) {
+        s = &samples[i];
+
+        if (s->status != PROF_UNWIND_END) {
+            continue;
+        }
+        complete++;
+
+        if (s->count == s->reference_count) {
+            for (j = 0; j < s->count; j++) {
+                if (s->frames[j] != s->reference[j]) {
+                    break;
+                }
+            }
+            if (j == s->count) {
+                matched++;
+            }
+        }
+
+        if (s->count > 32) {
+            deep++;
+        }
+    }
+
+    print_message("%d samples, %d walked to the outermost frame, "
+                  "%d equal to libunwind's, %d deeper than 32 frames, "
+                  "%u objects, %zu bytes of tables\n",
+                  sample_count, complete, matched, deep,
+                  prof_unwind_table_objects(table),
+                  prof_unwind_table_bytes(table));
+
+    /* A leaf in a PLT stub (no rows) may stop a walk; nothing else. */
+    assert_true(complete >= sample_count * 98 / 100);
+    assert_true(matched >= complete * 98 / 100);
+    assert_true(deep > 0);
+
+    prof_unwind_table_free(table);
+}
+
+
+static void
+test_bounds_and_unknown_code(void **state)
+{
+    int                 count;
+    void               *frames[FRAMES_MAX];
+    uintptr_t           fake[4];
+    prof_unwind_regs_t  regs;
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+
+    /* A pc in no object: the walk stops at once, with that frame. */
+    regs.pc = 16;
+    regs.sp = (uintptr_t) fake;
+    regs.fp = 0;
+    regs.stack_low = (uintptr_t) fake;
+    regs.stack_high = (uintptr_t) (fake + 4);
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_NO_OBJECT);
+    assert_int_equal(count, 1);
+
+    /* A frame whose caller would lie past the stack's end is not read. */
+    regs.pc = (uintptr_t) recurse;
+    regs.sp = (uintptr_t) (fake + 4) - 4;
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_BAD_STACK);
+
+    /* A stack pointer outside the bounds: nothing is read. */
+    regs.sp = (uintptr_t) fake - 64;
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_BAD_STACK);
+    assert_int_equal(count, 0);
+
+    /* At a function's first instruction the return address is at sp. */
+    fake[0] = 0;
+    regs.pc = (uintptr_t) recurse;
+    regs.sp = (uintptr_t) fake;
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_END);
+    assert_int_equal(count, 1);
+
+    /* Full: exactly max frames. */
+    fake[0] = (uintptr_t) workload + 1;
+    assert_int_equal(prof_unwind(table, &regs, frames, 1, &count),
+                     PROF_UNWIND_FULL);
+    assert_int_equal(count, 1);
+
+    prof_unwind_table_free(table);
+}
+
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_libunwind),
+        cmocka_unit_test(test_bounds_and_unknown_code),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
