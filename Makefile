@@ -24,7 +24,7 @@ UNIT_LIBS = $(PROFILING_LIBS) -lcmocka -ldl -lpthread
 UNIT_TESTS = $(patsubst $(TOP)/t/unit/%.c,$(BUILD_DIR)/unit/%, \
                $(wildcard $(TOP)/t/unit/test_*.c))
 
-.PHONY: all module test-modules unit integration fuzz test clean
+.PHONY: all module test-modules unit integration fuzz bench-cold test clean
 
 all: module
 
@@ -80,6 +80,17 @@ $(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/trace_context.c \
 fuzz: $(FUZZER)
 	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=256 \
 	    $(BUILD_DIR)/fuzz/corpus $(TOP)/t/fuzz/seeds
+
+# Cold-path benchmark of the profiler loop thread (aggregation, pprof
+# encoding), optimised as the packaged nginx is: build only, run it by hand.
+$(BUILD_DIR)/bench/coldpath: $(TOP)/t/bench/coldpath.c $(SHARED_SRCS) \
+        $(SHARED_HDRS) $(GEN)
+	mkdir -p $(BUILD_DIR)/bench
+	$(CC) $(patsubst -O1,-O2,$(UNIT_CFLAGS)) -o $@ $< $(SHARED_SRCS) \
+	    $(BUILD_DIR)/gen/profile.pb.c $(filter-out -lcmocka,$(UNIT_LIBS)) \
+	    $(EXTRA_LDFLAGS)
+
+bench-cold: $(BUILD_DIR)/bench/coldpath
 
 test: unit integration fuzz
 
