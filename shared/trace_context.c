@@ -3,6 +3,7 @@
  */
 
 #include <errno.h>
+#include <string.h>
 
 #include "trace_context.h"
 
@@ -23,7 +24,7 @@ static const uint8_t  prof_hex[256] = {
  * one lookup both validates and converts a character.
  */
 static int
-prof_parse_hex64(const char *s, size_t length, int lowercase_only,
+prof_parse_hex64_short(const char *s, size_t length, int lowercase_only,
     uint64_t *value)
 {
     size_t    i;
@@ -46,6 +47,68 @@ prof_parse_hex64(const char *s, size_t length, int lowercase_only,
     }
 
     *value = v;
+    return 0;
+}
+
+
+#define PROF_BYTES(b)  (0x0101010101010101ULL * (b))
+
+/* Bytes of x strictly between m and n (all bytes < 128): 0x80 each. */
+#define prof_between(x, m, n)                                                 \
+    ((PROF_BYTES(127 + (n)) - ((x) & PROF_BYTES(127))) & ~(x)                 \
+     & (((x) & PROF_BYTES(127)) + PROF_BYTES(127 - (m))) & PROF_BYTES(128))
+
+
+/*
+ * Eight hex digits at once (8 bytes loaded as one word, first digit in the
+ * low byte): 0 when one is not a hex digit (uppercase too unless
+ * lowercase_only).
+ */
+static int
+prof_parse_hex8(const char *s, int lowercase_only, uint32_t *value)
+{
+    uint64_t  x, ok, v;
+
+    memcpy(&x, s, 8);
+
+    ok = prof_between(x, '0' - 1, '9' + 1) | prof_between(x, 'a' - 1, 'f' + 1);
+    if (!lowercase_only) {
+        ok |= prof_between(x, 'A' - 1, 'F' + 1);
+    }
+
+    if ((x & PROF_BYTES(128)) != 0 || ok != PROF_BYTES(128)) {
+        return 0;
+    }
+
+    /* Letters have bit 6 set: their low nibble + 9 is their value. */
+    v = (x & PROF_BYTES(0x0f)) + ((x & PROF_BYTES(0x40)) >> 6) * 9;
+
+    /* Pack the nibbles, first digit most significant. */
+    v = ((v << 4) + (v >> 8)) & 0x00ff00ff00ff00ffULL;
+    v = ((v << 8) + (v >> 16)) & 0x0000ffff0000ffffULL;
+    *value = (uint32_t) ((v << 16) + (v >> 32));
+
+    return 1;
+}
+
+
+static int
+prof_parse_hex64(const char *s, size_t length, int lowercase_only,
+    uint64_t *value)
+{
+    uint32_t  high, low;
+
+    if (length != 16) {
+        return prof_parse_hex64_short(s, length, lowercase_only, value);
+    }
+
+    if (!prof_parse_hex8(s, lowercase_only, &high)
+        || !prof_parse_hex8(s + 8, lowercase_only, &low))
+    {
+        return -EINVAL;
+    }
+
+    *value = ((uint64_t) high << 32) | low;
     return 0;
 }
 

@@ -140,6 +140,52 @@ test_lengths_are_respected(void **state)
 }
 
 
+/* Every byte value at every position of a 16-digit id, both parsers. */
+static void
+test_every_character_at_every_position(void **state)
+{
+    int       c, pos, lower, any;
+    char      id[17], tp[56];
+    uint64_t  v, high, low, parent, want;
+
+    for (pos = 0; pos < 16; pos++) {
+        for (c = 0; c < 256; c++) {
+            memcpy(id, "0123456789abcdef", 17);
+            id[pos] = (char) c;
+
+            lower = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+            any = lower || (c >= 'A' && c <= 'F');
+
+            /* The value a reference digit-by-digit conversion gives. */
+            want = 0;
+            for (int i = 0; i < 16; i++) {
+                int  ch = (unsigned char) id[i], d;
+
+                d = (ch >= '0' && ch <= '9') ? ch - '0'
+                    : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10
+                    : (ch >= 'A' && ch <= 'F') ? ch - 'A' + 10 : 0;
+                want = (want << 4) | (uint64_t) d;
+            }
+
+            assert_int_equal(prof_parse_id(id, 16, &v) == 0, any);
+            if (any) {
+                assert_true(v == want);
+            }
+
+            /* traceparent: lowercase only, in the parent id field. */
+            memcpy(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                       "0000000000000000-01", 56);
+            memcpy(tp + 36, id, 16);
+            assert_int_equal(prof_parse_traceparent(tp, 55, &high, &low,
+                                                    &parent) == 0, lower);
+            if (lower) {
+                assert_true(parent == want);
+            }
+        }
+    }
+}
+
+
 int
 main(void)
 {
@@ -150,6 +196,7 @@ main(void)
         cmocka_unit_test(test_invalid_traceparents_are_rejected),
         cmocka_unit_test(test_datadog_ids_are_decimal),
         cmocka_unit_test(test_lengths_are_respected),
+        cmocka_unit_test(test_every_character_at_every_position),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
