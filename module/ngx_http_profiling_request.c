@@ -57,8 +57,10 @@ static ngx_log_handler_pt         ngx_http_profiling_http_log;
 
 static prof_endpoint_counts_t    *ngx_http_profiling_endpoints;
 
-/* The context the sampler sees now (NULL: none). */
+/* The context the sampler sees now (NULL: none; &..._kept: a copy). */
 static ngx_http_profiling_ctx_t  *ngx_http_profiling_published;
+static ngx_http_profiling_ctx_t   ngx_http_profiling_kept;
+static ngx_uint_t                 ngx_http_profiling_freed;  /* contexts */
 
 static ngx_http_output_body_filter_pt  ngx_http_next_body_filter;
 
@@ -76,13 +78,16 @@ ngx_http_profiling_now_ns(void)
 static void
 ngx_http_profiling_ctx_cleanup(void *data)
 {
+    ngx_http_profiling_freed++;
+
     if (ngx_http_profiling_current == data) {
         ngx_http_profiling_current = NULL;
     }
 
-    /* The sampler keeps its copy until the handler returns: still ours. */
+    /* Until the handler returns, the work is still the request's. */
     if (ngx_http_profiling_published == data) {
-        ngx_http_profiling_published = NULL;
+        prof_sampler_request_keep(ngx_http_profiling_sampler);
+        ngx_http_profiling_published = &ngx_http_profiling_kept;
     }
 }
 
@@ -427,6 +432,9 @@ ngx_http_profiling_preaccess_handler(ngx_http_request_t *r)
         /* The location's directives (and a tracer's variables) win. */
         ctx->located = 1;
 
+        /* The sampler must not see the context half written. */
+        ngx_http_profiling_publish(NULL);
+
         if (plcf->trace_id != ctx->resolved_with->trace_id
             || plcf->span_id != ctx->resolved_with->span_id
             || plcf->root_span_id != ctx->resolved_with->root_span_id
@@ -443,8 +451,6 @@ ngx_http_profiling_preaccess_handler(ngx_http_request_t *r)
         ctx->profiled = plcf->enable;
     }
 
-    /* The context may have changed: the sampler gets it anew. */
-    ngx_http_profiling_publish(NULL);
     ngx_http_profiling_enter(ctx);
 
     return NGX_DECLINED;
@@ -460,6 +466,7 @@ static ngx_int_t
 ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_int_t                  rc;
+    ngx_uint_t                 freed;
     ngx_http_profiling_ctx_t  *ctx, *saved;
 
     if (ngx_http_profiling_sampler == NULL) {
@@ -468,13 +475,19 @@ ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
     ctx = ngx_http_profiling_find_ctx(r);
     saved = ngx_http_profiling_published;
+    freed = ngx_http_profiling_freed;
 
     ngx_http_profiling_publish(ctx);
     rc = ngx_http_next_body_filter(r, in);
 
-    /* The request may be gone: restore only a context still alive. */
-    if (ngx_http_profiling_published != NULL || saved == NULL) {
-        ngx_http_profiling_publish(saved);
+    /*
+     * A context freed meanwhile (the request finished) must not be
+     * published again; the copy of the one published then stays.
+     */
+    if (ngx_http_profiling_published != &ngx_http_profiling_kept) {
+        ngx_http_profiling_publish((freed == ngx_http_profiling_freed
+                                    && saved != &ngx_http_profiling_kept)
+                                   ? saved : NULL);
     }
 
     return rc;

@@ -47,8 +47,6 @@
 #define PROF_REQUEST_WAIT_NS      (1000 * 1000 * 1000LL)
 #define PROF_REQUEST_WAIT_STEP_NS (10 * 1000 * 1000LL)
 
-#define PROF_NO_CONTEXT           2
-
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id    _sigev_un._tid
 #endif
@@ -109,10 +107,11 @@ struct prof_sampler_s {
     int                     idle_stack_ready;
     prof_stack_t            idle_stack;
 
-    /* the published request context: the sampled thread writes the one
-       not current, then switches current; the handler copies current */
-    prof_request_context_t  contexts[2];
-    uint32_t                current_context;
+    /* the published request context (NULL: none), owned by the sampled
+       thread and left unchanged while published; the handler copies it.
+       kept: a copy the sampler owns, for a context about to be freed */
+    const prof_request_context_t  *published;
+    prof_request_context_t  kept;
 
     /* the ring: the handler writes slots[write_index], the sampler thread
        reads slots[read_index]; requests/served count tgkill requests */
@@ -245,9 +244,9 @@ prof_sampler_unwind(prof_sampler_t *s, ucontext_t *uc, void **frames,
 static void
 prof_sampler_on_signal(int signo, siginfo_t *info, void *context)
 {
-    int              saved_errno, max, count, requested;
-    uint32_t         current;
-    ucontext_t      *uc = context;
+    int                            saved_errno, max, count, requested;
+    ucontext_t                    *uc = context;
+    const prof_request_context_t  *published;
     prof_slot_t     *slot;
     prof_sampler_t  *s;
 
@@ -293,9 +292,9 @@ prof_sampler_on_signal(int signo, siginfo_t *info, void *context)
 
     slot->frame_count = (count > 0) ? count : 0;
 
-    current = __atomic_load_n(&s->current_context, __ATOMIC_RELAXED);
-    if (current < PROF_NO_CONTEXT) {
-        slot->request = s->contexts[current];
+    published = __atomic_load_n(&s->published, __ATOMIC_RELAXED);
+    if (published != NULL) {
+        slot->request = *published;
 
     } else {
         slot->request.span_id = 0;
@@ -901,7 +900,6 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     s->conf = *conf;
     s->pid = getpid();
     s->tid = (pid_t) syscall(SYS_gettid);
-    s->current_context = PROF_NO_CONTEXT;
 
     rc = pthread_getcpuclockid(pthread_self(), &s->cpu_clock);
     if (rc != 0) {
@@ -1081,19 +1079,29 @@ void
 prof_sampler_request_enter(prof_sampler_t *s,
     const prof_request_context_t *ctx)
 {
-    uint32_t  next;
-
-    next = (s->current_context == 0) ? 1 : 0;
-    s->contexts[next] = *ctx;
-
     /* The handler runs on this thread: a compiler fence is enough. */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    __atomic_store_n(&s->current_context, next, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->published, ctx, __ATOMIC_RELAXED);
+}
+
+
+void
+prof_sampler_request_keep(prof_sampler_t *s)
+{
+    const prof_request_context_t  *ctx;
+
+    ctx = __atomic_load_n(&s->published, __ATOMIC_RELAXED);
+    if (ctx == NULL || ctx == &s->kept) {
+        return;
+    }
+
+    s->kept = *ctx;
+    prof_sampler_request_enter(s, &s->kept);
 }
 
 
 void
 prof_sampler_request_leave(prof_sampler_t *s)
 {
-    __atomic_store_n(&s->current_context, PROF_NO_CONTEXT, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->published, NULL, __ATOMIC_RELAXED);
 }

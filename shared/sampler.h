@@ -16,7 +16,7 @@
  *
  * Threading contract:
  * - prof_sampler_start, _stop, _request_flush, _set_waiting,
- *   _capture_idle_stack, _request_enter/_leave are called by the sampled
+ *   _capture_idle_stack, _request_enter/_leave/_keep are called by the sampled
  *   thread (the nginx worker's main thread) only. None of them blocks,
  *   except _stop, which joins the sampler thread (at most one interval).
  * - The sampler thread is created with every signal blocked. It takes the
@@ -24,8 +24,10 @@
  *   It builds the unwind table at start and rebuilds it when the handler
  *   met code outside it and objects were loaded since (dlopen).
  * - The SIGPROF handler runs on the sampled thread and is async-signal-safe:
- *   a table walk (or unw_backtrace) into a preallocated slot, a copy of the published request
- *   context, clock_gettime and a futex wake. No malloc, no locks, no I/O.
+ *   a table walk (or unw_backtrace) into a preallocated slot, a copy of
+ *   the published request context (the sampled thread, interrupted, does
+ *   not change it meanwhile), clock_gettime and a futex wake. No malloc,
+ *   no locks, no I/O.
  * - An idle thread (inside the event wait, no CPU sample in the tick) gets
  *   no signal: its wall time goes to the stack recorded by
  *   _capture_idle_stack, and the sampler thread then ticks less often
@@ -85,10 +87,18 @@ void prof_sampler_set_waiting(prof_sampler_t *s, int waiting);
 void prof_sampler_capture_idle_stack(prof_sampler_t *s,
     const uint64_t *leaf_frames, unsigned leaf_count, unsigned skip_frames);
 
-/* The request the sampled thread now executes, or none. */
+/*
+ * The request the sampled thread now executes, or none. The context is
+ * not copied: it must stay unchanged and alive until _leave, another
+ * _enter, or _keep.
+ */
 void prof_sampler_request_enter(prof_sampler_t *s,
     const prof_request_context_t *ctx);
 void prof_sampler_request_leave(prof_sampler_t *s);
+
+/* The published context is about to change or be freed: samples go on
+   with a copy of it until _leave or the next _enter. */
+void prof_sampler_request_keep(prof_sampler_t *s);
 
 
 #endif /* PROF_SAMPLER_H */
