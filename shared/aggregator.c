@@ -221,10 +221,6 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
     for (i = 0; i < n; i++) {
         agg->stack[i] = (i == 0 || frames[i] == PROF_FRAME_TRUNCATED)
                         ? frames[i] : frames[i] - 1;
-
-        if (prof_aggregator_learn_address(agg, agg->stack[i]) != 0) {
-            return -ENOMEM;
-        }
     }
 
     memset(&key, 0, sizeof(key));
@@ -233,6 +229,13 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
                         &inserted);
     if (index < 0) {
         return -ENOMEM;
+    }
+
+    /* A stack seen before in this profile has its addresses known. */
+    for (i = 0; inserted && i < n; i++) {
+        if (prof_aggregator_learn_address(agg, agg->stack[i]) != 0) {
+            return -ENOMEM;      /* the encoder leaves unknown pcs bare */
+        }
     }
 
     key.stack = (uint32_t) index;

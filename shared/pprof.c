@@ -15,6 +15,10 @@
 
 
 #define PROF_GZIP_CHUNK  (64 * 1024)
+#define PROF_STAGE_SIZE  (16 * 1024)
+
+/* Larger than a sample of PROF_MAX_FRAMES_LIMIT locations and its labels. */
+#define PROF_SCRATCH_SIZE  (PROF_MAX_FRAMES_LIMIT * 10 + 1024)
 
 
 static const char  *prof_value_types[PROF_VALUE_COUNT][2] = {
@@ -60,6 +64,13 @@ typedef struct {
 
     z_stream                 zs;
     prof_buffer_t           *out;
+
+    /* a sample or location, encoded once (see prof_encode_once) */
+    unsigned char            scratch[PROF_SCRATCH_SIZE];
+
+    /* nanopb writes a few bytes at a time: deflate them in blocks */
+    size_t                   staged_length;
+    unsigned char            staged[PROF_STAGE_SIZE];
 } prof_pprof_t;
 
 
@@ -105,21 +116,74 @@ prof_pprof_deflate(prof_pprof_t *pp, int flush)
 }
 
 
-static bool
-prof_pprof_write(pb_ostream_t *stream, const pb_byte_t *buf, size_t count)
+/* Deflates what is staged. */
+static int
+prof_pprof_flush_staged(prof_pprof_t *pp)
 {
-    prof_pprof_t  *pp = stream->state;
-
-    pp->zs.next_in = (Bytef *) buf;
-    pp->zs.avail_in = count;
+    pp->zs.next_in = pp->staged;
+    pp->zs.avail_in = pp->staged_length;
 
     while (pp->zs.avail_in > 0) {
         if (prof_pprof_deflate(pp, Z_NO_FLUSH) < 0) {
-            return false;
+            return -1;
         }
     }
 
+    pp->staged_length = 0;
+
+    return 0;
+}
+
+
+static bool
+prof_pprof_write(pb_ostream_t *stream, const pb_byte_t *buf, size_t count)
+{
+    size_t         n;
+    prof_pprof_t  *pp = stream->state;
+
+    while (count > 0) {
+        if (pp->staged_length == PROF_STAGE_SIZE
+            && prof_pprof_flush_staged(pp) != 0)
+        {
+            return false;
+        }
+
+        n = PROF_STAGE_SIZE - pp->staged_length;
+        if (n > count) {
+            n = count;
+        }
+
+        memcpy(pp->staged + pp->staged_length, buf, n);
+        pp->staged_length += n;
+        buf += n;
+        count -= n;
+    }
+
     return true;
+}
+
+
+/*
+ * A repeated submessage field: pb_encode_submessage runs the message's
+ * encoders twice (to size it first, then to write it), and nested ones
+ * four times. Samples and locations, the bulk of a profile, are encoded
+ * once into scratch memory and copied.
+ */
+static bool
+prof_encode_once(pb_ostream_t *stream, const pb_field_t *field,
+    prof_pprof_t *pp, const pb_msgdesc_t *fields, const void *msg)
+{
+    pb_ostream_t  mem;
+
+    mem = pb_ostream_from_buffer(pp->scratch, sizeof(pp->scratch));
+
+    if (!pb_encode(&mem, fields, msg)) {
+        return pb_encode_tag_for_field(stream, field)
+               && pb_encode_submessage(stream, fields, msg);
+    }
+
+    return pb_encode_tag_for_field(stream, field)
+           && pb_encode_string(stream, pp->scratch, mem.bytes_written);
 }
 
 
@@ -281,9 +345,8 @@ prof_encode_samples(pb_ostream_t *stream, const pb_field_t *field,
         sample.label.funcs.encode = prof_encode_labels;
         sample.label.arg = pp;
 
-        if (!pb_encode_tag_for_field(stream, field)
-            || !pb_encode_submessage(stream, perftools_profiles_Sample_fields,
-                                     &sample))
+        if (!prof_encode_once(stream, field, pp,
+                              perftools_profiles_Sample_fields, &sample))
         {
             return false;
         }
@@ -364,10 +427,8 @@ prof_encode_locations(pb_ostream_t *stream, const pb_field_t *field,
         loc.line.funcs.encode = prof_encode_line;
         loc.line.arg = &pp->location[i];
 
-        if (!pb_encode_tag_for_field(stream, field)
-            || !pb_encode_submessage(stream,
-                                     perftools_profiles_Location_fields,
-                                     &loc))
+        if (!prof_encode_once(stream, field, pp,
+                              perftools_profiles_Location_fields, &loc))
         {
             return false;
         }
@@ -615,7 +676,9 @@ prof_pprof_write_profile(prof_pprof_t *pp)
     stream.state = pp;
     stream.max_size = SIZE_MAX;
 
-    if (!pb_encode(&stream, perftools_profiles_Profile_fields, &msg)) {
+    if (!pb_encode(&stream, perftools_profiles_Profile_fields, &msg)
+        || prof_pprof_flush_staged(pp) != 0)
+    {
         return -EIO;
     }
 
