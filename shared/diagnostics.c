@@ -61,6 +61,7 @@ prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
             "samples=%llu idle_samples=%llu signals=%llu "
             "signal_failures=%llu truncated=%llu "
             "dropped_samples=%llu dropped_batches=%llu "
+            "endpoints_dropped=%llu "
             "handler_ns_p50=%llu handler_ns_p99=%llu slow_unwinds=%llu "
             "unwind_tables=%llu unwind_table_bytes=%llu "
             "aggregated=%llu profiles=%llu exported=%llu "
@@ -80,6 +81,7 @@ prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
             (unsigned long long) prof_counter_get(d->truncated_stacks),
             (unsigned long long) prof_counter_get(d->dropped_samples),
             (unsigned long long) prof_counter_get(d->dropped_batches),
+            (unsigned long long) prof_counter_get(d->endpoints_dropped),
             (unsigned long long) prof_histogram_quantile(&d->handler_ns, 0.5),
             (unsigned long long) prof_histogram_quantile(&d->handler_ns,
                                                          0.99),

@@ -39,6 +39,9 @@ typedef struct {
     uint64_t          truncated_stacks;
     uint64_t          dropped_samples;      /* past the byte ceiling */
     uint64_t          dropped_batches;
+    uint64_t          endpoints_dropped;    /* requests not in the endpoint
+                                               counts: table full, or the
+                                               loop thread behind */
     prof_histogram_t  handler_ns;           /* unwind + copy, in handler */
     uint64_t          slow_unwinds;         /* handler: libunwind, not the
                                                unwind table */

@@ -56,10 +56,23 @@ prof_endpoint_counts_add(prof_endpoint_counts_t *c, const char *name,
     memcpy(key, name, length);
     key[length] = '\0';
 
+    c->requests++;
+
+    if (c->names.count >= PROF_ENDPOINT_COUNTS_MAX) {
+        index = prof_intern_find(&c->names, key, length + 1);
+        if (index < 0) {
+            c->dropped++;
+            return 0;
+        }
+        c->counts[index]++;
+        return 0;
+    }
+
     if (c->names.count >= c->capacity) {
         cap = c->capacity ? c->capacity * 2 : 16;
         counts = realloc(c->counts, cap * sizeof(uint64_t));
         if (counts == NULL) {
+            c->dropped++;
             return -ENOMEM;
         }
         c->counts = counts;
@@ -68,6 +81,7 @@ prof_endpoint_counts_add(prof_endpoint_counts_t *c, const char *name,
 
     index = prof_intern(&c->names, key, length + 1, &inserted);
     if (index < 0) {
+        c->dropped++;
         return -ENOMEM;
     }
 

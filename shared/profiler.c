@@ -627,7 +627,7 @@ prof_flush(prof_t *p, prof_endpoint_counts_t *counts)
 void
 prof_stop(prof_t *p, prof_endpoint_counts_t *counts)
 {
-    char  line[1024];
+    char  line[2048];
 
     prof_sampler_stop(p->sampler, counts);
     p->sampler = NULL;

@@ -317,6 +317,35 @@ done:
 }
 
 
+/* Counts that will not be sent: their requests are counted as dropped. */
+static void
+prof_sampler_drop_counts(prof_sampler_t *s, prof_endpoint_counts_t *counts)
+{
+    if (counts != NULL) {
+        prof_counter_add(s->conf.diagnostics->endpoints_dropped,
+                         counts->requests);
+        prof_endpoint_counts_free(counts);
+    }
+}
+
+
+/* Counts handed over: those their table had no room for are dropped. */
+static void
+prof_sampler_take_counts(prof_sampler_t *s, prof_endpoint_counts_t *counts)
+{
+    prof_endpoint_counts_t  *stale;
+
+    if (counts != NULL) {
+        prof_counter_add(s->conf.diagnostics->endpoints_dropped,
+                         counts->dropped);
+    }
+
+    /* Counts not taken yet (the sampler is late): the newer replace them. */
+    stale = __atomic_exchange_n(&s->flush_counts, counts, __ATOMIC_ACQ_REL);
+    prof_sampler_drop_counts(s, stale);
+}
+
+
 static void
 prof_sampler_notify(prof_sampler_t *s)
 {
@@ -695,6 +724,16 @@ prof_sampler_flush(prof_sampler_t *s, int64_t now_ns)
     b->endpoint_counts = __atomic_exchange_n(&s->flush_counts, NULL,
                                              __ATOMIC_ACQ_REL);
 
+    /*
+     * At the ceiling (the loop thread is behind, its profiles lose samples
+     * anyway) a barrier carries no counts: a stalled loop must not make
+     * every period's table pile up.
+     */
+    if (b->capacity == 0) {
+        prof_sampler_drop_counts(s, b->endpoint_counts);
+        b->endpoint_counts = NULL;
+    }
+
     s->batch = b;
     prof_sampler_push(s, now_ns);
 }
@@ -984,13 +1023,10 @@ failed:
 void
 prof_sampler_stop(prof_sampler_t *s, prof_endpoint_counts_t *counts)
 {
-    prof_endpoint_counts_t  *stale;
-
     (void) timer_delete(s->cpu_timer);
 
     /* They go with the final barrier. */
-    stale = __atomic_exchange_n(&s->flush_counts, counts, __ATOMIC_ACQ_REL);
-    prof_endpoint_counts_free(stale);
+    prof_sampler_take_counts(s, counts);
 
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
     prof_sampler_wake(s);
@@ -1007,7 +1043,7 @@ prof_sampler_stop(prof_sampler_t *s, prof_endpoint_counts_t *counts)
         prof_queue_release(s->conf.queue, s->batch);
     }
 
-    prof_endpoint_counts_free(s->flush_counts);
+    prof_sampler_drop_counts(s, s->flush_counts);
     prof_unwind_table_free(s->table);
     free(s);
 }
@@ -1017,11 +1053,7 @@ void
 prof_sampler_request_flush(prof_sampler_t *s,
     prof_endpoint_counts_t *counts)
 {
-    prof_endpoint_counts_t  *stale;
-
-    /* Counts not taken yet (the sampler is late): the newer replace them. */
-    stale = __atomic_exchange_n(&s->flush_counts, counts, __ATOMIC_ACQ_REL);
-    prof_endpoint_counts_free(stale);
+    prof_sampler_take_counts(s, counts);
 
     __atomic_add_fetch(&s->flush_requests, 1, __ATOMIC_RELEASE);
     prof_sampler_wake(s);
