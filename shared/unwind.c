@@ -5,8 +5,10 @@
  * once, at build time, keeping only what a walk needs on x86-64: how the
  * CFA is computed (rsp or rbp + offset), whether the return address is at
  * CFA - 8 (or undefined: the outermost frame), and where rbp was saved.
- * Each change of those rules becomes a row; rows are sorted by pc, and a
- * per-page index narrows each lookup to the rows of one 4 KB page of code.
+ * Each change of those rules becomes a row; rows are sorted by pc, and an
+ * index narrows each lookup to the rows of 256 bytes of code: a walk
+ * touches few cache lines a frame, which matters as the tables are cold
+ * whenever the signal comes.
  */
 
 #define _GNU_SOURCE
@@ -26,7 +28,8 @@
 #define PROF_PE_DATAREL      0x30
 #define PROF_PE_TABLE        0x3b    /* datarel | sdata4 */
 
-#define PROF_PAGE_SHIFT      12
+/* Code bytes an index entry covers: a few rows, most often one cache line. */
+#define PROF_PAGE_SHIFT      8
 
 #define PROF_STATE_STACK     8       /* DW_CFA_remember_state depth */
 
@@ -62,7 +65,21 @@ typedef struct {
 } prof_unwind_object_t;
 
 
+/*
+ * The rows last used, by pc: a server's stacks go through few call sites,
+ * and this small array stays in cache where the index and rows do not.
+ * Written by the handler only.
+ */
+#define PROF_CACHE_SIZE      2048    /* a power of two */
+
+typedef struct {
+    uintptr_t   pc;
+    prof_row_t  row;
+} prof_cache_entry_t;
+
+
 struct prof_unwind_table_s {
+    prof_cache_entry_t    *cache;
     prof_unwind_object_t  *objects;  /* sorted by start */
     unsigned               object_count;
     unsigned               object_capacity;
@@ -819,6 +836,12 @@ prof_unwind_table_build(void)
         return NULL;
     }
 
+    t->cache = calloc(PROF_CACHE_SIZE, sizeof(prof_cache_entry_t));
+    if (t->cache == NULL) {
+        free(t);
+        return NULL;
+    }
+
     (void) dl_iterate_phdr(prof_unwind_add_object, t);
 
     if (t->failed) {
@@ -830,7 +853,8 @@ prof_unwind_table_build(void)
           prof_unwind_compare);
 
     t->bytes += sizeof(prof_unwind_table_t)
-                + t->object_count * sizeof(prof_unwind_object_t);
+                + t->object_count * sizeof(prof_unwind_object_t)
+                + PROF_CACHE_SIZE * sizeof(prof_cache_entry_t);
 
     return t;
 }
@@ -851,6 +875,7 @@ prof_unwind_table_free(prof_unwind_table_t *t)
     }
 
     free(t->objects);
+    free(t->cache);
     free(t);
 }
 
@@ -902,13 +927,17 @@ prof_unwind_loads_now(void)
 }
 
 
-/* The row in force at pc, or NULL outside every object. */
-static const prof_row_t *
-prof_unwind_find(const prof_unwind_table_t *t, uintptr_t pc)
+/* The object holding pc, trying hint first (the caller's often shares
+   its callee's object), or NULL. */
+static const prof_unwind_object_t *
+prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
+    const prof_unwind_object_t *hint)
 {
-    uint32_t                     lo, hi, mid, offset;
-    unsigned                     l, h, m;
-    const prof_unwind_object_t  *o;
+    unsigned  l, h, m;
+
+    if (hint != NULL && pc >= hint->start && pc < hint->end) {
+        return hint;
+    }
 
     l = 0;
     h = t->object_count;
@@ -925,11 +954,22 @@ prof_unwind_find(const prof_unwind_table_t *t, uintptr_t pc)
         return NULL;
     }
 
-    o = &t->objects[l - 1];
-    offset = (uint32_t) (pc - o->base);
+    return &t->objects[l - 1];
+}
 
-    lo = o->pages[(pc - o->start) >> PROF_PAGE_SHIFT];
-    hi = o->pages[((pc - o->start) >> PROF_PAGE_SHIFT) + 1];
+
+/* The row in force at pc, in the object that holds it. */
+static const prof_row_t *
+prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
+{
+    uint32_t  lo, hi, mid, offset;
+    uintptr_t page;
+
+    offset = (uint32_t) (pc - o->base);
+    page = (pc - o->start) >> PROF_PAGE_SHIFT;
+
+    lo = o->pages[page];
+    hi = o->pages[page + 1];
 
     while (lo < hi) {
         mid = lo + (hi - lo + 1) / 2;
@@ -953,13 +993,16 @@ __attribute__((no_sanitize_address)) prof_unwind_status_e
 prof_unwind(const prof_unwind_table_t *t, const prof_unwind_regs_t *regs,
     void **frames, int max, int *count)
 {
-    int                status, n;
-    uintptr_t          pc, sp, fp, cfa, slot;
-    const prof_row_t  *row;
+    int                           status, n;
+    uintptr_t                     pc, sp, fp, cfa, slot, lookup;
+    const prof_row_t             *row;
+    prof_cache_entry_t           *e;
+    const prof_unwind_object_t   *o;
 
     pc = regs->pc;
     sp = regs->sp;
     fp = regs->fp;
+    o = NULL;
     n = 0;
 
     if (sp < regs->stack_low || sp >= regs->stack_high) {
@@ -976,11 +1019,23 @@ prof_unwind(const prof_unwind_table_t *t, const prof_unwind_regs_t *regs,
         frames[n++] = (void *) pc;
 
         /* A return address may be just past its function: look before. */
-        row = prof_unwind_find(t, (n == 1) ? pc : pc - 1);
+        lookup = (n == 1) ? pc : pc - 1;
 
-        if (row == NULL) {
-            status = PROF_UNWIND_NO_OBJECT;
-            break;
+        e = &t->cache[(lookup ^ (lookup >> 11)) & (PROF_CACHE_SIZE - 1)];
+
+        if (e->pc == lookup) {
+            row = &e->row;
+
+        } else {
+            o = prof_unwind_object(t, lookup, o);
+            if (o == NULL) {
+                status = PROF_UNWIND_NO_OBJECT;
+                break;
+            }
+
+            row = prof_unwind_row(o, lookup);
+            e->pc = lookup;
+            e->row = *row;
         }
 
         if (row->cfa == PROF_CFA_OUTERMOST) {

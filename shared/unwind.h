@@ -10,9 +10,11 @@
  * object known when the table was built stop the walk with a status that
  * says so; the caller may then use a general unwinder.
  *
- * Threading: a table is immutable once built; prof_unwind reads it from a
- * signal handler while another thread may build the next one. Building
- * and freeing are not async-signal-safe.
+ * Threading: a table's rows are immutable once built; prof_unwind reads
+ * them from a signal handler while another thread may build the next
+ * table. prof_unwind also keeps a cache of rows in the table: one thread
+ * at a time may walk with a table. Building and freeing are not
+ * async-signal-safe.
  * Memory: a table is one allocation per object plus the table itself, all
  * owned by the table.
  */
