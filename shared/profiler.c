@@ -48,6 +48,8 @@ struct prof_s {
     char                 runtime_id[37];
     char                 thread_name[32];
     pid_t                pid;
+    int64_t              start_monotonic_ns;    /* of the first profile */
+    int64_t              start_cpu_ns;          /* the thread's CPU then */
     prof_log_t           log;
     prof_intake_conf_t   intake;
 
@@ -366,6 +368,8 @@ prof_start_loop(prof_t *p)
     ac.thread_name = p->thread_name;
     ac.start_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
     ac.start_monotonic_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    p->start_monotonic_ns = ac.start_monotonic_ns;
+    p->start_cpu_ns = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     ac.on_profile = prof_export;
     ac.on_profile_data = p;
 
@@ -603,6 +607,8 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
     sc.diagnostics = &p->diagnostics;
     sc.notify = prof_notify;
     sc.notify_data = p;
+    sc.start_monotonic_ns = p->start_monotonic_ns;
+    sc.start_cpu_ns = p->start_cpu_ns;
 
     rc = prof_sampler_start(&p->sampler, &sc);
     if (rc != 0) {

@@ -55,6 +55,10 @@ typedef struct {
     prof_diagnostics_t  *diagnostics;
     void         (*notify)(void *data);   /* a batch was queued */
     void          *notify_data;
+    int64_t        start_monotonic_ns;    /* when the first profile started,
+                                             and the thread's CPU clock
+                                             then (0: at prof_sampler_start) */
+    int64_t        start_cpu_ns;
 } prof_sampler_conf_t;
 
 
