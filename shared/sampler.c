@@ -34,11 +34,12 @@
 /*
  * While the thread is parked in its event wait, the sampler ticks less
  * often (each idle sample then covers several intervals), at most this
- * long and at most PROF_IDLE_TICKS intervals: the CPU timer may fill the
- * ring meanwhile, and the ring holds more than that.
+ * long and at most PROF_IDLE_TICKS intervals: should the thread run
+ * meanwhile, its CPU timer fills at most one slot an interval, and the
+ * ring holds more than that.
  */
-#define PROF_IDLE_TICK_NS         (100 * 1000 * 1000LL)
-#define PROF_IDLE_TICKS           16
+#define PROF_IDLE_TICK_NS         (250 * 1000 * 1000LL)
+#define PROF_IDLE_TICKS           (PROF_SLOTS - 7)
 
 /* How often the sampler looks for objects loaded after its unwind table. */
 #define PROF_TABLE_CHECK_NS       (1000 * 1000 * 1000LL)
@@ -132,6 +133,7 @@ struct prof_sampler_s {
     int64_t                 pending_wall_ns;
     int64_t                 pending_off_cpu_ns;
     int64_t                 last_push_ns;
+    int                     stretched;      /* this tick began idle */
     prof_stack_t            last_stack;     /* of the last CPU sample */
     prof_stack_t            requested_stack;
 };
@@ -574,15 +576,43 @@ prof_sampler_request_stack(prof_sampler_t *s, int64_t now_ns,
 }
 
 
+/* A wall sample; a stretched tick counts for the intervals it covers. */
+static void
+prof_sampler_record_wall(prof_sampler_t *s, const prof_stack_t *stack,
+    int64_t wall_ns, int64_t off_cpu_ns, int64_t now_ns, int ends_tick)
+{
+    int64_t              ticks;
+    prof_sample_t        values;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    ticks = (wall_ns + s->conf.interval_ns / 2) / s->conf.interval_ns;
+
+    memset(&values, 0, sizeof(values));
+    values.wall_ns = wall_ns;
+    values.off_cpu_ns = off_cpu_ns;
+    values.wall_samples = (ticks > 1) ? (ticks < 0xffff ? ticks : 0xffff) : 1;
+    values.frame_count = stack->frame_count;
+
+    /* A tick ends as one wall sample, recorded or dropped. */
+    if (prof_sampler_append(s, &values, stack->frames, &stack->request,
+                            now_ns) == 0)
+    {
+        prof_counter_add(d->wall_samples, ends_tick);
+
+    } else {
+        prof_counter_add(d->wall_dropped, ends_tick);
+    }
+}
+
+
 /* Returns 1 when the tick found the thread idle in its event wait. */
 static int
 prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
 {
     int                  idle;
-    int64_t              cpu_ns, wall_ns, off_cpu_ns, ticks;
+    int64_t              cpu_ns, wall_ns, off_cpu_ns;
     unsigned             cpu_samples;
     prof_stack_t        *stack;
-    prof_sample_t        values;
     prof_diagnostics_t  *d = s->conf.diagnostics;
 
     prof_counter_add(d->ticks, 1);
@@ -608,6 +638,20 @@ prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
         /* It ran in this tick: the wall time goes where it ran last. */
         stack = &s->last_stack;
 
+        /*
+         * A stretched tick began in the event wait: its off-CPU time was
+         * spent there, not where the thread ran at the end.
+         */
+        if (s->stretched && s->pending_off_cpu_ns > 0
+            && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE))
+        {
+            prof_sampler_record_wall(s, &s->idle_stack,
+                                     s->pending_off_cpu_ns,
+                                     s->pending_off_cpu_ns, now_ns, 0);
+            s->pending_wall_ns -= s->pending_off_cpu_ns;
+            s->pending_off_cpu_ns = 0;
+        }
+
     } else if (__atomic_load_n(&s->waiting, __ATOMIC_RELAXED)
                && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE))
     {
@@ -625,24 +669,8 @@ prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
         return 0;
     }
 
-    /* A stretched idle tick counts for the intervals it covers. */
-    ticks = (s->pending_wall_ns + s->conf.interval_ns / 2)
-            / s->conf.interval_ns;
-
-    memset(&values, 0, sizeof(values));
-    values.wall_ns = s->pending_wall_ns;
-    values.off_cpu_ns = s->pending_off_cpu_ns;
-    values.wall_samples = (ticks > 1) ? (ticks < 0xffff ? ticks : 0xffff) : 1;
-    values.frame_count = stack->frame_count;
-
-    if (prof_sampler_append(s, &values, stack->frames, &stack->request,
-                            now_ns) == 0)
-    {
-        prof_counter_add(d->wall_samples, 1);
-
-    } else {
-        prof_counter_add(d->wall_dropped, 1);
-    }
+    prof_sampler_record_wall(s, stack, s->pending_wall_ns,
+                             s->pending_off_cpu_ns, now_ns, 1);
 
     s->pending_wall_ns = 0;
     s->pending_off_cpu_ns = 0;
@@ -786,6 +814,7 @@ prof_sampler_main(void *arg)
         }
 
         idle = prof_sampler_tick(s, now_ns);
+        s->stretched = idle;
         prof_sampler_update_table(s, now_ns);
 
         if (s->batch != NULL && s->batch->sample_count > 0

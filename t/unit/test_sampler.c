@@ -268,6 +268,64 @@ test_idle_thread_gets_no_signal(void **state)
 }
 
 
+/*
+ * A stretched idle tick that ends with CPU samples: the time before the
+ * thread woke goes to the wait, not to where it burned CPU at the end.
+ */
+static void
+test_wake_up_after_idle_splits_the_tick(void **state)
+{
+    fixture_t            *f = *state;
+    size_t                offset;
+    int64_t               idle_wall, burn_wall;
+    uint32_t              i;
+    uint64_t              leaf = 0x1234, start, end;
+    prof_batch_t         *b, *next;
+    struct timespec       pause = { 0, 600 * 1000 * 1000 };
+    const prof_sample_t  *s;
+
+    burn_range(&start, &end);
+
+    prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
+    prof_sampler_set_waiting(f->sampler, 1);
+    nanosleep(&pause, NULL);
+    prof_sampler_set_waiting(f->sampler, 0);
+
+    test_sampler_burn(40 * 1000 * 1000LL);
+
+    prof_sampler_stop(f->sampler, NULL);
+    f->sampler = NULL;
+
+    idle_wall = 0;
+    burn_wall = 0;
+
+    for (b = prof_queue_pop_all(&f->queue); b != NULL; b = next) {
+        next = b->next;
+        offset = 0;
+
+        for (i = 0; i < b->sample_count; i++) {
+            s = (const prof_sample_t *) (b->data + offset);
+            offset += prof_sample_size(s->frame_count, s->endpoint_length);
+
+            if (s->frame_count > 0 && prof_sample_frames(s)[0] == leaf) {
+                idle_wall += s->wall_ns;
+            } else if (in_range(s, start, end)) {
+                burn_wall += s->wall_ns;
+            }
+        }
+
+        prof_queue_release(&f->queue, b);
+    }
+
+    print_message("wall: %lld ms in the wait, %lld ms burning 40 ms\n",
+                  (long long) idle_wall / 1000000,
+                  (long long) burn_wall / 1000000);
+
+    assert_true(idle_wall >= 550 * 1000 * 1000LL);
+    assert_true(burn_wall <= 40 * 1000 * 1000LL + 4 * INTERVAL_NS);
+}
+
+
 static void
 test_flush_request_closes_the_batch_stream(void **state)
 {
@@ -314,6 +372,8 @@ main(void)
             test_cpu_samples_land_where_cpu_is_burned, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_idle_thread_gets_no_signal, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_wake_up_after_idle_splits_the_tick, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_flush_request_closes_the_batch_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(
