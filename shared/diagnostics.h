@@ -45,7 +45,8 @@ typedef struct {
     prof_histogram_t  handler_ns;           /* unwind + copy, in handler */
     uint64_t          slow_unwinds;         /* handler: libunwind, not the
                                                unwind table */
-    uint64_t          unwind_tables;        /* built */
+    uint64_t          unwind_tables;        /* built by the sampler (0: the
+                                               caller's, e.g. inherited) */
     uint64_t          unwind_table_bytes;   /* of the current one */
 
     /* profiler loop thread */

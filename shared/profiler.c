@@ -607,6 +607,7 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
     sc.diagnostics = &p->diagnostics;
     sc.notify = prof_notify;
     sc.notify_data = p;
+    sc.unwind_table = conf->unwind_table;
     sc.start_monotonic_ns = p->start_monotonic_ns;
     sc.start_cpu_ns = p->start_cpu_ns;
 

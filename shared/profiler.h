@@ -24,6 +24,7 @@
 #include "endpoint_counts.h"
 #include "log.h"
 #include "sampler.h"
+#include "unwind.h"
 
 
 #define PROF_VERSION  "0.1.0"
@@ -46,6 +47,9 @@ typedef struct {
     int64_t              final_timeout_ms;  /* bound on prof_stop's wait */
     prof_log_pt          log;
     void                *log_data;
+    prof_unwind_table_t *unwind_table;  /* built before (e.g. inherited
+                                           from a parent process), kept by
+                                           the caller; NULL: built here */
 } prof_conf_t;
 
 typedef struct prof_s  prof_t;

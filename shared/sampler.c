@@ -95,6 +95,7 @@ struct prof_sampler_s {
     /* built and replaced by the sampler thread, read by the handler;
        in_handler tells when an old table may be freed */
     prof_unwind_table_t    *table;
+    prof_unwind_table_t    *borrowed;       /* conf's table: not freed */
     uint32_t                in_handler;
     uint32_t                unknown_pcs;    /* handler: walks that left
                                                every object of the table */
@@ -722,7 +723,9 @@ prof_sampler_update_table(prof_sampler_t *s, int64_t now_ns)
         (void) nanosleep(&pause, NULL);
     }
 
-    prof_unwind_table_free(old);
+    if (old != s->borrowed) {
+        prof_unwind_table_free(old);
+    }
 
     prof_counter_add(s->conf.diagnostics->unwind_tables, 1);
     __atomic_store_n(&s->conf.diagnostics->unwind_table_bytes,
@@ -1009,9 +1012,17 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 
     /* ~12 ms for nginx with the libraries of Debian's packages (its wall
        time goes to the first tick when the caller gave the start). */
-    s->table = prof_unwind_table_build();
+    s->borrowed = conf->unwind_table;
+    s->table = s->borrowed;
+
+    if (s->table == NULL) {
+        s->table = prof_unwind_table_build();
+        if (s->table != NULL) {
+            prof_counter_add(s->conf.diagnostics->unwind_tables, 1);
+        }
+    }
+
     if (s->table != NULL) {
-        prof_counter_add(s->conf.diagnostics->unwind_tables, 1);
         prof_counter_add(s->conf.diagnostics->unwind_table_bytes,
                          prof_unwind_table_bytes(s->table));
     }
@@ -1047,7 +1058,9 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 failed:
 
     __atomic_store_n(&prof_sampler_active, NULL, __ATOMIC_RELEASE);
-    prof_unwind_table_free(s->table);
+    if (s->table != s->borrowed) {
+        prof_unwind_table_free(s->table);
+    }
     free(s);
     return rc;
 }
@@ -1077,7 +1090,9 @@ prof_sampler_stop(prof_sampler_t *s, prof_endpoint_counts_t *counts)
     }
 
     prof_sampler_drop_counts(s, s->flush_counts);
-    prof_unwind_table_free(s->table);
+    if (s->table != s->borrowed) {
+        prof_unwind_table_free(s->table);
+    }
     free(s);
 }
 

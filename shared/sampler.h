@@ -43,6 +43,7 @@
 
 #include "diagnostics.h"
 #include "sample_queue.h"
+#include "unwind.h"
 
 
 typedef struct prof_sampler_s  prof_sampler_t;
@@ -59,6 +60,8 @@ typedef struct {
                                              and the thread's CPU clock
                                              then (0: at prof_sampler_start) */
     int64_t        start_cpu_ns;
+    prof_unwind_table_t  *unwind_table;   /* the caller's (kept by it), or
+                                             NULL: the sampler builds one */
 } prof_sampler_conf_t;
 
 

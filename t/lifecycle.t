@@ -57,6 +57,8 @@ sub last_profile_ok {
 
     like($t->error_log, qr/\[notice\] $worker#$worker: profiling: stopped: .*exported=1 /,
          'the worker logs its counters as it stops');
+    like($t->error_log, qr/$worker#$worker: profiling: stopped: .* unwind_tables=0 unwind_table_bytes=[1-9]/,
+         'the worker walks stacks with the unwind tables the master built');
 }
 
 
@@ -78,6 +80,8 @@ sub last_profile_ok {
     is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$pid.1.pprof" ],
               'it wrote its profile as it quit');
     last_profile_ok($f[0], $pid, 'single process') if @f;
+    like($t->error_log, qr/profiling: stopped: .* unwind_tables=1 unwind_table_bytes=[1-9]/,
+         'without a master, the process builds its own unwind tables');
 }
 
 
