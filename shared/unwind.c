@@ -33,6 +33,8 @@
 
 #define PROF_STATE_STACK     8       /* DW_CFA_remember_state depth */
 
+#define PROF_RED_ZONE        128     /* below sp, x86-64 System V ABI */
+
 #define PROF_FP_UNKNOWN      INT8_MIN
 
 
@@ -1060,8 +1062,15 @@ prof_unwind(const prof_unwind_table_t *t, const prof_unwind_regs_t *regs,
             fp = 0;
 
         } else if (row->fp_slot != 0) {
+            /*
+             * In an epilogue, past "pop %rbp", the rule may still name
+             * the slot: it is below sp then, in the leaf's red zone (which
+             * signal delivery leaves alone) and holds the value popped.
+             */
             slot = cfa + (intptr_t) row->fp_slot * 8;
-            if (slot < sp || slot + 8 > regs->stack_high) {
+            if (slot < ((n == 1) ? sp - PROF_RED_ZONE : sp)
+                || slot < regs->stack_low || slot + 8 > regs->stack_high)
+            {
                 status = PROF_UNWIND_BAD_STACK;
                 break;
             }
