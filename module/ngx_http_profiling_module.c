@@ -820,8 +820,9 @@ ngx_http_profiling_share_unwind_table(ngx_cycle_t *cycle)
 
     ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
 
-    /* Without a master, the worker's own sampler builds it. */
-    if (!ccf->master) {
+    /* Without a master, the worker's own sampler builds it; a process
+       that only signals the master needs none. */
+    if (!ccf->master || ngx_process == NGX_PROCESS_SIGNALLER) {
         return;
     }
 
@@ -1102,6 +1103,8 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
     ngx_http_profiling_flush_event.log = cycle->log;
     ngx_http_profiling_flush_event.cancelable = 1;
 
+    /* From now: the profile started in prof_start, nginx's clock earlier. */
+    ngx_time_update();
     ngx_add_timer(&ngx_http_profiling_flush_event, pmcf->period);
 
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,

@@ -225,16 +225,23 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
 
     memset(&key, 0, sizeof(key));
 
-    index = prof_intern(&p->stacks, agg->stack, n * sizeof(uint64_t),
-                        &inserted);
-    if (index < 0) {
-        return -ENOMEM;
-    }
+    /*
+     * A stack seen before in this profile has its addresses known; a new
+     * one is interned only once they are (or its sample is dropped).
+     */
+    index = prof_intern_find(&p->stacks, agg->stack, n * sizeof(uint64_t));
 
-    /* A stack seen before in this profile has its addresses known. */
-    for (i = 0; inserted && i < n; i++) {
-        if (prof_aggregator_learn_address(agg, agg->stack[i]) != 0) {
-            return -ENOMEM;      /* the encoder leaves unknown pcs bare */
+    if (index < 0) {
+        for (i = 0; i < n; i++) {
+            if (prof_aggregator_learn_address(agg, agg->stack[i]) != 0) {
+                return -ENOMEM;
+            }
+        }
+
+        index = prof_intern(&p->stacks, agg->stack, n * sizeof(uint64_t),
+                            &inserted);
+        if (index < 0) {
+            return -ENOMEM;
         }
     }
 

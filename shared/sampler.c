@@ -324,9 +324,10 @@ done:
 static void
 prof_sampler_drop_counts(prof_sampler_t *s, prof_endpoint_counts_t *counts)
 {
+    /* Those the table had no room for were counted when handed over. */
     if (counts != NULL) {
         prof_counter_add(s->conf.diagnostics->endpoints_dropped,
-                         counts->requests);
+                         counts->requests - counts->dropped);
         prof_endpoint_counts_free(counts);
     }
 }
@@ -803,7 +804,7 @@ prof_sampler_main(void *arg)
 
         if (flushes != s->flushes_done) {
             s->flushes_done = flushes;
-            prof_sampler_tick(s, now_ns);
+            s->stretched = prof_sampler_tick(s, now_ns);
             prof_sampler_flush(s, now_ns);
             continue;
         }

@@ -188,7 +188,7 @@ prof_read_bytes(prof_cursor_t *c, size_t n)
     uint32_t  b4;
     uint64_t  b8;
 
-    if ((size_t) (c->end - c->pos) < n) {
+    if (c->pos > c->end || (size_t) (c->end - c->pos) < n) {
         c->bad = 1;
         return 0;
     }
@@ -199,6 +199,23 @@ prof_read_bytes(prof_cursor_t *c, size_t n)
     case 4: memcpy(&b4, c->pos, 4); c->pos += 4; return b4;
     default: memcpy(&b8, c->pos, 8); c->pos += 8; return b8;
     }
+}
+
+
+/* Skips a block whose ULEB128 length comes first. */
+static void
+prof_skip_block(prof_cursor_t *c)
+{
+    uint64_t  length;
+
+    length = prof_read_uleb(c);
+
+    if (c->bad || c->pos > c->end || length > (uint64_t) (c->end - c->pos)) {
+        c->bad = 1;
+        return;
+    }
+
+    c->pos += length;
 }
 
 
@@ -382,14 +399,14 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
             break;
 
         case 0x0f:                              /* def_cfa_expression */
-            c->pos += prof_read_uleb(c);
+            prof_skip_block(c);
             state->cfa_ok = 0;
             break;
 
         case 0x10:                              /* expression */
         case 0x16:                              /* val_expression */
             reg = prof_read_uleb(c);
-            c->pos += prof_read_uleb(c);
+            prof_skip_block(c);
             goto set_other;
 
         case 0x11:                              /* offset_extended_sf */
@@ -505,6 +522,9 @@ prof_parse_cie(const uint8_t *address, const uint8_t *limit, prof_cie_t *cie)
     aug = (const char *) c.pos;
     while (c.pos < c.end && *c.pos != '\0') {
         c.pos++;
+    }
+    if (c.pos == c.end) {
+        return -1;
     }
     c.pos++;
 
@@ -668,7 +688,7 @@ prof_object_add_fde(prof_unwind_object_t *o, const uint8_t *fde,
     range = prof_read_encoded(&c, cie->fde_encoding & 0x0f, 0);
 
     if (cie->augmented) {
-        c.pos += prof_read_uleb(&c);
+        prof_skip_block(&c);
     }
 
     if (c.bad || range == 0 || pc < o->base) {
@@ -732,6 +752,7 @@ prof_unwind_add_object(struct dl_phdr_info *info, size_t size, void *data)
     int                    i;
     uint8_t                version, ptr_encoding, count_encoding, table_enc;
     int32_t                entry[2];
+    size_t                 hdr_size;
     uint64_t               n, k;
     const uint8_t         *hdr;
     prof_cie_t             cie;
@@ -740,14 +761,16 @@ prof_unwind_add_object(struct dl_phdr_info *info, size_t size, void *data)
     prof_unwind_object_t  *o, *objects;
 
     hdr = NULL;
+    hdr_size = 0;
     for (i = 0; i < info->dlpi_phnum; i++) {
         if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) {
             hdr = (const uint8_t *) (info->dlpi_addr
                                      + info->dlpi_phdr[i].p_vaddr);
+            hdr_size = info->dlpi_phdr[i].p_memsz;
         }
     }
 
-    if (hdr == NULL) {
+    if (hdr == NULL || hdr_size < 4) {
         return 0;
     }
 
@@ -763,11 +786,11 @@ prof_unwind_add_object(struct dl_phdr_info *info, size_t size, void *data)
     }
 
     c.pos = hdr + 4;
-    c.end = hdr + 4 + 16;
+    c.end = hdr + hdr_size;
     c.bad = 0;
     (void) prof_read_encoded(&c, ptr_encoding, (uintptr_t) hdr);
     n = prof_read_encoded(&c, count_encoding, (uintptr_t) hdr);
-    if (c.bad || n == 0) {
+    if (c.bad || n == 0 || n > (uint64_t) (c.end - c.pos) / 8) {
         return 0;
     }
 
