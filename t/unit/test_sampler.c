@@ -9,12 +9,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <cmocka.h>
 
+#include "endpoint_counts.h"
 #include "sampler.h"
 #include "symbolizer.h"
 
@@ -326,6 +329,84 @@ test_wake_up_after_idle_splits_the_tick(void **state)
 }
 
 
+static size_t
+queued_batches(prof_queue_t *q)
+{
+    size_t  n;
+
+    pthread_mutex_lock(&q->mutex);
+    n = q->queued_batches;
+    pthread_mutex_unlock(&q->mutex);
+
+    return n;
+}
+
+
+/*
+ * At the memory ceiling (the consumer stalled) a barrier carries no
+ * endpoint counts: their requests are counted as dropped, once each.
+ */
+static void
+test_counts_dropped_at_the_ceiling(void **state)
+{
+    fixture_t               *f = *state;
+    int                      i, n;
+    char                     name[32];
+    int64_t                  deadline;
+    prof_sampler_conf_t      conf;
+    prof_endpoint_counts_t  *first, *second;
+
+    /* A queue that holds one batch, never consumed. */
+    prof_sampler_stop(f->sampler, NULL);
+    prof_queue_destroy(&f->queue);
+    memset(&f->diagnostics, 0, sizeof(f->diagnostics));
+
+    assert_int_equal(prof_queue_init(&f->queue, 64 * 1024, 64 * 1024 + 1024,
+                                     1), 0);
+
+    memset(&conf, 0, sizeof(conf));
+    conf.interval_ns = INTERVAL_NS;
+    conf.max_frames = 64;
+    conf.push_every_ns = 3600 * 1000000000LL;
+    conf.queue = &f->queue;
+    conf.diagnostics = &f->diagnostics;
+    assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
+
+    first = prof_endpoint_counts_create();
+    second = prof_endpoint_counts_create();
+    assert_non_null(first);
+    assert_non_null(second);
+
+    assert_int_equal(prof_endpoint_counts_add(first, "GET /", 5), 0);
+
+    /* The second has more endpoints than a table keeps: 10 dropped. */
+    for (i = 0; i < PROF_ENDPOINT_COUNTS_MAX + 10; i++) {
+        n = snprintf(name, sizeof(name), "GET /%d", i);
+        assert_int_equal(prof_endpoint_counts_add(second, name, n), 0);
+    }
+
+    /* The first barrier takes the queue's only batch, with its counts. */
+    prof_sampler_request_flush(f->sampler, first);
+
+    deadline = clock_ns(CLOCK_MONOTONIC) + 5 * 1000000000LL;
+    while (queued_batches(&f->queue) == 0
+           && clock_ns(CLOCK_MONOTONIC) < deadline)
+    {
+        struct timespec  pause = { 0, 1000 * 1000 };
+        nanosleep(&pause, NULL);
+    }
+    assert_int_equal(queued_batches(&f->queue), 1);
+
+    /* The next one is past the ceiling. */
+    prof_sampler_request_flush(f->sampler, second);
+    prof_sampler_stop(f->sampler, NULL);
+    f->sampler = NULL;
+
+    assert_int_equal(prof_counter_get(f->diagnostics.endpoints_dropped),
+                     PROF_ENDPOINT_COUNTS_MAX + 10);
+}
+
+
 static void
 test_flush_request_closes_the_batch_stream(void **state)
 {
@@ -376,6 +457,8 @@ main(void)
             test_wake_up_after_idle_splits_the_tick, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_flush_request_closes_the_batch_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_counts_dropped_at_the_ceiling, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_second_sampler_is_refused, setup, teardown),
     };
