@@ -128,51 +128,53 @@ typedef struct {
 } prof_cie_t;
 
 
+/* A LEB128 number's bits; *shift: how many, *last: its last byte. */
 static uint64_t
-prof_read_uleb(prof_cursor_t *c)
+prof_read_leb(prof_cursor_t *c, unsigned *shift, uint8_t *last)
 {
-    unsigned  shift;
     uint8_t   byte;
     uint64_t  value;
 
     value = 0;
-    shift = 0;
+    *shift = 0;
 
     do {
-        if (c->pos >= c->end || shift > 63) {
+        if (c->pos >= c->end || *shift > 63) {
             c->bad = 1;
+            *last = 0;
             return 0;
         }
         byte = *c->pos++;
-        value |= (uint64_t) (byte & 0x7f) << shift;
-        shift += 7;
+        value |= (uint64_t) (byte & 0x7f) << *shift;
+        *shift += 7;
     } while (byte & 0x80);
 
+    *last = byte;
+
     return value;
+}
+
+
+static uint64_t
+prof_read_uleb(prof_cursor_t *c)
+{
+    uint8_t   last;
+    unsigned  shift;
+
+    return prof_read_leb(c, &shift, &last);
 }
 
 
 static int64_t
 prof_read_sleb(prof_cursor_t *c)
 {
+    uint8_t   last;
     unsigned  shift;
-    uint8_t   byte;
     uint64_t  value;
 
-    value = 0;
-    shift = 0;
+    value = prof_read_leb(c, &shift, &last);
 
-    do {
-        if (c->pos >= c->end || shift > 63) {
-            c->bad = 1;
-            return 0;
-        }
-        byte = *c->pos++;
-        value |= (uint64_t) (byte & 0x7f) << shift;
-        shift += 7;
-    } while (byte & 0x80);
-
-    if (shift < 64 && (byte & 0x40)) {
+    if (shift < 64 && (last & 0x40)) {
         value |= ~(uint64_t) 0 << shift;
     }
 

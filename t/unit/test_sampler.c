@@ -23,6 +23,7 @@
 
 
 #define INTERVAL_NS  (10 * 1000 * 1000LL)
+#define IDLE_LEAF    0x1234         /* the idle stack's made-up leaf */
 
 
 typedef struct {
@@ -40,6 +41,8 @@ typedef struct {
     unsigned  cpu_samples_in_burn;
     unsigned  barriers;
     unsigned  samples_after_last_barrier;
+    int64_t   wall_ns_idle;         /* at the IDLE_LEAF stack */
+    int64_t   wall_ns_in_burn;
 } totals_t;
 
 
@@ -157,6 +160,13 @@ collect(fixture_t *f, totals_t *t, uint64_t burn_start, uint64_t burn_end)
             t->wall_samples += s->wall_samples;
             t->samples_after_last_barrier++;
 
+            if (s->frame_count > 0 && prof_sample_frames(s)[0] == IDLE_LEAF) {
+                t->wall_ns_idle += s->wall_ns;
+
+            } else if (in_range(s, burn_start, burn_end)) {
+                t->wall_ns_in_burn += s->wall_ns;
+            }
+
             if (s->cpu_samples && in_range(s, burn_start, burn_end)) {
                 t->cpu_samples_in_burn++;
             }
@@ -242,7 +252,7 @@ test_idle_thread_gets_no_signal(void **state)
 {
     fixture_t        *f = *state;
     totals_t          t;
-    uint64_t          leaf = 0x1234;
+    uint64_t          leaf = IDLE_LEAF;
     struct timespec   pause = { 0, 300 * 1000 * 1000 };
 
     prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
@@ -278,14 +288,10 @@ test_idle_thread_gets_no_signal(void **state)
 static void
 test_wake_up_after_idle_splits_the_tick(void **state)
 {
-    fixture_t            *f = *state;
-    size_t                offset;
-    int64_t               idle_wall, burn_wall;
-    uint32_t              i;
-    uint64_t              leaf = 0x1234, start, end;
-    prof_batch_t         *b, *next;
-    struct timespec       pause = { 0, 600 * 1000 * 1000 };
-    const prof_sample_t  *s;
+    fixture_t        *f = *state;
+    totals_t          t;
+    uint64_t          leaf = IDLE_LEAF, start, end;
+    struct timespec   pause = { 0, 600 * 1000 * 1000 };
 
     burn_range(&start, &end);
 
@@ -299,33 +305,15 @@ test_wake_up_after_idle_splits_the_tick(void **state)
     prof_sampler_stop(f->sampler, NULL);
     f->sampler = NULL;
 
-    idle_wall = 0;
-    burn_wall = 0;
-
-    for (b = prof_queue_pop_all(&f->queue); b != NULL; b = next) {
-        next = b->next;
-        offset = 0;
-
-        for (i = 0; i < b->sample_count; i++) {
-            s = (const prof_sample_t *) (b->data + offset);
-            offset += prof_sample_size(s->frame_count, s->endpoint_length);
-
-            if (s->frame_count > 0 && prof_sample_frames(s)[0] == leaf) {
-                idle_wall += s->wall_ns;
-            } else if (in_range(s, start, end)) {
-                burn_wall += s->wall_ns;
-            }
-        }
-
-        prof_queue_release(&f->queue, b);
-    }
+    memset(&t, 0, sizeof(t));
+    collect(f, &t, start, end);
 
     print_message("wall: %lld ms in the wait, %lld ms burning 40 ms\n",
-                  (long long) idle_wall / 1000000,
-                  (long long) burn_wall / 1000000);
+                  (long long) t.wall_ns_idle / 1000000,
+                  (long long) t.wall_ns_in_burn / 1000000);
 
-    assert_true(idle_wall >= 550 * 1000 * 1000LL);
-    assert_true(burn_wall <= 40 * 1000 * 1000LL + 4 * INTERVAL_NS);
+    assert_true(t.wall_ns_idle >= 550 * 1000 * 1000LL);
+    assert_true(t.wall_ns_in_burn <= 40 * 1000 * 1000LL + 4 * INTERVAL_NS);
 }
 
 
