@@ -3,11 +3,14 @@
 
 BUILD ?= build
 
+# 'make deb' needs no ./configure (debian/rules configures its own build).
+ifneq ($(if $(MAKECMDGOALS),$(filter-out deb,$(MAKECMDGOALS)),all),)
 ifeq ($(wildcard $(BUILD)/config.mk),)
 $(error $(BUILD)/config.mk is missing: run ./configure first)
 endif
 
 include $(BUILD)/config.mk
+endif
 
 MODULE = $(BUILD_DIR)/ngx_http_profiling_module.so
 TEST_MODULES = $(BUILD_DIR)/test/ngx_http_profiling_module.so \
@@ -66,9 +69,13 @@ unit: $(UNIT_TESTS)
 integration: module test-modules
 	PROFILING_BUILD=$(BUILD_DIR) prove -v $(TOP)/t/
 
-# libFuzzer (clang) on the trace context parsers, for FUZZ_SECONDS.
+# libFuzzer (clang) on the trace context parsers for FUZZ_SECONDS, and on
+# the symbolizer's ELF parsing for FUZZ_ELF_SECONDS (seeds made from the
+# system's own libraries by t/fuzz/elf-seeds.sh).
 FUZZ_SECONDS ?= 30
+FUZZ_ELF_SECONDS ?= $(FUZZ_SECONDS)
 FUZZER = $(BUILD_DIR)/fuzz/fuzz_trace_context
+FUZZER_ELF = $(BUILD_DIR)/fuzz/fuzz_elf
 
 $(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/trace_context.c \
         $(TOP)/shared/trace_context.h
@@ -77,9 +84,20 @@ $(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/trace_context.c \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
 	    $(TOP)/shared/trace_context.c
 
-fuzz: $(FUZZER)
+$(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(TOP)/shared/symbolizer.c \
+        $(TOP)/shared/symbolizer.h
+	mkdir -p $(BUILD_DIR)/fuzz/elf-corpus
+	clang -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
+	    $(TOP)/shared/symbolizer.c
+
+fuzz: $(FUZZER) $(FUZZER_ELF)
 	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=256 \
 	    $(BUILD_DIR)/fuzz/corpus $(TOP)/t/fuzz/seeds
+	rm -rf $(BUILD_DIR)/fuzz/elf-seeds
+	CC=clang $(TOP)/t/fuzz/elf-seeds.sh $(BUILD_DIR)/fuzz/elf-seeds
+	$(FUZZER_ELF) -max_total_time=$(FUZZ_ELF_SECONDS) -max_len=65536 \
+	    $(BUILD_DIR)/fuzz/elf-corpus $(BUILD_DIR)/fuzz/elf-seeds
 
 # Cold-path benchmark of the profiler loop thread (aggregation, pprof
 # encoding), optimised as the packaged nginx is: build only, run it by hand.
@@ -93,6 +111,13 @@ $(BUILD_DIR)/bench/coldpath: $(TOP)/t/bench/coldpath.c $(SHARED_SRCS) \
 bench-cold: $(BUILD_DIR)/bench/coldpath
 
 test: unit integration fuzz
+
+# The Debian package libnginx-mod-http-profiling (debian/): dpkg-buildpackage
+# writes the .deb (and .buildinfo, .changes) into the parent directory.
+.PHONY: deb
+deb:
+	cd $(dir $(abspath $(firstword $(MAKEFILE_LIST)))) && \
+	    dpkg-buildpackage -b -us -uc
 
 clean:
 	rm -rf $(BUILD_DIR)/nginx $(BUILD_DIR)/nginx-test $(BUILD_DIR)/gen $(BUILD_DIR)/unit \
