@@ -1,30 +1,46 @@
 /*
  * ngx_http_profiling_module: directives, and the profiler's life in a
  * worker process: started in init_process, a profile closed by a timer
- * every period, the last one written in exit_process.
+ * every period, the last one written in exit_process within nginx's
+ * deadlines; the profiler's messages logged from the event loop.
  */
 
-#include <sys/epoll.h>
+#include <sys/eventfd.h>
 
 #include "ngx_http_profiling_module.h"
+#include "file_export.h"
 
 
 #define NGX_HTTP_PROFILING_APM_SOCKET  "/var/run/datadog/apm.socket"
+
+/* On TERM nginx kills a worker ~3 s later: the profiler's thread gets
+   this long to write the last profile to the dump directory. */
+#define NGX_HTTP_PROFILING_TERM_WAIT_MS    300
+
+/* A worker exiting gracefully (reload) waits for its last upload no
+   longer than this. */
+#define NGX_HTTP_PROFILING_EXIT_UPLOAD_MS  1000
 
 
 typedef struct {
     ngx_flag_t     enabled_anywhere;
     ngx_str_t      dump_dir;
+    ngx_uint_t     dump_keep_files;     /* 0: no bound */
+    off_t          dump_keep_bytes;     /* 0: no bound */
     ngx_str_t      agent_url;           /* "off": none */
     ngx_msec_t     upload_timeout;
     ngx_msec_t     period;
     ngx_msec_t     interval;
     ngx_uint_t     max_frames;
     size_t         memory_limit;
-    ngx_str_t      service;
+    ngx_str_t      service;             /* set: by directive or DD_* */
     ngx_str_t      env;
     ngx_str_t      version;
+    ngx_flag_t     service_set;         /* by a directive */
+    ngx_flag_t     env_set;
+    ngx_flag_t     version_set;
     ngx_array_t   *tags;                /* of ngx_str_t "key:value" */
+    void          *tracer;              /* ngx_http_profiling_tracer.c */
 } ngx_http_profiling_main_conf_t;
 
 
@@ -45,6 +61,8 @@ static char *ngx_http_profiling_memory_limit(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static char *ngx_http_profiling_dump_dir(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_profiling_dump_keep(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static char *ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -117,6 +135,13 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       ngx_http_profiling_dump_dir,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_profiling_main_conf_t, dump_dir),
+      NULL },
+
+    { ngx_string("profiling_dump_keep"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_http_profiling_dump_keep,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
       NULL },
 
     { ngx_string("profiling_agent_url"),
@@ -224,17 +249,19 @@ ngx_module_t  ngx_http_profiling_module = {
 };
 
 
-/* The profiler of this worker process, NULL when it does not sample. */
-static prof_t                   *ngx_http_profiling_profiler;
+prof_t                          *ngx_http_profiling_profiler;
 
 /* Built by the master for the cycle, inherited by its workers. */
 static prof_unwind_table_t      *ngx_http_profiling_unwind_table;
 static ngx_event_t               ngx_http_profiling_flush_event;
 static ngx_connection_t          ngx_http_profiling_flush_conn;
 static ngx_msec_t                ngx_http_profiling_period_ms;
-static ngx_uint_t                ngx_http_profiling_idle_captured;
-static ngx_int_t               (*ngx_http_profiling_orig_process_events)(
-    ngx_cycle_t *cycle, ngx_msec_t timer, ngx_uint_t flags);
+static ngx_msec_t                ngx_http_profiling_upload_ms;
+static ngx_cycle_t              *ngx_http_profiling_cycle;
+
+/* The profiler's thread wakes the event loop to log its messages. */
+static int                       ngx_http_profiling_log_fd = -1;
+static ngx_connection_t         *ngx_http_profiling_log_conn;
 
 
 static char *
@@ -396,6 +423,73 @@ ngx_http_profiling_dump_dir(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     return NGX_CONF_OK;
+}
+
+
+/*
+ * profiling_dump_keep: a number of files and/or a size (with a unit), or
+ * off. A plain number is a count.
+ */
+static char *
+ngx_http_profiling_dump_keep(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    off_t        size;
+    ngx_int_t    n;
+    ngx_str_t   *value;
+    ngx_uint_t   i, have_count, have_size;
+
+    if (pmcf->dump_keep_files != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    pmcf->dump_keep_files = 0;
+    pmcf->dump_keep_bytes = 0;
+    have_count = 0;
+    have_size = 0;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        if (ngx_strcmp(value[i].data, "off") == 0) {
+            if (cf->args->nelts == 2) {
+                return NGX_CONF_OK;
+            }
+            goto invalid;
+        }
+
+        if (value[i].len > 0 && isdigit(value[i].data[value[i].len - 1])) {
+            n = ngx_atoi(value[i].data, value[i].len);
+            if (have_count || n == NGX_ERROR || n < 1
+                || n > PROF_DUMP_KEEP_FILES_MAX)
+            {
+                goto invalid;
+            }
+            pmcf->dump_keep_files = n;
+            have_count = 1;
+            continue;
+        }
+
+        size = ngx_parse_offset(&value[i]);
+        if (have_size || size == NGX_ERROR || size < 64 * 1024) {
+            goto invalid;
+        }
+        pmcf->dump_keep_bytes = size;
+        have_size = 1;
+    }
+
+    return NGX_CONF_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\" in \"%V\" directive, it must "
+                       "be a number of files (1..%d) and/or a size with a "
+                       "unit k, m or g (at least 64k), or \"off\"",
+                       &value[i], &cmd->name, PROF_DUMP_KEEP_FILES_MAX);
+
+    return NGX_CONF_ERROR;
 }
 
 
@@ -702,6 +796,8 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
      *     pmcf->tags = NULL;
      */
 
+    pmcf->dump_keep_files = NGX_CONF_UNSET_UINT;
+    pmcf->dump_keep_bytes = NGX_CONF_UNSET;
     pmcf->upload_timeout = NGX_CONF_UNSET_MSEC;
     pmcf->period = NGX_CONF_UNSET_MSEC;
     pmcf->interval = NGX_CONF_UNSET_MSEC;
@@ -723,6 +819,16 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_size_value(pmcf->memory_limit, 8 * 1024 * 1024);
 
     ngx_conf_init_msec_value(pmcf->upload_timeout, 10000);
+
+    /* The directives' values win over the environment and a tracer's. */
+    pmcf->service_set = (pmcf->service.data != NULL);
+    pmcf->env_set = (pmcf->env.data != NULL);
+    pmcf->version_set = (pmcf->version.data != NULL);
+
+    if (pmcf->dump_keep_files == NGX_CONF_UNSET_UINT) {
+        pmcf->dump_keep_files = PROF_DUMP_KEEP_FILES_DEFAULT;
+        pmcf->dump_keep_bytes = PROF_DUMP_KEEP_BYTES_DEFAULT;
+    }
 
     /* Read here, in the master: workers lose the environment. */
 
@@ -789,6 +895,24 @@ ngx_http_profiling_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 static ngx_int_t
 ngx_http_profiling_postconfiguration(ngx_conf_t *cf)
 {
+    ngx_http_profiling_main_conf_t  *pmcf;
+
+    if (ngx_http_profiling_request_vars(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    pmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_profiling_module);
+
+    /* Off everywhere: no hook at all. */
+    if (!pmcf->enabled_anywhere) {
+        return NGX_OK;
+    }
+
+    pmcf->tracer = ngx_http_profiling_tracer_create(cf);
+    if (pmcf->tracer == NULL) {
+        return NGX_ERROR;
+    }
+
     return ngx_http_profiling_request_init(cf);
 }
 
@@ -843,15 +967,82 @@ ngx_http_profiling_share_unwind_table(ngx_cycle_t *cycle)
 
 
 /*
+ * As root, the dump directory made for the workers' user when missing:
+ * created 0700 and owned through its descriptor, never through a path a
+ * symbolic link could redirect; an existing one is left as it is (a
+ * worker that cannot write it says so once, at its start).
+ */
+static void
+ngx_http_profiling_make_dump_dir(ngx_cycle_t *cycle, u_char *path)
+{
+    int               fd, created;
+    ngx_err_t         err;
+    ngx_core_conf_t  *ccf;
+    struct stat       st;
+
+    created = 1;
+
+    if (mkdir((char *) path, 0700) == -1) {
+        err = ngx_errno;
+        if (err != NGX_EEXIST) {
+            ngx_log_error(NGX_LOG_ERR, cycle->log, err,
+                          "profiling_dump_dir: mkdir(\"%s\") failed, "
+                          "profiles will not be written", path);
+            return;
+        }
+        created = 0;
+    }
+
+    fd = open((char *) path, O_RDONLY|O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC);
+    if (fd == -1) {
+        err = ngx_errno;
+        ngx_log_error(NGX_LOG_ERR, cycle->log, err,
+                      "profiling_dump_dir \"%s\" cannot be opened%s, "
+                      "profiles will not be written", path,
+                      (lstat((char *) path, &st) == 0 && S_ISLNK(st.st_mode))
+                      ? " (a symbolic link is not followed: name the "
+                        "directory it points to)" : "");
+        return;
+    }
+
+    if (created) {
+        (void) fchmod(fd, 0700);
+
+        ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx,
+                                               ngx_core_module);
+
+        if (geteuid() == 0 && ccf->user != (ngx_uid_t) NGX_CONF_UNSET_UINT
+            && fchown(fd, ccf->user, ccf->group) == -1)
+        {
+            ngx_log_error(NGX_LOG_ERR, cycle->log, ngx_errno,
+                          "profiling_dump_dir: fchown(\"%s\", %d) failed",
+                          path, ccf->user);
+        }
+    }
+
+    (void) close(fd);
+}
+
+
+static ngx_int_t ngx_http_profiling_start(ngx_cycle_t *cycle);
+static void ngx_http_profiling_stop(void);
+static void ngx_http_profiling_cycle_gone(void *data);
+
+/* init_process ran without a master: reloads reach init_module only. */
+static ngx_uint_t                ngx_http_profiling_single;
+
+
+/*
  * In the master, as root: build the unwind tables, create the dump
- * directory for the workers' user, as nginx does for its temporary paths.
+ * directory for the workers' user. Without a master, a new cycle (a
+ * reload) restarts the profiler with its settings.
  */
 static ngx_int_t
 ngx_http_profiling_init_module(ngx_cycle_t *cycle)
 {
     u_char                          *path;
-    ngx_core_conf_t                 *ccf;
-    ngx_file_info_t                  fi;
+    ngx_uint_t                       reload;
+    ngx_pool_cleanup_t              *cln;
     ngx_http_profiling_main_conf_t  *pmcf;
 
     ngx_http_profiling_request_init_cycle(cycle);
@@ -859,52 +1050,54 @@ ngx_http_profiling_init_module(ngx_cycle_t *cycle)
     pmcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                ngx_http_profiling_module);
 
-    if (pmcf == NULL || !pmcf->enabled_anywhere || ngx_test_config) {
+    if (pmcf == NULL || ngx_test_config) {
+        return NGX_OK;
+    }
+
+    reload = 0;
+
+    if (ngx_process == NGX_PROCESS_SINGLE) {
+        /* A cycle's pool goes before the module may be unloaded with it. */
+        cln = ngx_pool_cleanup_add(cycle->pool, 0);
+        if (cln == NULL) {
+            return NGX_ERROR;
+        }
+        cln->handler = ngx_http_profiling_cycle_gone;
+        cln->data = cycle;
+
+        if (ngx_http_profiling_single) {
+            ngx_http_profiling_stop();
+            reload = 1;
+        }
+    }
+
+    if (!pmcf->enabled_anywhere) {
         return NGX_OK;
     }
 
     ngx_http_profiling_share_unwind_table(cycle);
 
-    if (pmcf->dump_dir.len == 0) {
-        return NGX_OK;
-    }
-
-    path = ngx_pnalloc(cycle->pool, pmcf->dump_dir.len + 1);
-    if (path == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_cpystrn(path, pmcf->dump_dir.data, pmcf->dump_dir.len + 1);
-
-    if (ngx_file_info(path, &fi) == 0) {
-        if (!ngx_is_dir(&fi)) {
-            ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
-                          "profiling_dump_dir \"%s\" is not a directory, "
-                          "profiles will not be written", path);
+    if (pmcf->dump_dir.len > 0) {
+        path = ngx_pnalloc(cycle->pool, pmcf->dump_dir.len + 1);
+        if (path == NULL) {
+            return NGX_ERROR;
         }
-        return NGX_OK;
+
+        ngx_cpystrn(path, pmcf->dump_dir.data, pmcf->dump_dir.len + 1);
+
+        ngx_http_profiling_make_dump_dir(cycle, path);
     }
 
-    if (ngx_create_dir(path, 0700) == NGX_FILE_ERROR) {
-        ngx_log_error(NGX_LOG_ERR, cycle->log, ngx_errno,
-                      ngx_create_dir_n " \"%s\" failed, "
-                      "profiles will not be written", path);
-        return NGX_OK;
-    }
-
-    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
-
-    if (geteuid() == 0 && ccf->user != (ngx_uid_t) NGX_CONF_UNSET_UINT
-        && chown((char *) path, ccf->user, ccf->group) == -1)
-    {
-        ngx_log_error(NGX_LOG_ERR, cycle->log, ngx_errno,
-                      "chown(\"%s\", %d) failed", path, ccf->user);
+    if (reload) {
+        (void) ngx_http_profiling_start(cycle);
     }
 
     return NGX_OK;
 }
 
 
+/* The profiler's messages, on the event loop (nginx's logs are not
+   thread-safe). */
 static void
 ngx_http_profiling_log(void *data, int level, const char *message)
 {
@@ -916,81 +1109,88 @@ ngx_http_profiling_log(void *data, int level, const char *message)
 }
 
 
+/* From the profiler's thread: one write(2) to an eventfd. */
 static void
-ngx_http_profiling_flush_handler(ngx_event_t *ev)
+ngx_http_profiling_log_notify(void *data)
 {
-    prof_flush(ngx_http_profiling_profiler,
-               ngx_http_profiling_take_endpoint_counts());
+    uint64_t  one = 1;
 
-    ngx_add_timer(ev, ngx_http_profiling_period_ms);
+    (void) write(ngx_http_profiling_log_fd, &one, sizeof(one));
 }
 
 
-/*
- * Wraps the event module's process_events: brackets the event wait (the
- * sampler does not signal a worker parked there, and gives its wall time
- * to the stack captured here once), then runs the ready handlers, each
- * with its request's context published to the sampler.
- */
-static ngx_int_t
-ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
-    ngx_uint_t flags)
+static void
+ngx_http_profiling_log_event(ngx_event_t *ev)
 {
-    ngx_int_t        rc;
-    ngx_uint_t       n;
-    uint64_t         leaf[2];
-    ngx_queue_t     *q;
-    ngx_event_t     *ev;
-    prof_sampler_t  *sampler;
+    uint64_t  n;
 
-    sampler = ngx_http_profiling_sampler;
+    (void) read(ngx_http_profiling_log_fd, &n, sizeof(n));
 
-    if (!ngx_http_profiling_idle_captured) {
-        ngx_http_profiling_idle_captured = 1;
-        n = 0;
+    if (ngx_http_profiling_profiler != NULL) {
+        prof_deliver_log(ngx_http_profiling_profiler);
+    }
+}
 
-#if (NGX_HAVE_EPOLL)
-        if (ngx_event_flags & NGX_USE_EPOLL_EVENT) {
-            leaf[n++] = (uint64_t) (uintptr_t) epoll_wait;
-        }
-#endif
 
-        /* A return address: the aggregator moves it back by one. */
-        leaf[n++] = (uint64_t) (uintptr_t)
-                    ngx_http_profiling_orig_process_events + 1;
+static ngx_int_t
+ngx_http_profiling_log_open(ngx_cycle_t *cycle)
+{
+    ngx_event_t       *rev;
+    ngx_connection_t  *c;
 
-        /* Skip the capturing function and this one. */
-        prof_sampler_capture_idle_stack(sampler, leaf, n, 2);
+    ngx_http_profiling_log_fd = eventfd(0, EFD_NONBLOCK|EFD_CLOEXEC);
+
+    if (ngx_http_profiling_log_fd == -1) {
+        return NGX_ERROR;
     }
 
-    /* Back in the event loop: no request executes (timers had theirs). */
-    ngx_http_profiling_request_leave();
-
-    /*
-     * With NGX_POST_EVENTS the event module only waits and queues what is
-     * ready (as nginx does when it holds the accept mutex), so the bracket
-     * covers the wait alone.
-     */
-    prof_sampler_set_waiting(sampler, 1);
-    rc = ngx_http_profiling_orig_process_events(cycle, timer,
-                                                flags | NGX_POST_EVENTS);
-    prof_sampler_set_waiting(sampler, 0);
-
-    /*
-     * The queued handlers run here, then the expired timers, each with its
-     * request's context (nginx finds nothing left to run). With the accept
-     * mutex held, nginx still runs the queued accept events after this.
-     */
-    while (!ngx_queue_empty(&ngx_posted_events)) {
-        q = ngx_queue_head(&ngx_posted_events);
-        ev = ngx_queue_data(q, ngx_event_t, queue);
-        ngx_delete_posted_event(ev);
-        ngx_http_profiling_dispatch(ev);
+    c = ngx_get_connection(ngx_http_profiling_log_fd, cycle->log);
+    if (c == NULL) {
+        (void) close(ngx_http_profiling_log_fd);
+        ngx_http_profiling_log_fd = -1;
+        return NGX_ERROR;
     }
 
-    ngx_http_profiling_expire_timers();
+    rev = c->read;
+    rev->log = cycle->log;
+    c->write->log = cycle->log;
 
-    return rc;
+    /* Like nginx's channel: no request, never closed as idle. */
+    rev->channel = 1;
+    c->write->channel = 1;
+    rev->handler = ngx_http_profiling_log_event;
+
+    if (ngx_add_event(rev, NGX_READ_EVENT, 0) == NGX_ERROR) {
+        ngx_free_connection(c);
+        (void) close(ngx_http_profiling_log_fd);
+        ngx_http_profiling_log_fd = -1;
+        return NGX_ERROR;
+    }
+
+    ngx_http_profiling_log_conn = c;
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_profiling_log_close(void)
+{
+    if (ngx_http_profiling_log_conn != NULL) {
+        ngx_close_connection(ngx_http_profiling_log_conn);
+    }
+
+    ngx_http_profiling_log_conn = NULL;
+    ngx_http_profiling_log_fd = -1;
+}
+
+
+static void
+ngx_http_profiling_flush_handler(ngx_event_t *ev)
+{
+    prof_flush(ngx_http_profiling_profiler);
+
+    ngx_add_timer(ev, ngx_http_profiling_period_ms);
 }
 
 
@@ -1016,12 +1216,12 @@ ngx_http_profiling_cstr(ngx_pool_t *pool, ngx_str_t *s)
 
 
 static ngx_int_t
-ngx_http_profiling_init_process(ngx_cycle_t *cycle)
+ngx_http_profiling_start(ngx_cycle_t *cycle)
 {
     int                              rc;
     char                           **tags;
-    ngx_str_t                       *tag;
-    ngx_uint_t                       i;
+    ngx_str_t                       *tag, service, env, version;
+    ngx_uint_t                       i, traced;
     prof_conf_t                      conf;
     ngx_http_profiling_main_conf_t  *pmcf;
 
@@ -1029,12 +1229,6 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
                                                ngx_http_profiling_module);
 
     if (pmcf == NULL || !pmcf->enabled_anywhere) {
-        return NGX_OK;
-    }
-
-    if (ngx_process != NGX_PROCESS_WORKER
-        && ngx_process != NGX_PROCESS_SINGLE)
-    {
         return NGX_OK;
     }
 
@@ -1058,13 +1252,58 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
         conf.tag_count = pmcf->tags->nelts;
     }
 
+    /*
+     * The identity: the directives', else what a tracer beside is
+     * configured with (its spans carry it), else what the tracer says at
+     * run time (prof_conf_t), else the environment's.
+     */
+    traced = ngx_http_profiling_tracer_use(pmcf->tracer);
+
+    service = pmcf->service;
+    env = pmcf->env;
+    version = pmcf->version;
+
+    conf.service_explicit = pmcf->service_set;
+    conf.env_explicit = pmcf->env_set;
+    conf.version_explicit = pmcf->version_set;
+
+    if (traced) {
+        ngx_str_null(&service);
+        ngx_str_null(&env);
+        ngx_str_null(&version);
+
+        (void) ngx_http_profiling_tracer_identity(cycle, &service, &env,
+                                                  &version);
+
+        if (pmcf->service_set || service.len == 0) {
+            service = pmcf->service;
+        } else {
+            conf.service_explicit = 1;
+        }
+
+        if (pmcf->env_set || env.len == 0) {
+            env = pmcf->env;
+        } else {
+            conf.env_explicit = 1;
+        }
+
+        if (pmcf->version_set || version.len == 0) {
+            version = pmcf->version;
+        } else {
+            conf.version_explicit = 1;
+        }
+    }
+
     conf.interval_ns = (int64_t) pmcf->interval * 1000000;
     conf.max_frames = pmcf->max_frames;
     conf.memory_limit = pmcf->memory_limit;
     conf.dump_dir = ngx_http_profiling_cstr(cycle->pool, &pmcf->dump_dir);
-    conf.service = ngx_http_profiling_cstr(cycle->pool, &pmcf->service);
-    conf.env = ngx_http_profiling_cstr(cycle->pool, &pmcf->env);
-    conf.version = ngx_http_profiling_cstr(cycle->pool, &pmcf->version);
+    conf.dump_keep_files = pmcf->dump_keep_files;
+    conf.dump_keep_bytes = pmcf->dump_keep_bytes;
+    conf.service = ngx_http_profiling_cstr(cycle->pool, &service);
+    conf.env = ngx_http_profiling_cstr(cycle->pool, &env);
+    conf.version = ngx_http_profiling_cstr(cycle->pool, &version);
+    conf.tracer_identity = 1;
     conf.runtime_version = NGINX_VERSION;
     conf.upload_timeout_ms = pmcf->upload_timeout;
     conf.log = ngx_http_profiling_log;
@@ -1075,9 +1314,9 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
                                                  &pmcf->agent_url);
     }
 
-    /* The last profile's export is bounded: see exit_process. */
-    conf.final_timeout_ms = (conf.agent_url != NULL)
-                            ? (int64_t) pmcf->upload_timeout + 1000 : 5000;
+    if (ngx_http_profiling_log_open(cycle) == NGX_OK) {
+        conf.log_notify = ngx_http_profiling_log_notify;
+    }
 
     rc = prof_start(&ngx_http_profiling_profiler, &conf);
 
@@ -1087,15 +1326,21 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
                       "profiling: the sampler could not start, "
                       "profiling is disabled in this process");
         ngx_http_profiling_profiler = NULL;
+        ngx_http_profiling_log_close();
         return NGX_OK;
     }
 
+    ngx_http_profiling_cycle = cycle;
     ngx_http_profiling_sampler = prof_get_sampler(ngx_http_profiling_profiler);
-    ngx_http_profiling_orig_process_events = ngx_event_actions.process_events;
-    ngx_event_actions.process_events = ngx_http_profiling_process_events;
-    ngx_http_profiling_idle_captured = 0;
+    ngx_http_profiling_hot = prof_sampler_hot(ngx_http_profiling_sampler);
+    ngx_http_profiling_endpoints =
+                   prof_get_endpoint_writer(ngx_http_profiling_profiler);
+
+    ngx_http_profiling_request_start(traced);
+    ngx_http_profiling_events_start();
 
     ngx_http_profiling_period_ms = pmcf->period;
+    ngx_http_profiling_upload_ms = pmcf->upload_timeout;
 
     ngx_http_profiling_flush_conn.fd = (ngx_socket_t) -1;
     ngx_http_profiling_flush_event.data = &ngx_http_profiling_flush_conn;
@@ -1118,9 +1363,31 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
 }
 
 
-static void
-ngx_http_profiling_exit_process(ngx_cycle_t *cycle)
+static ngx_int_t
+ngx_http_profiling_init_process(ngx_cycle_t *cycle)
 {
+    if (ngx_process == NGX_PROCESS_SINGLE) {
+        ngx_http_profiling_single = 1;
+
+    } else if (ngx_process != NGX_PROCESS_WORKER) {
+        return NGX_OK;
+    }
+
+    return ngx_http_profiling_start(cycle);
+}
+
+
+/*
+ * Stops the profiler within nginx's deadlines: on TERM/INT (nginx kills a
+ * worker that lingers) the last profile is written to the dump directory
+ * and uploads are given up at once; on a graceful exit (QUIT, reload) the
+ * last upload gets at most a second, whatever profiling_upload_timeout.
+ */
+static void
+ngx_http_profiling_stop(void)
+{
+    int64_t  upload_ms, wait_ms;
+
     if (ngx_http_profiling_profiler == NULL) {
         return;
     }
@@ -1129,12 +1396,45 @@ ngx_http_profiling_exit_process(ngx_cycle_t *cycle)
         ngx_del_timer(&ngx_http_profiling_flush_event);
     }
 
-    ngx_event_actions.process_events = ngx_http_profiling_orig_process_events;
     ngx_http_profiling_request_leave();
+    ngx_http_profiling_events_stop();
+    ngx_http_profiling_hot = NULL;
     ngx_http_profiling_sampler = NULL;
+    ngx_http_profiling_endpoints = NULL;
 
-    /* The requests of the last, partial period are counted in it too. */
-    prof_stop(ngx_http_profiling_profiler,
-              ngx_http_profiling_take_endpoint_counts());
+    if (ngx_terminate) {
+        upload_ms = 0;
+        wait_ms = NGX_HTTP_PROFILING_TERM_WAIT_MS;
+
+    } else {
+        upload_ms = ngx_min(ngx_http_profiling_upload_ms,
+                            NGX_HTTP_PROFILING_EXIT_UPLOAD_MS);
+        wait_ms = upload_ms + NGX_HTTP_PROFILING_TERM_WAIT_MS;
+    }
+
+    if (prof_stop(ngx_http_profiling_profiler, upload_ms, wait_ms) == 0) {
+        ngx_http_profiling_log_close();
+    }
+
+    /* Else the profiler's thread may still write to the eventfd. */
+
     ngx_http_profiling_profiler = NULL;
+}
+
+
+static void
+ngx_http_profiling_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_http_profiling_stop();
+}
+
+
+/* The cycle the profiler was started with goes: so does the profiler. */
+static void
+ngx_http_profiling_cycle_gone(void *data)
+{
+    if (data == ngx_http_profiling_cycle) {
+        ngx_http_profiling_stop();
+        ngx_http_profiling_cycle = NULL;
+    }
 }

@@ -1,6 +1,7 @@
 /*
  * What the files of ngx_http_profiling_module share: configuration, the
- * sampler of this worker, and the request hooks (code hotspots).
+ * profiler of this worker, the event loop wrapper, the request hooks
+ * (code hotspots) and the tracer running beside.
  */
 
 #ifndef _NGX_HTTP_PROFILING_MODULE_H_INCLUDED_
@@ -23,29 +24,42 @@ typedef struct {
 } ngx_http_profiling_loc_conf_t;
 
 
-extern ngx_module_t     ngx_http_profiling_module;
+extern ngx_module_t             ngx_http_profiling_module;
 
-/* The sampler of this worker process, NULL when it does not sample. */
-extern prof_sampler_t  *ngx_http_profiling_sampler;
+/* The profiler of this worker process; all NULL when it does not sample. */
+extern prof_t                  *ngx_http_profiling_profiler;
+extern prof_sampler_t          *ngx_http_profiling_sampler;
+extern prof_sampler_hot_t      *ngx_http_profiling_hot;
+extern prof_endpoint_writer_t  *ngx_http_profiling_endpoints;
 
 
-/* postconfiguration: the phase handlers and the variables. */
+/* ngx_http_profiling_events.c: the wrapper of the event module. */
+void ngx_http_profiling_events_start(void);
+void ngx_http_profiling_events_stop(void);
+
+/* ngx_http_profiling_request.c */
+ngx_int_t ngx_http_profiling_request_vars(ngx_conf_t *cf);
 ngx_int_t ngx_http_profiling_request_init(ngx_conf_t *cf);
-
-/* init_module: per-request CPU accounting when a variable needs it. */
 void ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle);
 
-/* Runs a posted event's handler with its request's context published. */
-void ngx_http_profiling_dispatch(ngx_event_t *ev);
+/* init_process: whether a tracer runs beside (its resource names). */
+void ngx_http_profiling_request_start(ngx_uint_t traced);
 
-/* The expired timers, run with their requests' contexts. */
-void ngx_http_profiling_expire_timers(void);
+/* Runs an event's handler with its request published to the sampler. */
+void ngx_http_profiling_dispatch(ngx_event_t *ev);
 
 /* No request is executing (back in the event loop). */
 void ngx_http_profiling_request_leave(void);
 
-/* The requests per endpoint counted since the last call (NULL: none). */
-prof_endpoint_counts_t *ngx_http_profiling_take_endpoint_counts(void);
+/* ngx_http_profiling_tracer.c */
+void *ngx_http_profiling_tracer_create(ngx_conf_t *cf);
+ngx_uint_t ngx_http_profiling_tracer_use(void *tracer);
+ngx_int_t ngx_http_profiling_tracer_ids(ngx_http_request_t *r,
+    uint64_t *span_id, uint64_t *root_id);
+ngx_http_complex_value_t *ngx_http_profiling_tracer_resource(
+    ngx_http_request_t *r);
+ngx_uint_t ngx_http_profiling_tracer_identity(ngx_cycle_t *cycle,
+    ngx_str_t *service, ngx_str_t *env, ngx_str_t *version);
 
 
 #endif /* _NGX_HTTP_PROFILING_MODULE_H_INCLUDED_ */

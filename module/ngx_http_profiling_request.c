@@ -1,8 +1,9 @@
 /*
- * Code hotspots: which request the worker is executing. The request's ids
- * and endpoint are published to the sampler (a plain-data copy the signal
- * handler reads) while its handlers run; endpoints are counted at the end
- * of each request; $profiling_span_id and $profiling_request_cpu.
+ * Code hotspots: which request the worker executes, published to the
+ * sampler at the cost of a few stores an event; the labels of a request
+ * (ids, endpoint) resolved only when a sample carried it; the endpoint of
+ * every request appended to the profiler's log; $profiling_span_id and
+ * $profiling_request_cpu.
  */
 
 #include "ngx_http_profiling_module.h"
@@ -10,21 +11,18 @@
 #include "trace_context.h"
 
 
+/* Only when $profiling_request_cpu is used: the time in its handlers. */
 typedef struct {
-    prof_request_context_t   context;       /* what samples carry */
-    uint64_t                 cpu_ns;        /* busy in its handlers */
-    ngx_uint_t               profiled;      /* its location says on */
-    ngx_uint_t               counted;
-    ngx_uint_t               located;       /* a location was found */
-    ngx_http_profiling_loc_conf_t  *resolved_with;  /* ids' directives */
+    uint64_t                 cpu_ns;
 } ngx_http_profiling_ctx_t;
 
 
 static ngx_int_t ngx_http_profiling_post_read_handler(ngx_http_request_t *r);
-static ngx_int_t ngx_http_profiling_preaccess_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_profiling_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static ngx_int_t ngx_http_profiling_log_handler(ngx_http_request_t *r);
+static void ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
+    ngx_http_profiling_loc_conf_t *plcf);
 static ngx_int_t ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_profiling_request_cpu_variable(
@@ -46,23 +44,38 @@ static ngx_http_variable_t  ngx_http_profiling_vars[] = {
 
 
 prof_sampler_t                   *ngx_http_profiling_sampler;
+prof_sampler_hot_t               *ngx_http_profiling_hot;
+prof_endpoint_writer_t           *ngx_http_profiling_endpoints;
 
-/* The request whose handlers run now, and since when (accounting only). */
-static ngx_http_profiling_ctx_t  *ngx_http_profiling_current;
+/*
+ * The main request executing now (alive: its log phase clears it before
+ * it is freed), and its tag. Before the first request is logged, nginx's
+ * HTTP log handler (how an event tells its request) is unknown: an event
+ * then gets a tag for its log, claimed by the request logged in it.
+ */
+static ngx_http_request_t        *ngx_http_profiling_current;
+static uint64_t                   ngx_http_profiling_current_tag;
+static ngx_log_t                 *ngx_http_profiling_unknown_log;
+
 static ngx_uint_t                 ngx_http_profiling_account;
+static ngx_uint_t                 ngx_http_profiling_traced;
 static uint64_t                   ngx_http_profiling_since_ns;
 
-/* nginx's HTTP log handler: how an HTTP connection's log is recognized. */
-static ngx_log_handler_pt         ngx_http_profiling_http_log;
+static u_char *ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf,
+    size_t len);
 
-static prof_endpoint_counts_t    *ngx_http_profiling_endpoints;
-
-/* The context the sampler sees now (NULL: none; &..._kept: a copy). */
-static ngx_http_profiling_ctx_t  *ngx_http_profiling_published;
-static ngx_http_profiling_ctx_t   ngx_http_profiling_kept;
-static ngx_uint_t                 ngx_http_profiling_freed;  /* contexts */
+static ngx_log_handler_pt         ngx_http_profiling_http_log =
+                                      ngx_http_profiling_no_log_handler;
 
 static ngx_http_output_body_filter_pt  ngx_http_next_body_filter;
+
+
+/* Never called: it stands for nginx's HTTP log handler until learned. */
+static u_char *
+ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf, size_t len)
+{
+    return buf;
+}
 
 
 static uint64_t
@@ -78,26 +91,15 @@ ngx_http_profiling_now_ns(void)
 static void
 ngx_http_profiling_ctx_cleanup(void *data)
 {
-    ngx_http_profiling_freed++;
-
-    if (ngx_http_profiling_current == data) {
-        ngx_http_profiling_current = NULL;
-    }
-
-    /* Until the handler returns, the work is still the request's. */
-    if (ngx_http_profiling_published == data) {
-        prof_sampler_request_keep(ngx_http_profiling_sampler);
-        ngx_http_profiling_published = &ngx_http_profiling_kept;
-    }
 }
 
 
 /*
- * The main request's context. Internal redirects and error_page zero the
- * module contexts: the pool cleanup finds it again.
+ * The main request's accounting context. Internal redirects and
+ * error_page zero the module contexts: the pool cleanup finds it again.
  */
 static ngx_http_profiling_ctx_t *
-ngx_http_profiling_find_ctx(ngx_http_request_t *r)
+ngx_http_profiling_find_ctx(ngx_http_request_t *r, ngx_uint_t create)
 {
     ngx_pool_cleanup_t        *cln;
     ngx_http_profiling_ctx_t  *ctx;
@@ -117,7 +119,21 @@ ngx_http_profiling_find_ctx(ngx_http_request_t *r)
         }
     }
 
-    return NULL;
+    if (!create) {
+        return NULL;
+    }
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_profiling_ctx_t));
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (ctx == NULL || cln == NULL) {
+        return NULL;
+    }
+
+    cln->handler = ngx_http_profiling_ctx_cleanup;
+    cln->data = ctx;
+    ngx_http_set_ctx(r, ctx, ngx_http_profiling_module);
+
+    return ctx;
 }
 
 
@@ -206,9 +222,14 @@ ngx_http_profiling_header_ids(ngx_http_request_t *r, uint64_t *span_id)
 }
 
 
+/*
+ * A request's span ids: a tracer's when one runs (never a caller's then),
+ * else the configured values, else the caller's headers. 0: none.
+ */
 static void
 ngx_http_profiling_resolve_ids(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf, prof_request_context_t *context)
+    ngx_http_profiling_loc_conf_t *plcf, uint64_t *span_id,
+    uint64_t *root_id)
 {
     uint64_t   trace, span, root;
     ngx_int_t  rc;
@@ -216,13 +237,10 @@ ngx_http_profiling_resolve_ids(ngx_http_request_t *r,
     span = 0;
     root = 0;
 
-    if (plcf->trace_id == NULL && plcf->span_id == NULL
-        && plcf->root_span_id == NULL)
+    if (plcf->trace_id != NULL || plcf->span_id != NULL
+        || plcf->root_span_id != NULL)
     {
-        ngx_http_profiling_header_ids(r, &span);
-
-    } else {
-        /* The tracer's variables: any invalid one means no ids. */
+        /* The configured values: any invalid one means no ids. */
         if (ngx_http_profiling_eval_id(r, plcf->trace_id, &trace) < 0
             || (rc = ngx_http_profiling_eval_id(r, plcf->span_id, &span)) < 0
             || ngx_http_profiling_eval_id(r, plcf->root_span_id, &root) < 0
@@ -230,30 +248,54 @@ ngx_http_profiling_resolve_ids(ngx_http_request_t *r,
         {
             span = 0;
             root = 0;
+
+        } else if (root == 0) {
+            root = span;
         }
+
+    } else if (ngx_http_profiling_tracer_ids(r, &span, &root) != NGX_OK) {
+        ngx_http_profiling_header_ids(r, &span);
+        root = span;
     }
 
-    context->span_id = span;
-    context->local_root_span_id = (span != 0 && root == 0) ? span : root;
-
-    if (span == 0) {
-        context->local_root_span_id = 0;
-    }
+    *span_id = span;
+    *root_id = (span != 0) ? root : 0;
 }
 
 
-static void
-ngx_http_profiling_resolve_endpoint(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf, prof_request_context_t *context)
+/* The endpoint's formula when it is not "$request_method $uri". */
+static ngx_http_complex_value_t *
+ngx_http_profiling_endpoint_value(ngx_http_request_t *r,
+    ngx_http_profiling_loc_conf_t *plcf)
 {
-    u_char     *p, *last;
-    ngx_str_t   value;
-
-    p = (u_char *) context->endpoint;
-    last = p + PROF_ENDPOINT_MAX;
-
     if (plcf->endpoint != NULL) {
-        if (ngx_http_complex_value(r, plcf->endpoint, &value) != NGX_OK) {
+        return plcf->endpoint;
+    }
+
+    /* The resource name of the tracer's spans. */
+    return ngx_http_profiling_tracer_resource(r);
+}
+
+
+/*
+ * The endpoint: profiling_endpoint, else the tracer's resource name, else
+ * "$request_method $uri".
+ */
+static size_t
+ngx_http_profiling_endpoint(ngx_http_request_t *r,
+    ngx_http_profiling_loc_conf_t *plcf, u_char *buf)
+{
+    u_char                    *p, *last;
+    ngx_str_t                  value;
+    ngx_http_complex_value_t  *cv;
+
+    p = buf;
+    last = buf + PROF_ENDPOINT_MAX;
+
+    cv = ngx_http_profiling_endpoint_value(r, plcf);
+
+    if (cv != NULL) {
+        if (ngx_http_complex_value(r, cv, &value) != NGX_OK) {
             value.len = 0;
         }
         p = ngx_cpymem(p, value.data, ngx_min(value.len, (size_t) (last - p)));
@@ -269,339 +311,149 @@ ngx_http_profiling_resolve_endpoint(ngx_http_request_t *r,
                                                (size_t) (last - p)));
     }
 
-    context->endpoint_length = p - (u_char *) context->endpoint;
+    return p - buf;
 }
 
 
-/* What the sampler's samples carry from now on (NULL or off: nothing). */
+/*
+ * The labels of a request a sample carried under tag, for the profiler's
+ * thread: never on the signal path, never for a request freed.
+ */
 static void
-ngx_http_profiling_publish(ngx_http_profiling_ctx_t *ctx)
+ngx_http_profiling_resolve(ngx_http_request_t *r, uint64_t tag)
 {
-    if (ctx != NULL && !ctx->profiled) {
-        ctx = NULL;
-    }
+    ngx_connection_t               *c;
+    prof_labels_t                   labels;
+    ngx_http_profiling_loc_conf_t  *plcf;
 
-    if (ctx == ngx_http_profiling_published) {
+    plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
+
+    /* "profiling off" there: its samples are counted, not labelled. */
+    if (!plcf->enable || ngx_http_profiling_profiler == NULL) {
         return;
     }
 
-    ngx_http_profiling_published = ctx;
+    c = r->connection;
 
-    if (ctx != NULL) {
-        prof_sampler_request_enter(ngx_http_profiling_sampler,
-                                   &ctx->context);
-    } else {
-        prof_sampler_request_leave(ngx_http_profiling_sampler);
-    }
+    labels.tag = tag;
+    labels.request = ((uint64_t) c->number << 32) | (uint32_t) c->requests;
+    ngx_http_profiling_resolve_ids(r, plcf, &labels.span_id,
+                                   &labels.local_root_span_id);
+    labels.endpoint_length = ngx_http_profiling_endpoint(r, plcf,
+                                                 (u_char *) labels.endpoint);
+
+    (void) prof_label(ngx_http_profiling_profiler, &labels);
 }
 
 
-static void
-ngx_http_profiling_enter(ngx_http_profiling_ctx_t *ctx)
+/* Publishes the main request r (alive) as the one executing. */
+static ngx_inline void
+ngx_http_profiling_enter(ngx_http_request_t *r)
 {
-    if (ngx_http_profiling_sampler == NULL) {
+    if (r == ngx_http_profiling_current) {
         return;
     }
 
-    /* "profiling off" there: its CPU is counted, its samples unlabelled. */
-    ngx_http_profiling_publish(ctx);
-
-    if (ctx == NULL) {
-        ngx_http_profiling_current = NULL;
-        return;
+    if (ngx_http_profiling_current != NULL
+        || ngx_http_profiling_unknown_log != NULL)
+    {
+        ngx_http_profiling_request_leave();
     }
 
-    if (ngx_http_profiling_account && ngx_http_profiling_current != ctx) {
-        ngx_http_profiling_current = ctx;
+    ngx_http_profiling_current = r;
+    ngx_http_profiling_current_tag = prof_request_enter(ngx_http_profiling_hot);
+
+    if (ngx_http_profiling_account) {
         ngx_http_profiling_since_ns = ngx_http_profiling_now_ns();
     }
 }
 
 
+/* The request executing leaves: resolved if a sample carried it. */
 void
 ngx_http_profiling_request_leave(void)
 {
-    uint64_t  now;
+    ngx_http_request_t        *r;
+    ngx_http_profiling_ctx_t  *ctx;
 
-    if (ngx_http_profiling_sampler == NULL) {
+    r = ngx_http_profiling_current;
+
+    if (r == NULL) {
+        if (ngx_http_profiling_unknown_log != NULL) {
+            ngx_http_profiling_unknown_log = NULL;
+            prof_request_leave(ngx_http_profiling_hot);
+        }
         return;
     }
 
-    ngx_http_profiling_publish(NULL);
-
-    if (ngx_http_profiling_current != NULL) {
-        now = ngx_http_profiling_now_ns();
-        ngx_http_profiling_current->cpu_ns += now
-                                              - ngx_http_profiling_since_ns;
-        ngx_http_profiling_current = NULL;
-    }
-}
-
-
-/* The main request's context, created when first seen. */
-static ngx_http_profiling_ctx_t *
-ngx_http_profiling_create_ctx(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf)
-{
-    ngx_pool_cleanup_t        *cln;
-    ngx_http_profiling_ctx_t  *ctx;
-
-    r = r->main;
-
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_profiling_ctx_t));
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (ctx == NULL || cln == NULL) {
-        return NULL;
-    }
-
-    cln->handler = ngx_http_profiling_ctx_cleanup;
-    cln->data = ctx;
-    ngx_http_set_ctx(r, ctx, ngx_http_profiling_module);
-
-    ngx_http_profiling_resolve_ids(r, plcf, &ctx->context);
-    ngx_http_profiling_resolve_endpoint(r, plcf, &ctx->context);
-    ctx->resolved_with = plcf;
-    ctx->profiled = plcf->enable;
-
-    return ctx;
-}
-
-
-/*
- * The first phase of a main request (before rewrites, which may answer it
- * at once): its ids and endpoint, with the server's configuration.
- */
-static ngx_int_t
-ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
-{
-    ngx_http_profiling_ctx_t       *ctx;
-    ngx_http_profiling_loc_conf_t  *plcf;
-
-    if (ngx_http_profiling_sampler == NULL || r != r->main || r->internal) {
-        return NGX_DECLINED;
-    }
-
-    if (ngx_http_profiling_http_log == NULL) {
-        ngx_http_profiling_http_log = r->connection->log->handler;
-    }
-
-    ctx = ngx_http_profiling_find_ctx(r);
-
-    if (ctx == NULL) {
-        plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
-        ctx = ngx_http_profiling_create_ctx(r, plcf);
-    }
-
-    ngx_http_profiling_enter(ctx);
-
-    return NGX_DECLINED;
-}
-
-
-/*
- * After the location is found: it decides whether the request is
- * profiled, and the first one resolves the ids and endpoint again with
- * its own directives (a tracer's variables are set by then). After
- * internal redirects they stay.
- */
-static ngx_int_t
-ngx_http_profiling_preaccess_handler(ngx_http_request_t *r)
-{
-    ngx_http_profiling_ctx_t       *ctx;
-    ngx_http_profiling_loc_conf_t  *plcf;
-
-    if (ngx_http_profiling_sampler == NULL) {
-        return NGX_DECLINED;
-    }
-
-    if (ngx_http_profiling_http_log == NULL) {
-        ngx_http_profiling_http_log = r->connection->log->handler;
-    }
-
-    plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
-    ctx = ngx_http_profiling_find_ctx(r);
-
-    if (ctx == NULL) {
-        ctx = ngx_http_profiling_create_ctx(r, plcf);
-        if (ctx == NULL) {
-            return NGX_DECLINED;
-        }
-        ctx->located = 1;
-
-    } else if (!ctx->located && r == r->main) {
-        /* The location's directives (and a tracer's variables) win. */
-        ctx->located = 1;
-
-        /* The sampler must not see the context half written. */
-        ngx_http_profiling_publish(NULL);
-
-        if (plcf->trace_id != ctx->resolved_with->trace_id
-            || plcf->span_id != ctx->resolved_with->span_id
-            || plcf->root_span_id != ctx->resolved_with->root_span_id
-            || plcf->span_id != NULL)
-        {
-            ngx_http_profiling_resolve_ids(r, plcf, &ctx->context);
-        }
-
-        ngx_http_profiling_resolve_endpoint(r, plcf, &ctx->context);
-    }
-
-    /* A subrequest works for its main request: it does not decide. */
-    if (r == r->main) {
-        ctx->profiled = plcf->enable;
-    }
-
-    ngx_http_profiling_enter(ctx);
-
-    return NGX_DECLINED;
-}
-
-
-/*
- * Body filters (gzip, sub, ...) run for a request wherever nginx calls
- * them from: an HTTP/2 window update, a timer of limit_rate. Their work
- * is the request's.
- */
-static ngx_int_t
-ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
-{
-    ngx_int_t                  rc;
-    ngx_uint_t                 freed;
-    ngx_http_profiling_ctx_t  *ctx, *saved;
-
-    if (ngx_http_profiling_sampler == NULL) {
-        return ngx_http_next_body_filter(r, in);
-    }
-
-    ctx = ngx_http_profiling_find_ctx(r);
-    saved = ngx_http_profiling_published;
-    freed = ngx_http_profiling_freed;
-
-    ngx_http_profiling_publish(ctx);
-    rc = ngx_http_next_body_filter(r, in);
-
-    /*
-     * A context freed meanwhile (the request finished) must not be
-     * published again; the copy of the one published then stays.
-     */
-    if (ngx_http_profiling_published != &ngx_http_profiling_kept) {
-        ngx_http_profiling_publish((freed == ngx_http_profiling_freed
-                                    && saved != &ngx_http_profiling_kept)
-                                   ? saved : NULL);
-    }
-
-    return rc;
-}
-
-
-static ngx_int_t
-ngx_http_profiling_log_handler(ngx_http_request_t *r)
-{
-    ngx_http_profiling_ctx_t  *ctx;
-
-    ctx = ngx_http_profiling_find_ctx(r);
-
-    if (ctx == NULL || !ctx->profiled || ctx->counted || r != r->main) {
-        return NGX_OK;
-    }
-
-    ctx->counted = 1;
-
-    if (ngx_http_profiling_endpoints == NULL) {
-        ngx_http_profiling_endpoints = prof_endpoint_counts_create();
-        if (ngx_http_profiling_endpoints == NULL) {
-            return NGX_OK;
-        }
-    }
-
-    (void) prof_endpoint_counts_add(ngx_http_profiling_endpoints,
-                                    ctx->context.endpoint,
-                                    ctx->context.endpoint_length);
-
-    return NGX_OK;
-}
-
-
-prof_endpoint_counts_t *
-ngx_http_profiling_take_endpoint_counts(void)
-{
-    prof_endpoint_counts_t  *counts;
-
-    counts = ngx_http_profiling_endpoints;
-    ngx_http_profiling_endpoints = NULL;
-
-    return counts;
-}
-
-
-/* The request an event works for, from its connection's log context. */
-static ngx_http_request_t *
-ngx_http_profiling_event_request(ngx_event_t *ev)
-{
-    ngx_connection_t    *c;
-    ngx_http_log_ctx_t  *lctx;
-
-    c = ev->data;
-
-    if (c == NULL || (c->read != ev && c->write != ev) || c->log == NULL
-        || ngx_http_profiling_http_log == NULL
-        || c->log->handler != ngx_http_profiling_http_log)
+    if (prof_request_sampled(ngx_http_profiling_hot,
+                             ngx_http_profiling_current_tag))
     {
-        return NULL;
+        ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
     }
 
-    /* Upstream connections share their client connection's log. */
-    lctx = c->log->data;
+    if (ngx_http_profiling_account) {
+        ctx = ngx_http_profiling_find_ctx(r, 1);
+        if (ctx != NULL) {
+            ctx->cpu_ns += ngx_http_profiling_now_ns()
+                           - ngx_http_profiling_since_ns;
+        }
+    }
 
-    return (lctx != NULL) ? lctx->request : NULL;
+    prof_request_leave(ngx_http_profiling_hot);
+    ngx_http_profiling_current = NULL;
 }
 
 
 /*
- * The expired timers, as ngx_event_expire_timers() runs them, each with
- * its request's context (a request delayed by limit_req resumes here).
+ * The first request seen tells nginx's HTTP log handler; the event that
+ * runs now, when its log is the request's, works for it.
  */
-void
-ngx_http_profiling_expire_timers(void)
+static void
+ngx_http_profiling_learn(ngx_http_request_t *r)
 {
-    ngx_event_t        *ev;
-    ngx_rbtree_node_t  *node, *root, *sentinel;
+    ngx_http_profiling_http_log = r->connection->log->handler;
 
-    sentinel = ngx_event_timer_rbtree.sentinel;
+    if (ngx_http_profiling_unknown_log == r->connection->log) {
+        ngx_http_profiling_unknown_log = NULL;
+        ngx_http_profiling_current = r;
 
-    for ( ;; ) {
-        root = ngx_event_timer_rbtree.root;
-
-        if (root == sentinel) {
-            return;
+        if (ngx_http_profiling_account) {
+            ngx_http_profiling_since_ns = ngx_http_profiling_now_ns();
         }
-
-        node = ngx_rbtree_min(root, sentinel);
-
-        if ((ngx_msec_int_t) (node->key - ngx_current_msec) > 0) {
-            return;
-        }
-
-        ev = ngx_rbtree_data(node, ngx_event_t, timer);
-
-        ngx_rbtree_delete(&ngx_event_timer_rbtree, &ev->timer);
-
-        ev->timer_set = 0;
-        ev->timedout = 1;
-
-        ngx_http_profiling_dispatch(ev);
     }
 }
 
 
+/*
+ * Runs an event's handler with its request published: the request its
+ * log says it works for (client and upstream connections, timers and
+ * posted events of modules that give their events the request's log).
+ */
 void
 ngx_http_profiling_dispatch(ngx_event_t *ev)
 {
+    ngx_log_t           *log;
     ngx_http_request_t  *r;
 
-    r = ngx_http_profiling_event_request(ev);
+    log = ev->log;
 
-    ngx_http_profiling_enter(r ? ngx_http_profiling_find_ctx(r) : NULL);
+    if (log != NULL && log->handler == ngx_http_profiling_http_log) {
+        r = ((ngx_http_log_ctx_t *) log->data)->request;
+
+        if (r != NULL) {
+            ngx_http_profiling_enter(r);
+        }
+
+    } else if (ngx_http_profiling_http_log
+               == ngx_http_profiling_no_log_handler
+               && log != NULL && log->handler != NULL)
+    {
+        /* Until the first request is logged: maybe one, see the log. */
+        ngx_http_profiling_unknown_log = log;
+        ngx_http_profiling_current_tag =
+                                  prof_request_enter(ngx_http_profiling_hot);
+    }
 
     ev->handler(ev);
 
@@ -609,16 +461,138 @@ ngx_http_profiling_dispatch(ngx_event_t *ev)
 }
 
 
+/*
+ * The end of a main request, before it is freed: its labels if a sample
+ * carried it, its endpoint counted.
+ */
+static ngx_int_t
+ngx_http_profiling_log_handler(ngx_http_request_t *r)
+{
+    ngx_http_profiling_loc_conf_t  *plcf;
+
+    if (r != r->main || ngx_http_profiling_hot == NULL) {
+        return NGX_OK;
+    }
+
+    if (ngx_http_profiling_http_log == ngx_http_profiling_no_log_handler) {
+        ngx_http_profiling_learn(r);
+    }
+
+    if (r == ngx_http_profiling_current) {
+        ngx_http_profiling_request_leave();
+    }
+
+    plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
+
+    if (!plcf->enable) {
+        return NGX_OK;
+    }
+
+    if (plcf->endpoint == NULL && !ngx_http_profiling_traced) {
+        prof_count_endpoint(ngx_http_profiling_profiler,
+                            ngx_http_profiling_endpoints,
+                            r->method_name.data, r->method_name.len,
+                            r->uri.data, r->uri.len);
+
+    } else {
+        ngx_http_profiling_count_endpoint(r, plcf);
+    }
+
+    return NGX_OK;
+}
+
+
+/* An endpoint other than the default: static, or evaluated. */
+static void
+ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
+    ngx_http_profiling_loc_conf_t *plcf)
+{
+    u_char                     buf[PROF_ENDPOINT_MAX];
+    ngx_str_t                  value;
+    ngx_http_complex_value_t  *cv;
+
+    cv = ngx_http_profiling_endpoint_value(r, plcf);
+
+    if (cv == NULL) {
+        value.len = ngx_http_profiling_endpoint(r, plcf, buf);
+        value.data = buf;
+
+    } else if (cv->lengths == NULL) {
+        value = cv->value;
+
+    } else if (ngx_http_complex_value(r, cv, &value) != NGX_OK) {
+        value.len = 0;
+    }
+
+    prof_count_endpoint(ngx_http_profiling_profiler,
+                        ngx_http_profiling_endpoints, NULL, 0,
+                        value.data, value.len);
+}
+
+
+/*
+ * A request made inside an event handler (the next one on a keep-alive
+ * or pipelined connection, an HTTP/2 stream's) was not published when the
+ * event began: its first phase publishes it.
+ */
+static ngx_int_t
+ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
+{
+    if (r->main != ngx_http_profiling_current
+        && ngx_http_profiling_hot != NULL)
+    {
+        if (ngx_http_profiling_http_log == ngx_http_profiling_no_log_handler)
+        {
+            ngx_http_profiling_learn(r->main);
+        }
+
+        ngx_http_profiling_enter(r->main);
+    }
+
+    return NGX_DECLINED;
+}
+
+
+/*
+ * HTTP/2: a window update resumes a stream's output (gzip, sub...) from
+ * the connection's events: the work is the stream's request's.
+ */
+static ngx_int_t
+ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_int_t  rc;
+
+    if (ngx_http_profiling_hot == NULL || r->stream == NULL
+        || r->main == ngx_http_profiling_current)
+    {
+        return ngx_http_next_body_filter(r, in);
+    }
+
+    ngx_http_profiling_enter(r->main);
+
+    rc = ngx_http_next_body_filter(r, in);
+
+    /* Freed meanwhile, the request left already. */
+    if (ngx_http_profiling_current == r->main) {
+        ngx_http_profiling_request_leave();
+    }
+
+    return rc;
+}
+
+
 static ngx_int_t
 ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
-    u_char                    *p;
-    ngx_http_profiling_ctx_t  *ctx;
+    u_char                         *p;
+    uint64_t                        span, root;
+    ngx_http_profiling_loc_conf_t  *plcf;
 
-    ctx = ngx_http_profiling_find_ctx(r);
+    plcf = ngx_http_get_module_loc_conf(r->main, ngx_http_profiling_module);
+    ngx_http_profiling_resolve_ids(r->main, plcf, &span, &root);
 
-    if (ctx == NULL || ctx->context.span_id == 0) {
+    if (span == 0) {
         v->not_found = 1;
         return NGX_OK;
     }
@@ -628,7 +602,7 @@ ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    v->len = ngx_sprintf(p, "%uL", ctx->context.span_id) - p;
+    v->len = ngx_sprintf(p, "%uL", span) - p;
     v->valid = 1;
     v->no_cacheable = 1;
     v->not_found = 0;
@@ -646,15 +620,15 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     uint64_t                   ns;
     ngx_http_profiling_ctx_t  *ctx;
 
-    ctx = ngx_http_profiling_find_ctx(r);
-
-    if (ctx == NULL || !ngx_http_profiling_account) {
+    if (!ngx_http_profiling_account || ngx_http_profiling_hot == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
 
-    ns = ctx->cpu_ns;
-    if (ngx_http_profiling_current == ctx) {
+    ctx = ngx_http_profiling_find_ctx(r, 0);
+    ns = (ctx != NULL) ? ctx->cpu_ns : 0;
+
+    if (ngx_http_profiling_current == r->main) {
         ns += ngx_http_profiling_now_ns() - ngx_http_profiling_since_ns;
     }
 
@@ -674,11 +648,9 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
 
 
 ngx_int_t
-ngx_http_profiling_request_init(ngx_conf_t *cf)
+ngx_http_profiling_request_vars(ngx_conf_t *cf)
 {
-    ngx_http_handler_pt        *h;
-    ngx_http_variable_t        *var, *v;
-    ngx_http_core_main_conf_t  *cmcf;
+    ngx_http_variable_t  *var, *v;
 
     for (v = ngx_http_profiling_vars; v->name.len; v++) {
         var = ngx_http_add_variable(cf, &v->name, v->flags);
@@ -690,19 +662,53 @@ ngx_http_profiling_request_init(ngx_conf_t *cf)
         var->data = v->data;
     }
 
+    return NGX_OK;
+}
+
+
+/* Whether any listen of the configuration speaks HTTP/2. */
+static ngx_uint_t
+ngx_http_profiling_http2(ngx_http_core_main_conf_t *cmcf)
+{
+#if (NGX_HTTP_V2)
+    ngx_uint_t             p, a;
+    ngx_http_conf_port_t  *port;
+    ngx_http_conf_addr_t  *addr;
+
+    if (cmcf->ports == NULL) {
+        return 0;
+    }
+
+    port = cmcf->ports->elts;
+
+    for (p = 0; p < cmcf->ports->nelts; p++) {
+        addr = port[p].addrs.elts;
+
+        for (a = 0; a < port[p].addrs.nelts; a++) {
+            if (addr[a].opt.http2) {
+                return 1;
+            }
+        }
+    }
+#endif
+
+    return 0;
+}
+
+
+/*
+ * postconfiguration, when profiling is on somewhere: the log phase
+ * handler (the end of each request), a handler of the first phase (the
+ * start of a request made inside an event); for HTTP/2, whose streams'
+ * output resumes from their connection's events, a body filter.
+ */
+ngx_int_t
+ngx_http_profiling_request_init(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt        *h;
+    ngx_http_core_main_conf_t  *cmcf;
+
     cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
-
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_POST_READ_PHASE].handlers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
-    *h = ngx_http_profiling_post_read_handler;
-
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
-    *h = ngx_http_profiling_preaccess_handler;
 
     h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
     if (h == NULL) {
@@ -710,10 +716,30 @@ ngx_http_profiling_request_init(ngx_conf_t *cf)
     }
     *h = ngx_http_profiling_log_handler;
 
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_POST_READ_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_profiling_post_read_handler;
+
+    if (!ngx_http_profiling_http2(cmcf)) {
+        return NGX_OK;
+    }
+
     ngx_http_next_body_filter = ngx_http_top_body_filter;
     ngx_http_top_body_filter = ngx_http_profiling_body_filter;
 
     return NGX_OK;
+}
+
+
+void
+ngx_http_profiling_request_start(ngx_uint_t traced)
+{
+    ngx_http_profiling_traced = traced;
+    ngx_http_profiling_current = NULL;
+    ngx_http_profiling_unknown_log = NULL;
+    ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
 }
 
 

@@ -1,6 +1,7 @@
 /*
- * Aggregator: interns stacks and sample keys of the open profile, sums the
- * values, and symbolizes each address once, when first seen.
+ * Aggregator: interns stacks and (stack, request tag) keys of the open
+ * profile, sums the values, symbolizes each address once, when first
+ * seen, and at a barrier turns request tags into labels.
  */
 
 #include <errno.h>
@@ -11,11 +12,27 @@
 #include "endpoint_counts.h"
 
 
+/* What the open profile sums: a stack while a request executed. */
+typedef struct {
+    uint32_t     stack;
+    uint32_t     pad;
+    uint64_t     tag;
+} prof_raw_key_t;
+
+
 struct prof_aggregator_s {
     prof_aggregator_conf_t   conf;
     prof_profile_t          *profile;           /* open */
     uint64_t                 sequence;
     int64_t                  start_monotonic_ns;
+
+    prof_intern_t            raw_keys;          /* prof_raw_key_t */
+    int64_t                 *raw_values;        /* by raw key */
+    size_t                   raw_capacity;
+
+    prof_intern_t            tags;              /* uint64_t, resolved */
+    prof_labels_t           *labels;            /* by tag index */
+    size_t                   labels_capacity;
 
     prof_intern_t            addresses;         /* uint64_t pc */
     prof_address_t          *address_info;      /* by address index */
@@ -29,6 +46,10 @@ static const prof_address_t  prof_truncated_address = {
     NULL, "[truncated]"
 };
 
+static const prof_address_t  prof_unwind_stop_address = {
+    NULL, "[unwind stopped]"
+};
+
 
 static prof_profile_t *
 prof_profile_create(prof_aggregator_t *agg, int64_t start_realtime_ns)
@@ -40,7 +61,7 @@ prof_profile_create(prof_aggregator_t *agg, int64_t start_realtime_ns)
         return NULL;
     }
 
-    p->sequence = ++agg->sequence;
+    p->sequence = agg->sequence++;
     p->start_realtime_ns = start_realtime_ns;
     p->period_ns = agg->conf.period_ns;
     p->thread_id = agg->conf.thread_id;
@@ -82,6 +103,8 @@ prof_aggregator_create(const prof_aggregator_conf_t *conf)
     agg->conf = *conf;
     agg->start_monotonic_ns = conf->start_monotonic_ns;
     prof_intern_init(&agg->addresses);
+    prof_intern_init(&agg->raw_keys);
+    prof_intern_init(&agg->tags);
 
     agg->profile = prof_profile_create(agg, conf->start_realtime_ns);
     if (agg->profile == NULL) {
@@ -97,7 +120,11 @@ void
 prof_aggregator_destroy(prof_aggregator_t *agg)
 {
     prof_profile_free(agg->profile);
+    prof_intern_free(&agg->raw_keys);
+    prof_intern_free(&agg->tags);
     prof_intern_free(&agg->addresses);
+    free(agg->raw_values);
+    free(agg->labels);
     free(agg->address_info);
     free(agg);
 }
@@ -112,7 +139,7 @@ prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
     int64_t          index;
     prof_address_t  *info;
 
-    if (pc == PROF_FRAME_TRUNCATED) {
+    if (PROF_FRAME_IS_MARKER(pc)) {
         return 0;
     }
 
@@ -158,6 +185,10 @@ prof_aggregator_address(prof_aggregator_t *agg, uint64_t pc)
         return &prof_truncated_address;
     }
 
+    if (PROF_FRAME_IS_MARKER(pc)) {
+        return &prof_unwind_stop_address;
+    }
+
     index = prof_intern_find(&agg->addresses, &pc, sizeof(pc));
     if (index < 0) {
         return NULL;
@@ -167,31 +198,32 @@ prof_aggregator_address(prof_aggregator_t *agg, uint64_t pc)
 }
 
 
+/* Room for the values of keys (zeroed), PROF_VALUE_COUNT each. */
 static int
-prof_profile_reserve_values(prof_profile_t *p, uint32_t keys)
+prof_reserve_values(int64_t **values, size_t *capacity, uint32_t keys)
 {
     size_t    cap;
-    int64_t  *values;
+    int64_t  *v;
 
-    if (keys <= p->values_capacity) {
+    if (keys <= *capacity) {
         return 0;
     }
 
-    cap = p->values_capacity ? p->values_capacity * 2 : 256;
+    cap = *capacity ? *capacity * 2 : 256;
     while (cap < keys) {
         cap *= 2;
     }
 
-    values = realloc(p->values, cap * PROF_VALUE_COUNT * sizeof(int64_t));
-    if (values == NULL) {
+    v = realloc(*values, cap * PROF_VALUE_COUNT * sizeof(int64_t));
+    if (v == NULL) {
         return -ENOMEM;
     }
 
-    memset(values + p->values_capacity * PROF_VALUE_COUNT, 0,
-           (cap - p->values_capacity) * PROF_VALUE_COUNT * sizeof(int64_t));
+    memset(v + *capacity * PROF_VALUE_COUNT, 0,
+           (cap - *capacity) * PROF_VALUE_COUNT * sizeof(int64_t));
 
-    p->values = values;
-    p->values_capacity = cap;
+    *values = v;
+    *capacity = cap;
 
     return 0;
 }
@@ -205,7 +237,7 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
     unsigned            i, n;
     const uint64_t     *frames;
     prof_profile_t     *p = agg->profile;
-    prof_sample_key_t   key;
+    prof_raw_key_t      key;
 
     n = s->frame_count;
     if (n > PROF_MAX_FRAMES_LIMIT) {
@@ -219,7 +251,7 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
     frames = prof_sample_frames(s);
 
     for (i = 0; i < n; i++) {
-        agg->stack[i] = (i == 0 || frames[i] == PROF_FRAME_TRUNCATED)
+        agg->stack[i] = (i == 0 || PROF_FRAME_IS_MARKER(frames[i]))
                         ? frames[i] : frames[i] - 1;
     }
 
@@ -246,25 +278,17 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
     }
 
     key.stack = (uint32_t) index;
+    key.tag = s->request;
 
-    if (s->endpoint_length > 0) {
-        index = prof_intern(&p->endpoints, prof_sample_endpoint(s),
-                            s->endpoint_length, &inserted);
-        if (index < 0) {
-            return -ENOMEM;
-        }
-        key.endpoint = (uint32_t) index + 1;
-    }
-
-    key.span_id = s->span_id;
-    key.local_root_span_id = s->local_root_span_id;
-
-    index = prof_intern(&p->keys, &key, sizeof(key), &inserted);
-    if (index < 0 || prof_profile_reserve_values(p, index + 1) != 0) {
+    index = prof_intern(&agg->raw_keys, &key, sizeof(key), &inserted);
+    if (index < 0
+        || prof_reserve_values(&agg->raw_values, &agg->raw_capacity,
+                               index + 1) != 0)
+    {
         return -ENOMEM;
     }
 
-    v = &p->values[index * PROF_VALUE_COUNT];
+    v = &agg->raw_values[index * PROF_VALUE_COUNT];
     v[PROF_VALUE_CPU_TIME] += s->cpu_ns;
     v[PROF_VALUE_CPU_SAMPLES] += s->cpu_samples;
     v[PROF_VALUE_WALL_TIME] += s->wall_ns;
@@ -277,14 +301,210 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
 }
 
 
-static int
-prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b)
+int
+prof_aggregator_add_labels(prof_aggregator_t *agg,
+    const prof_labels_t *labels)
 {
+    int             inserted;
+    size_t          cap;
+    int64_t         index;
+    prof_labels_t  *l;
+
+    if (agg->tags.count >= PROF_LABELS_MAX) {
+        prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
+        return -ENOSPC;
+    }
+
+    if (agg->tags.count >= agg->labels_capacity) {
+        cap = agg->labels_capacity ? agg->labels_capacity * 2 : 64;
+        l = realloc(agg->labels, cap * sizeof(prof_labels_t));
+        if (l == NULL) {
+            prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
+            return -ENOMEM;
+        }
+        agg->labels = l;
+        agg->labels_capacity = cap;
+    }
+
+    index = prof_intern(&agg->tags, &labels->tag, sizeof(uint64_t),
+                        &inserted);
+    if (index < 0) {
+        prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
+        return -ENOMEM;
+    }
+
+    agg->labels[index] = *labels;
+    if (agg->labels[index].endpoint_length > PROF_ENDPOINT_MAX) {
+        agg->labels[index].endpoint_length = PROF_ENDPOINT_MAX;
+    }
+
+    return 0;
+}
+
+
+/* Whether a resolution of a request is better than another: ids first,
+   then the later one. */
+static int
+prof_labels_better(const prof_labels_t *a, const prof_labels_t *b)
+{
+    if ((a->span_id != 0) != (b->span_id != 0)) {
+        return a->span_id != 0;
+    }
+
+    return a->tag > b->tag;
+}
+
+
+/*
+ * The open profile's (stack, tag) sums, summed again per (stack, labels)
+ * into its keys. Every tag of a request takes the request's best labels.
+ */
+static int
+prof_aggregator_resolve(prof_aggregator_t *agg)
+{
+    int                      inserted;
+    int64_t                  index, t, r, *v, *to;
+    uint32_t                 i, k, *best;
+    prof_intern_t            requests;
+    prof_profile_t          *p = agg->profile;
+    prof_sample_key_t        key;
+    const prof_raw_key_t    *raw;
+    const prof_labels_t     *l;
+
+    prof_intern_init(&requests);
+
+    best = malloc((agg->tags.count + 1) * sizeof(uint32_t));
+    if (best == NULL) {
+        return -ENOMEM;
+    }
+
+    /* The best resolution of each request, among all known. */
+    for (i = 0; i < agg->tags.count; i++) {
+        r = prof_intern(&requests, &agg->labels[i].request, sizeof(uint64_t),
+                        &inserted);
+        if (r < 0) {
+            goto failed;
+        }
+
+        if (inserted
+            || prof_labels_better(&agg->labels[i], &agg->labels[best[r]]))
+        {
+            best[r] = i;
+        }
+    }
+
+    for (k = 0; k < agg->raw_keys.count; k++) {
+        raw = prof_intern_key(&agg->raw_keys, k, NULL);
+        v = &agg->raw_values[k * PROF_VALUE_COUNT];
+
+        memset(&key, 0, sizeof(key));
+        key.stack = raw->stack;
+
+        t = (raw->tag != 0)
+            ? prof_intern_find(&agg->tags, &raw->tag, sizeof(uint64_t)) : -1;
+
+        if (t >= 0) {
+            /* Its own ids, else the request's, known later. */
+            l = &agg->labels[t];
+
+            if (l->span_id == 0) {
+                r = prof_intern_find(&requests, &l->request,
+                                     sizeof(uint64_t));
+                l = &agg->labels[best[r]];
+            }
+
+            key.span_id = l->span_id;
+            key.local_root_span_id = l->local_root_span_id;
+
+            if (l->endpoint_length > 0) {
+                index = prof_intern(&p->endpoints, l->endpoint,
+                                    l->endpoint_length, &inserted);
+                if (index < 0) {
+                    goto failed;
+                }
+                key.endpoint = (uint32_t) index + 1;
+            }
+        }
+
+        index = prof_intern(&p->keys, &key, sizeof(key), &inserted);
+        if (index < 0
+            || prof_reserve_values(&p->values, &p->values_capacity,
+                                   index + 1) != 0)
+        {
+            goto failed;
+        }
+
+        to = &p->values[index * PROF_VALUE_COUNT];
+        for (i = 0; i < PROF_VALUE_COUNT; i++) {
+            to[i] += v[i];
+        }
+    }
+
+    free(best);
+    prof_intern_free(&requests);
+
+    return 0;
+
+failed:
+
+    free(best);
+    prof_intern_free(&requests);
+
+    return -ENOMEM;
+}
+
+
+/* Resolutions of the tags up to last_tag are done with: the rest stay. */
+static void
+prof_aggregator_forget_labels(prof_aggregator_t *agg, uint64_t last_tag)
+{
+    int       inserted;
+    uint32_t  i, kept;
+
+    kept = 0;
+
+    for (i = 0; i < agg->tags.count; i++) {
+        if (agg->labels[i].tag > last_tag) {
+            agg->labels[kept++] = agg->labels[i];
+        }
+    }
+
+    prof_intern_clear(&agg->tags);
+
+    for (i = 0; i < kept; i++) {
+        /* The table's memory is kept by the clear: no failure here. */
+        (void) prof_intern(&agg->tags, &agg->labels[i].tag, sizeof(uint64_t),
+                           &inserted);
+    }
+}
+
+
+static int
+prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
+    prof_endpoint_counts_t *counts)
+{
+    int              rc;
+    size_t           evicted;
     prof_profile_t  *closed, *next;
 
-    next = prof_profile_create(agg, b->flush_realtime_ns);
+    next = prof_profile_create(agg, 0);
     if (next == NULL) {
+        prof_endpoint_counts_free(counts);
         return -ENOMEM;
+    }
+
+    rc = prof_aggregator_resolve(agg);
+    if (rc != 0) {
+        prof_counter_add(agg->conf.diagnostics->dropped_samples,
+                         agg->raw_keys.count);
+    }
+
+    prof_aggregator_forget_labels(agg, b->flush_last_tag);
+    prof_intern_clear(&agg->raw_keys);
+
+    if (agg->raw_values != NULL) {
+        memset(agg->raw_values, 0,
+               agg->raw_capacity * PROF_VALUE_COUNT * sizeof(int64_t));
     }
 
     closed = agg->profile;
@@ -293,9 +513,10 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b)
         closed->duration_ns = 0;
     }
 
-    /* The barrier's endpoint counts now belong to the profile. */
-    closed->endpoint_counts = b->endpoint_counts;
-    ((prof_batch_t *) b)->endpoint_counts = NULL;
+    /* Windows are contiguous: the next starts where this one ends. */
+    next->start_realtime_ns = closed->start_realtime_ns + closed->duration_ns;
+
+    closed->endpoint_counts = counts;
 
     agg->profile = next;
     agg->start_monotonic_ns = b->flush_monotonic_ns;
@@ -309,12 +530,27 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b)
         prof_profile_free(closed);
     }
 
-    return 0;
+    /*
+     * JIT code makes new addresses forever: start again past a bound. The
+     * objects unloaded (dlclose) go now, and with them what was learned.
+     */
+    if (agg->addresses.count >= PROF_ADDRESSES_MAX
+        || (agg->conf.symbolizer != NULL
+            && prof_symbolizer_collect(agg->conf.symbolizer) > 0))
+    {
+        evicted = agg->addresses.count;
+        prof_intern_free(&agg->addresses);
+        prof_intern_init(&agg->addresses);
+        prof_counter_add(agg->conf.diagnostics->addresses_evicted, evicted);
+    }
+
+    return rc;
 }
 
 
 int
-prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b)
+prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b,
+    prof_endpoint_counts_t *counts)
 {
     int                   rc;
     size_t                offset;
@@ -326,7 +562,7 @@ prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b)
 
     for (i = 0; i < b->sample_count && offset < b->used; i++) {
         s = (const prof_sample_t *) (b->data + offset);
-        offset += prof_sample_size(s->frame_count, s->endpoint_length);
+        offset += prof_sample_size(s->frame_count);
 
         if (prof_aggregator_add_sample(agg, s) != 0) {
             prof_counter_add(agg->conf.diagnostics->dropped_samples, 1);
@@ -337,8 +573,13 @@ prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b)
         prof_counter_add(agg->conf.diagnostics->samples_aggregated, 1);
     }
 
-    if (b->flush_after && prof_aggregator_close(agg, b) != 0) {
-        rc = -ENOMEM;
+    if (b->flush_after) {
+        if (prof_aggregator_close(agg, b, counts) != 0) {
+            rc = -ENOMEM;
+        }
+
+    } else {
+        prof_endpoint_counts_free(counts);
     }
 
     return rc;

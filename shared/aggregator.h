@@ -1,14 +1,22 @@
 /*
  * Aggregator: turns the ordered stream of sample batches into profiles.
- * Stacks are deduplicated, values summed per (stack, request labels),
+ * Stacks are deduplicated, values summed per (stack, request tag),
  * addresses symbolized once, when first seen; a flush barrier closes the
  * current profile exactly between two samples and starts the next one.
+ * At the close, each request tag becomes the labels the server resolved
+ * for it, or, when those have no ids, the request's latest that have
+ * some (labels.h); values are summed per (stack, labels).
+ *
+ * Bounds: the address cache is emptied after a profile is closed once it
+ * holds PROF_ADDRESSES_MAX addresses (JIT code makes new ones forever);
+ * at most PROF_LABELS_MAX resolutions wait for their profile. What these
+ * bounds drop is counted (addresses_evicted, labels_dropped).
  *
  * Threading: the profiler loop thread only (it owns the symbolizer).
  * Memory: the aggregator owns the open profile and the address cache;
  * a closed profile handed to on_profile belongs to the callee, which frees
  * it with prof_profile_free(). A pointer to address information stays
- * valid until the next prof_aggregator_consume().
+ * valid until on_profile returns.
  */
 
 #ifndef PROF_AGGREGATOR_H
@@ -17,9 +25,15 @@
 #include <stdint.h>
 
 #include "diagnostics.h"
+#include "endpoint_counts.h"
 #include "intern.h"
+#include "labels.h"
 #include "sample.h"
 #include "symbolizer.h"
+
+
+#define PROF_ADDRESSES_MAX   (64 * 1024)
+#define PROF_LABELS_MAX      (64 * 1024)
 
 
 enum {
@@ -42,7 +56,7 @@ typedef struct {
 
 
 typedef struct {
-    uint64_t     sequence;          /* 1, 2, ... per process */
+    uint64_t     sequence;          /* 0, 1, ... per process */
     int64_t      start_realtime_ns;
     int64_t      duration_ns;
     int64_t      period_ns;
@@ -88,10 +102,16 @@ void prof_aggregator_destroy(prof_aggregator_t *agg);
 
 /*
  * Adds the samples of a batch; when the batch carries a flush barrier,
- * closes the profile and passes it to on_profile. 0 or -ENOMEM (samples
+ * closes the profile and passes it to on_profile (with the barrier's
+ * endpoint counts: counts, may be NULL, taken). 0 or -ENOMEM (samples
  * that did not fit are counted as dropped).
  */
-int prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b);
+int prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b,
+    prof_endpoint_counts_t *counts);
+
+/* The labels of a request tag, for the profile its samples are in. */
+int prof_aggregator_add_labels(prof_aggregator_t *agg,
+    const prof_labels_t *labels);
 
 /* What is known of an address seen in a closed profile's stacks. */
 const prof_address_t *prof_aggregator_address(prof_aggregator_t *agg,

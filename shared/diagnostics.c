@@ -2,6 +2,7 @@
  * Diagnostics: histogram arithmetic and the one-line summary for the log.
  */
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "diagnostics.h"
@@ -50,64 +51,95 @@ prof_histogram_quantile(const prof_histogram_t *h, double q)
 }
 
 
+const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
+    { "cpu_samples", offsetof(prof_diagnostics_t, cpu_samples) },
+    { "blocked_samples", offsetof(prof_diagnostics_t, blocked_samples) },
+    { "idle_samples", offsetof(prof_diagnostics_t, idle_samples) },
+    { "samples_recorded", offsetof(prof_diagnostics_t, samples_recorded) },
+    { "wall_dropped", offsetof(prof_diagnostics_t, wall_dropped) },
+    { "wall_dropped_ns", offsetof(prof_diagnostics_t, wall_dropped_ns) },
+    { "signals_sent", offsetof(prof_diagnostics_t, signals_sent) },
+    { "signal_failures", offsetof(prof_diagnostics_t, signal_failures) },
+    { "truncated_stacks", offsetof(prof_diagnostics_t, truncated_stacks) },
+    { "dropped_samples", offsetof(prof_diagnostics_t, dropped_samples) },
+    { "dropped_batches", offsetof(prof_diagnostics_t, dropped_batches) },
+    { "ring_full", offsetof(prof_diagnostics_t, ring_full) },
+    { "flushes_merged", offsetof(prof_diagnostics_t, flushes_merged) },
+    { "unwind_stops", offsetof(prof_diagnostics_t, unwind_stops) },
+    { "unwind_stops_unknown_code", offsetof(prof_diagnostics_t, unwind_stops_unknown_code) },
+    { "scanned_frames", offsetof(prof_diagnostics_t, scanned_frames) },
+    { "unwind_tables", offsetof(prof_diagnostics_t, unwind_tables) },
+    { "unwind_table_bytes", offsetof(prof_diagnostics_t, unwind_table_bytes) },
+    { "unwind_objects_skipped", offsetof(prof_diagnostics_t, unwind_objects_skipped) },
+    { "endpoints_dropped", offsetof(prof_diagnostics_t, endpoints_dropped) },
+    { "labels_dropped", offsetof(prof_diagnostics_t, labels_dropped) },
+    { "samples_aggregated", offsetof(prof_diagnostics_t, samples_aggregated) },
+    { "profiles_closed", offsetof(prof_diagnostics_t, profiles_closed) },
+    { "profiles_exported", offsetof(prof_diagnostics_t, profiles_exported) },
+    { "export_failures", offsetof(prof_diagnostics_t, export_failures) },
+    { "encode_failures", offsetof(prof_diagnostics_t, encode_failures) },
+    { "bytes_exported", offsetof(prof_diagnostics_t, bytes_exported) },
+    { "dump_files_deleted", offsetof(prof_diagnostics_t, dump_files_deleted) },
+    { "dump_temps_removed", offsetof(prof_diagnostics_t, dump_temps_removed) },
+    { "addresses_evicted", offsetof(prof_diagnostics_t, addresses_evicted) },
+    { "requests_evicted", offsetof(prof_diagnostics_t, requests_evicted) },
+    { "uploads_submitted", offsetof(prof_diagnostics_t, uploads_submitted) },
+    { "uploads_attempted", offsetof(prof_diagnostics_t, uploads_attempted) },
+    { "uploads_succeeded", offsetof(prof_diagnostics_t, uploads_succeeded) },
+    { "uploads_retried", offsetof(prof_diagnostics_t, uploads_retried) },
+    { "uploads_failed_connect", offsetof(prof_diagnostics_t, uploads_failed_connect) },
+    { "uploads_failed_timeout", offsetof(prof_diagnostics_t, uploads_failed_timeout) },
+    { "uploads_failed_4xx", offsetof(prof_diagnostics_t, uploads_failed_4xx) },
+    { "uploads_failed_5xx", offsetof(prof_diagnostics_t, uploads_failed_5xx) },
+    { "uploads_failed_other", offsetof(prof_diagnostics_t, uploads_failed_other) },
+    { "uploads_dropped", offsetof(prof_diagnostics_t, uploads_dropped) },
+    { "bytes_sent", offsetof(prof_diagnostics_t, bytes_sent) },
+    { NULL, 0 }
+};
+
+
+uint64_t
+prof_diagnostics_get(const prof_diagnostics_t *d,
+    const prof_diagnostics_field_t *f)
+{
+    const uint64_t  *p;
+
+    p = (const uint64_t *) ((const char *) d + f->offset);
+
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+
 size_t
 prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
 {
-    int  n;
+    int                              n;
+    size_t                           len;
+    const prof_diagnostics_field_t  *f;
 
-    n = snprintf(buf, size,
-            "ticks=%llu wall_samples=%llu wall_dropped=%llu "
-            "ticks_merged=%llu clock_failures=%llu "
-            "samples=%llu idle_samples=%llu signals=%llu "
-            "signal_failures=%llu truncated=%llu "
-            "dropped_samples=%llu dropped_batches=%llu "
-            "endpoints_dropped=%llu "
-            "handler_ns_p50=%llu handler_ns_p99=%llu slow_unwinds=%llu "
-            "unwind_tables=%llu unwind_table_bytes=%llu "
-            "aggregated=%llu profiles=%llu exported=%llu "
-            "export_failures=%llu encode_failures=%llu bytes=%llu "
-            "uploads=%llu uploaded=%llu retried=%llu failed_connect=%llu "
-            "failed_timeout=%llu failed_4xx=%llu failed_5xx=%llu "
-            "failed_other=%llu upload_dropped=%llu bytes_sent=%llu",
-            (unsigned long long) prof_counter_get(d->ticks),
-            (unsigned long long) prof_counter_get(d->wall_samples),
-            (unsigned long long) prof_counter_get(d->wall_dropped),
-            (unsigned long long) prof_counter_get(d->ticks_merged),
-            (unsigned long long) prof_counter_get(d->clock_failures),
-            (unsigned long long) prof_counter_get(d->samples_recorded),
-            (unsigned long long) prof_counter_get(d->idle_samples),
-            (unsigned long long) prof_counter_get(d->signals_sent),
-            (unsigned long long) prof_counter_get(d->signal_failures),
-            (unsigned long long) prof_counter_get(d->truncated_stacks),
-            (unsigned long long) prof_counter_get(d->dropped_samples),
-            (unsigned long long) prof_counter_get(d->dropped_batches),
-            (unsigned long long) prof_counter_get(d->endpoints_dropped),
-            (unsigned long long) prof_histogram_quantile(&d->handler_ns, 0.5),
-            (unsigned long long) prof_histogram_quantile(&d->handler_ns,
-                                                         0.99),
-            (unsigned long long) prof_counter_get(d->slow_unwinds),
-            (unsigned long long) prof_counter_get(d->unwind_tables),
-            (unsigned long long) prof_counter_get(d->unwind_table_bytes),
-            (unsigned long long) prof_counter_get(d->samples_aggregated),
-            (unsigned long long) prof_counter_get(d->profiles_closed),
-            (unsigned long long) prof_counter_get(d->profiles_exported),
-            (unsigned long long) prof_counter_get(d->export_failures),
-            (unsigned long long) prof_counter_get(d->encode_failures),
-            (unsigned long long) prof_counter_get(d->bytes_exported),
-            (unsigned long long) prof_counter_get(d->uploads_attempted),
-            (unsigned long long) prof_counter_get(d->uploads_succeeded),
-            (unsigned long long) prof_counter_get(d->uploads_retried),
-            (unsigned long long) prof_counter_get(d->uploads_failed_connect),
-            (unsigned long long) prof_counter_get(d->uploads_failed_timeout),
-            (unsigned long long) prof_counter_get(d->uploads_failed_4xx),
-            (unsigned long long) prof_counter_get(d->uploads_failed_5xx),
-            (unsigned long long) prof_counter_get(d->uploads_failed_other),
-            (unsigned long long) prof_counter_get(d->uploads_dropped),
-            (unsigned long long) prof_counter_get(d->bytes_sent));
-
-    if (n < 0) {
+    if (size == 0) {
         return 0;
     }
 
-    return ((size_t) n < size) ? (size_t) n : size - 1;
+    n = snprintf(buf, size, "handler_ns_p50=%llu handler_ns_p99=%llu",
+                 (unsigned long long)
+                     prof_histogram_quantile(&d->handler_ns, 0.5),
+                 (unsigned long long)
+                     prof_histogram_quantile(&d->handler_ns, 0.99));
+
+    len = (n < 0) ? 0 : ((size_t) n < size ? (size_t) n : size - 1);
+
+    for (f = prof_diagnostics_fields; f->name != NULL && len + 1 < size;
+         f++)
+    {
+        n = snprintf(buf + len, size - len, " %s=%llu", f->name,
+                     (unsigned long long) prof_diagnostics_get(d, f));
+        if (n < 0) {
+            break;
+        }
+
+        len += ((size_t) n < size - len) ? (size_t) n : size - len - 1;
+    }
+
+    return len;
 }

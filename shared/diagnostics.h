@@ -1,9 +1,10 @@
 /*
- * Diagnostics: counters of what the profiler did and lost, and histograms
- * of the cost of one sample in the worker.
+ * Diagnostics: counters of what the profiler did and lost, and a
+ * histogram of the cost of one sample in the worker.
  *
  * Threading: every field is written with relaxed atomics by the thread that
- * owns the event (sampler, loop) and may be read by any thread at any time.
+ * owns the event (handler, sampler, loop, server) and may be read by any
+ * thread at any time.
  * Memory: a plain struct owned by the profiler.
  */
 
@@ -25,29 +26,40 @@ typedef struct {
 
 
 typedef struct {
-    /* sampler thread */
-    uint64_t          ticks;                /* each ends as one of: */
-    uint64_t          wall_samples;         /*   a wall sample recorded */
-    uint64_t          wall_dropped;         /*   one dropped (ceiling) */
-    uint64_t          ticks_merged;         /*   stack late: wall time
-                                                 merged into the next tick */
-    uint64_t          clock_failures;       /*   CPU clock unreadable */
-    uint64_t          samples_recorded;     /* CPU and wall, in a batch */
-    uint64_t          idle_samples;         /* of them, without a signal */
+    /* sampler thread: what the ring's slots became */
+    uint64_t          cpu_samples;          /* CPU timer signals */
+    uint64_t          blocked_samples;      /* stacks asked of a thread
+                                               blocked outside its loop */
+    uint64_t          idle_samples;         /* wall time at the wait */
+    uint64_t          samples_recorded;     /* all samples, in a batch */
+    uint64_t          wall_dropped;         /* wall time without a stack */
+    uint64_t          wall_dropped_ns;
     uint64_t          signals_sent;         /* stacks asked by tgkill */
     uint64_t          signal_failures;      /* tgkill failed */
     uint64_t          truncated_stacks;
-    uint64_t          dropped_samples;      /* past the byte ceiling */
+    uint64_t          dropped_samples;      /* past the byte ceiling, or
+                                               the ring full */
     uint64_t          dropped_batches;
-    uint64_t          endpoints_dropped;    /* requests not in the endpoint
-                                               counts: table full, or the
-                                               loop thread behind */
-    prof_histogram_t  handler_ns;           /* unwind + copy, in handler */
-    uint64_t          slow_unwinds;         /* handler: libunwind, not the
-                                               unwind table */
+    uint64_t          ring_full;            /* signals with no free slot */
+    uint64_t          flushes_merged;       /* two periods in one profile:
+                                               the sampler thread behind */
+    uint64_t          unwind_stops;         /* stacks ended by a marker */
+    uint64_t          unwind_stops_unknown_code;    /* of them, at code
+                                               outside every object */
+    uint64_t          scanned_frames;       /* callers found by a scan of
+                                               the stack past such code */
     uint64_t          unwind_tables;        /* built by the sampler (0: the
                                                caller's, e.g. inherited) */
     uint64_t          unwind_table_bytes;   /* of the current one */
+    uint64_t          unwind_objects_skipped;   /* corrupt, left out */
+    prof_histogram_t  handler_ns;           /* one sample in the handler */
+
+    /* server thread */
+    uint64_t          endpoints_dropped;    /* requests not in the endpoint
+                                               counts: table full, or the
+                                               loop thread behind */
+    uint64_t          labels_dropped;       /* sampled requests whose labels
+                                               found no room */
 
     /* profiler loop thread */
     uint64_t          samples_aggregated;
@@ -56,20 +68,41 @@ typedef struct {
     uint64_t          export_failures;
     uint64_t          encode_failures;
     uint64_t          bytes_exported;       /* written to files */
+    uint64_t          dump_files_deleted;   /* by retention */
+    uint64_t          dump_temps_removed;   /* stale temporary files */
+    uint64_t          addresses_evicted;    /* address cache bound */
+    uint64_t          requests_evicted;     /* request label bound */
 
-    /* agent uploads (profiler loop thread) */
-    uint64_t          uploads_attempted;    /* requests sent, retries too */
-    uint64_t          uploads_succeeded;
-    uint64_t          uploads_retried;
-    uint64_t          uploads_failed_connect;
-    uint64_t          uploads_failed_timeout;
-    uint64_t          uploads_failed_4xx;
-    uint64_t          uploads_failed_5xx;
-    uint64_t          uploads_failed_other;
-    uint64_t          uploads_dropped;      /* replaced while waiting, or
-                                               aborted at exit */
-    uint64_t          bytes_sent;
+    /* agent uploads (profiler loop thread), defined in upload.h: once
+       the uploader is closed, each profile submitted has ended once,
+       submitted = succeeded + failed_* + dropped */
+    uint64_t          uploads_submitted;    /* profiles meant for it */
+    uint64_t          uploads_attempted;    /* tries started, retries too */
+    uint64_t          uploads_succeeded;    /* answered 2xx */
+    uint64_t          uploads_retried;      /* second tries started */
+    uint64_t          uploads_failed_connect;   /* last try: no agent, or
+                                               the connection lost */
+    uint64_t          uploads_failed_timeout;   /* last try timed out */
+    uint64_t          uploads_failed_4xx;   /* never retried */
+    uint64_t          uploads_failed_5xx;   /* last try answered 5xx */
+    uint64_t          uploads_failed_other; /* other status or error */
+    uint64_t          uploads_dropped;      /* given up unanswered:
+                                               replaced while waiting, or
+                                               pending at the close
+                                               deadline, or no memory for
+                                               its documents */
+    uint64_t          bytes_sent;           /* request bodies of every
+                                               try, answered or not */
 } prof_diagnostics_t;
+
+
+/* The counters by name, for the log and the status page. */
+typedef struct {
+    const char  *name;
+    size_t       offset;                    /* of a uint64_t field */
+} prof_diagnostics_field_t;
+
+extern const prof_diagnostics_field_t  prof_diagnostics_fields[];
 
 
 #define prof_counter_add(field, n)                                            \
@@ -83,6 +116,10 @@ void prof_histogram_add(prof_histogram_t *h, uint64_t value_ns);
 
 /* The value below which a fraction q (0..1) of the recorded values lie. */
 uint64_t prof_histogram_quantile(const prof_histogram_t *h, double q);
+
+/* A counter's value by its field. */
+uint64_t prof_diagnostics_get(const prof_diagnostics_t *d,
+    const prof_diagnostics_field_t *f);
 
 /* One line "key=value ..." for the log; returns its length. */
 size_t prof_diagnostics_format(const prof_diagnostics_t *d, char *buf,

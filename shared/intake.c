@@ -17,6 +17,7 @@
 
 #include "intake.h"
 #include "intern.h"
+#include "utf8.h"
 
 
 #define PROF_DPKG_INFO    "/var/lib/dpkg/info"
@@ -36,12 +37,41 @@ static prof_package_t  prof_packages[PROF_PACKAGES_MAX];
 static size_t          prof_package_count;
 
 
-/* Tag values are user data: no commas, no leading/trailing blanks. */
+/*
+ * A tag's key or value: valid UTF-8 (prof_utf8_append), and neither a
+ * comma (it would split the tag) nor a control character: '_' instead.
+ */
+static int
+prof_append_tag_text(prof_buffer_t *out, const char *s, size_t length)
+{
+    size_t          i;
+    unsigned char   c;
+
+    i = out->length;
+
+    if (prof_utf8_append(out, s, length) != 0) {
+        return -ENOMEM;
+    }
+
+    for ( /* void */ ; i < out->length; i++) {
+        c = out->data[i];
+        if (c == ',' || c < 0x20 || c == 0x7f) {
+            out->data[i] = '_';
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * ",key:value" (no comma first); no tag when the value is missing or only
+ * blanks. Keys and values are user data: blanks around the value are cut.
+ */
 static int
 prof_append_tag(prof_buffer_t *out, const char *key, const char *value)
 {
-    size_t  i, start, end;
-    char    c;
+    size_t  start, end;
 
     if (value == NULL) {
         return 0;
@@ -65,20 +95,11 @@ prof_append_tag(prof_buffer_t *out, const char *key, const char *value)
         return -ENOMEM;
     }
 
-    if (prof_buffer_append_str(out, key) != 0
-        || prof_buffer_append(out, ":", 1) != 0)
+    if (prof_append_tag_text(out, key, strlen(key)) != 0
+        || prof_buffer_append(out, ":", 1) != 0
+        || prof_append_tag_text(out, value + start, end - start) != 0)
     {
         return -ENOMEM;
-    }
-
-    for (i = start; i < end; i++) {
-        c = value[i];
-        if (c == ',' || (unsigned char) c < 0x20) {
-            c = '_';
-        }
-        if (prof_buffer_append(out, &c, 1) != 0) {
-            return -ENOMEM;
-        }
     }
 
     return 0;
@@ -124,13 +145,6 @@ prof_intake_tags(prof_buffer_t *out, const prof_intake_conf_t *conf,
         memcpy(key, tag, n);
         key[n] = '\0';
 
-        /* A comma in a key would split the tag: replace it too. */
-        for (n = 0; key[n] != '\0'; n++) {
-            if (key[n] == ',') {
-                key[n] = '_';
-            }
-        }
-
         rc |= prof_append_tag(out, key, colon + 1);
     }
 
@@ -151,6 +165,75 @@ prof_intake_rfc3339(char *buf, int64_t realtime_ns)
              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
              tm.tm_min, tm.tm_sec,
              (long long) (realtime_ns % 1000000000));
+}
+
+
+/*
+ * endpoint_counts: {"name":count,...}, or null. Names are written as the
+ * pprof's "trace endpoint" labels show them (sanitized UTF-8), so two
+ * names that differ only in invalid bytes are one key, with the sum of
+ * their counts (a JSON object must not repeat a key).
+ */
+static int
+prof_append_endpoint_counts(prof_buffer_t *out,
+    const prof_intake_profile_t *profile)
+{
+    int             rc, inserted;
+    size_t          i, length;
+    int64_t         index;
+    uint64_t       *sums;
+    const char     *name;
+    prof_intern_t   names;
+    prof_buffer_t   sanitized = { NULL, 0, 0 };
+
+    if (profile->endpoint_count == 0) {
+        return prof_buffer_append_str(out, "null");
+    }
+
+    sums = calloc(profile->endpoint_count, sizeof(uint64_t));
+    if (sums == NULL) {
+        return -ENOMEM;
+    }
+
+    prof_intern_init(&names);
+    rc = 0;
+
+    for (i = 0; i < profile->endpoint_count; i++) {
+        name = profile->endpoints[i];
+        sanitized.length = 0;
+
+        if (prof_utf8_append(&sanitized, name, strlen(name)) != 0) {
+            rc = -ENOMEM;
+            break;
+        }
+
+        index = prof_intern(&names, sanitized.data, sanitized.length,
+                            &inserted);
+        if (index < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+
+        sums[index] += profile->endpoint_counts[i];
+    }
+
+    rc |= prof_buffer_append_str(out, "{");
+
+    for (i = 0; rc == 0 && i < names.count; i++) {
+        name = prof_intern_key(&names, i, &length);
+
+        rc |= prof_buffer_append_str(out, i ? "," : "");
+        rc |= prof_utf8_append_json(out, name, length);
+        rc |= prof_buffer_printf(out, ":%llu", (unsigned long long) sums[i]);
+    }
+
+    rc |= prof_buffer_append_str(out, "}");
+
+    prof_buffer_free(&sanitized);
+    prof_intern_free(&names);
+    free(sums);
+
+    return rc ? -ENOMEM : 0;
 }
 
 
@@ -177,46 +260,31 @@ prof_intake_event_json(prof_buffer_t *out, const prof_intake_conf_t *conf,
 
     for (i = 0; i < attachment_count; i++) {
         rc |= prof_buffer_append_str(out, i ? "," : "");
-        rc |= prof_buffer_append_json(out, attachments[i],
-                                      strlen(attachments[i]));
+        rc |= prof_utf8_append_json(out, attachments[i],
+                                    strlen(attachments[i]));
     }
 
     rc |= prof_buffer_append_str(out, "],\"tags_profiler\":");
-    rc |= prof_buffer_append_json(out, tags.length ? (char *) tags.data : "",
-                                  tags.length);
+    rc |= prof_utf8_append_json(out, tags.length ? (char *) tags.data : "",
+                                tags.length);
     rc |= prof_buffer_printf(out, ",\"start\":\"%s\",\"end\":\"%s\","
                              "\"family\":\"native\",\"version\":\"4\","
                              "\"endpoint_counts\":", start, end);
 
-    if (profile->endpoint_count == 0) {
-        rc |= prof_buffer_append_str(out, "null");
-
-    } else {
-        rc |= prof_buffer_append_str(out, "{");
-
-        for (i = 0; i < profile->endpoint_count; i++) {
-            rc |= prof_buffer_append_str(out, i ? "," : "");
-            rc |= prof_buffer_append_json(out, profile->endpoints[i],
-                                          strlen(profile->endpoints[i]));
-            rc |= prof_buffer_printf(out, ":%llu",
-                      (unsigned long long) profile->endpoint_counts[i]);
-        }
-
-        rc |= prof_buffer_append_str(out, "}");
-    }
+    rc |= prof_append_endpoint_counts(out, profile);
 
     rc |= prof_buffer_append_str(out, ",\"internal\":{},\"info\":{"
                                  "\"application\":{\"service\":");
-    rc |= prof_buffer_append_json(out, conf->service, strlen(conf->service));
+    rc |= prof_utf8_append_json(out, conf->service, strlen(conf->service));
     rc |= prof_buffer_append_str(out, "},\"platform\":{\"hostname\":");
-    rc |= prof_buffer_append_json(out, conf->host, strlen(conf->host));
+    rc |= prof_utf8_append_json(out, conf->host, strlen(conf->host));
     rc |= prof_buffer_append_str(out, ",\"runtime_engine\":\"nginx\","
                                  "\"runtime_version\":");
-    rc |= prof_buffer_append_json(out, conf->runtime_version,
-                                  strlen(conf->runtime_version));
+    rc |= prof_utf8_append_json(out, conf->runtime_version,
+                                strlen(conf->runtime_version));
     rc |= prof_buffer_append_str(out, "},\"profiler\":{\"version\":");
-    rc |= prof_buffer_append_json(out, conf->profiler_version,
-                                  strlen(conf->profiler_version));
+    rc |= prof_utf8_append_json(out, conf->profiler_version,
+                                strlen(conf->profiler_version));
     rc |= prof_buffer_append_str(out, "}}}");
 
     prof_buffer_free(&tags);
@@ -452,19 +520,19 @@ prof_intake_provenance_json(prof_buffer_t *out,
                : (name != NULL ? name + 1 : objects[i]->path);
 
         rc |= prof_buffer_append_str(out, i ? ",{\"name\":" : "{\"name\":");
-        rc |= prof_buffer_append_json(out, name, strlen(name));
+        rc |= prof_utf8_append_json(out, name, strlen(name));
         rc |= prof_buffer_append_str(out, ",\"kind\":\"library\","
                                      "\"paths\":[");
-        rc |= prof_buffer_append_json(out, objects[i]->path,
-                                      strlen(objects[i]->path));
+        rc |= prof_utf8_append_json(out, objects[i]->path,
+                                    strlen(objects[i]->path));
         rc |= prof_buffer_append_str(out, "],\"build_id\":");
-        rc |= prof_buffer_append_json(out, objects[i]->build_id,
-                                      strlen(objects[i]->build_id));
+        rc |= prof_utf8_append_json(out, objects[i]->build_id,
+                                    strlen(objects[i]->build_id));
         rc |= prof_buffer_append_str(out, ",\"version\":");
 
         if (pkg != NULL && pkg->version != NULL) {
-            rc |= prof_buffer_append_json(out, pkg->version,
-                                          strlen(pkg->version));
+            rc |= prof_utf8_append_json(out, pkg->version,
+                                        strlen(pkg->version));
         } else {
             rc |= prof_buffer_append_str(out, "\"\"");
         }

@@ -2,6 +2,10 @@
  * Intake documents: the tags, event.json and code-provenance.json that go
  * with each profile uploaded to a Datadog agent.
  *
+ * Every string written is valid UTF-8 whatever bytes it is given (see
+ * utf8.h: ill-formed subparts become U+FFFD) and JSON strings escape '"',
+ * '\' and every control character.
+ *
  * Threading: the profiler loop thread (package lookups read dpkg's files
  * once and are cached). Memory: documents are appended to caller-owned
  * buffers; the conf's strings belong to the caller.
@@ -36,13 +40,18 @@ typedef struct {
     uint64_t             sequence;
     int64_t              start_realtime_ns;
     int64_t              duration_ns;
-    const char * const  *endpoints;         /* endpoint_counts, may be 0 */
+    const char * const  *endpoints;         /* endpoint_counts, may be 0;
+                                               names differing only in
+                                               invalid bytes are merged */
     const uint64_t      *endpoint_counts;
     size_t               endpoint_count;
 } prof_intake_profile_t;
 
 
-/* "key:value,..." with values sanitized (no commas), no empty tag. */
+/*
+ * "key:value,..." with keys and values valid UTF-8 with no commas and no
+ * control characters ('_' instead), no empty tag.
+ */
 int prof_intake_tags(prof_buffer_t *out, const prof_intake_conf_t *conf,
     uint64_t sequence);
 

@@ -12,6 +12,7 @@
 
 #include "profile.pb.h"
 #include "pprof.h"
+#include "utf8.h"
 
 
 #define PROF_GZIP_CHUNK  (64 * 1024)
@@ -38,6 +39,12 @@ typedef struct {
 
 
 typedef struct {
+    int64_t    filename;        /* string indices */
+    int64_t    build_id;
+} prof_pprof_mapping_t;
+
+
+typedef struct {
     const prof_profile_t    *profile;
     prof_aggregator_t       *agg;
 
@@ -54,6 +61,7 @@ typedef struct {
     prof_pprof_location_t   *location;          /* by location index */
     prof_intern_t            functions;         /* int64_t name string */
     prof_intern_t            mappings;          /* const prof_object_t * */
+    prof_pprof_mapping_t    *mapping;           /* by mapping index */
 
     uint64_t                *stack_locations;   /* ids, every stack */
     size_t                  *stack_offset;      /* by stack index */
@@ -61,6 +69,8 @@ typedef struct {
 
     const prof_sample_key_t *key;               /* the sample encoded */
     const int64_t           *values;
+
+    prof_buffer_t            sanitized;         /* a string being fixed */
 
     z_stream                 zs;
     prof_buffer_t           *out;
@@ -74,12 +84,38 @@ typedef struct {
 } prof_pprof_t;
 
 
+/*
+ * The index of a string of the table: pprof strings are proto3 strings,
+ * valid UTF-8 or the whole profile is refused, and they come from symbol
+ * tables, file names, the configuration and clients' URIs. They are
+ * interned as prof_utf8_sanitize() makes them (names differing only in
+ * invalid bytes share an entry); nearly all of them are valid, and then
+ * interned as they are.
+ */
 static int64_t
-prof_pprof_string(prof_pprof_t *pp, const char *s)
+prof_pprof_string_n(prof_pprof_t *pp, const char *s, size_t length)
 {
     int  inserted;
 
-    return prof_intern(&pp->strings, s, strlen(s), &inserted);
+    if (prof_utf8_valid(s, length)) {
+        return prof_intern(&pp->strings, s, length, &inserted);
+    }
+
+    pp->sanitized.length = 0;
+
+    if (prof_utf8_append(&pp->sanitized, s, length) != 0) {
+        return -ENOMEM;
+    }
+
+    return prof_intern(&pp->strings, pp->sanitized.data,
+                       pp->sanitized.length, &inserted);
+}
+
+
+static int64_t
+prof_pprof_string(prof_pprof_t *pp, const char *s)
+{
+    return prof_pprof_string_n(pp, s, strlen(s));
 }
 
 
@@ -373,10 +409,8 @@ prof_encode_mappings(pb_ostream_t *stream, const pb_field_t *field,
         m.memory_start = obj->start;
         m.memory_limit = obj->end;
         m.file_offset = obj->file_offset;
-        m.filename = prof_intern_find(&pp->strings, obj->path,
-                                      strlen(obj->path));
-        m.build_id = prof_intern_find(&pp->strings, obj->build_id,
-                                      strlen(obj->build_id));
+        m.filename = pp->mapping[i].filename;
+        m.build_id = pp->mapping[i].build_id;
         m.has_functions = true;
 
         if (!pb_encode_tag_for_field(stream, field)
@@ -496,6 +530,7 @@ prof_pprof_location(prof_pprof_t *pp, uint64_t pc)
     int                     inserted;
     size_t                  cap;
     int64_t                 index, mapping, name, function;
+    prof_pprof_mapping_t   *map;
     prof_pprof_location_t  *loc;
     const prof_address_t   *a;
 
@@ -529,11 +564,30 @@ prof_pprof_location(prof_pprof_t *pp, uint64_t pc)
     if (a->object != NULL) {
         mapping = prof_intern(&pp->mappings, &a->object, sizeof(a->object),
                               &inserted);
-        if (mapping < 0
-            || prof_pprof_string(pp, a->object->path) < 0
-            || prof_pprof_string(pp, a->object->build_id) < 0)
-        {
+        if (mapping < 0) {
             return -ENOMEM;
+        }
+
+        if (inserted && (mapping & (mapping - 1)) == 0) {
+            cap = mapping ? (size_t) mapping * 2 : 16;
+            if (cap < 16) {
+                cap = 16;
+            }
+            map = realloc(pp->mapping, cap * sizeof(prof_pprof_mapping_t));
+            if (map == NULL) {
+                return -ENOMEM;
+            }
+            pp->mapping = map;
+        }
+
+        if (inserted) {
+            map = &pp->mapping[mapping];
+            map->filename = prof_pprof_string(pp, a->object->path);
+            map->build_id = prof_pprof_string(pp, a->object->build_id);
+
+            if (map->filename < 0 || map->build_id < 0) {
+                return -ENOMEM;
+            }
         }
 
         loc->mapping_id = mapping + 1;
@@ -562,10 +616,10 @@ prof_pprof_location(prof_pprof_t *pp, uint64_t pc)
 static int
 prof_pprof_prepare(prof_pprof_t *pp)
 {
-    int                    inserted;
     size_t                 length, total, n, i;
     int64_t                index;
     uint32_t               s;
+    const char            *endpoint;
     const uint64_t        *pcs;
     const prof_profile_t  *p = pp->profile;
 
@@ -610,9 +664,10 @@ prof_pprof_prepare(prof_pprof_t *pp)
         return -ENOMEM;
     }
 
+    /* Endpoints are a client's bytes, NUL included: lengths, not strlen. */
     for (s = 0; s < p->endpoints.count; s++) {
-        pcs = prof_intern_key(&p->endpoints, s, &length);
-        index = prof_intern(&pp->strings, pcs, length, &inserted);
+        endpoint = prof_intern_key(&p->endpoints, s, &length);
+        index = prof_pprof_string_n(pp, endpoint, length);
         if (index < 0) {
             return -ENOMEM;
         }
@@ -729,6 +784,8 @@ prof_pprof_encode(const prof_profile_t *p, prof_aggregator_t *agg,
     prof_intern_free(&pp.functions);
     prof_intern_free(&pp.mappings);
     free(pp.location);
+    free(pp.mapping);
+    prof_buffer_free(&pp.sanitized);
     free(pp.stack_locations);
     free(pp.stack_offset);
     free(pp.endpoint_string);

@@ -6,6 +6,9 @@
  * cache). May take milliseconds: never call it on the nginx event loop.
  * Memory: the output buffer is grown with realloc and belongs to the
  * caller (prof_buffer_free).
+ *
+ * Every string of the table is valid UTF-8 without NUL, whatever the bytes
+ * of the names, endpoints and paths it is made from (utf8.h: U+FFFD).
  */
 
 #ifndef PROF_PPROF_H

@@ -1,6 +1,7 @@
 /*
  * Profiler: wires the sampler to the profiler loop thread, where batches
- * are aggregated and closed profiles are encoded and exported.
+ * are aggregated and closed profiles are encoded and exported; carries
+ * the server's request labels and endpoint logs to that thread.
  */
 
 #define _GNU_SOURCE
@@ -21,6 +22,7 @@
 #include "aggregator.h"
 #include "endpoint_counts.h"
 #include "file_export.h"
+#include "spsc.h"
 #include "intake.h"
 #include "pprof.h"
 #include "profiler.h"
@@ -33,6 +35,12 @@
 #define PROF_POOL_BATCHES       4
 #define PROF_PUSH_EVERY_NS      (1000 * 1000 * 1000LL)
 #define PROF_LOOP_NICE          10
+
+/* Request labels waiting for the loop thread (a power of two). */
+#define PROF_LABELS_RING        256
+
+/* Endpoint log chunks waiting for the loop thread (a power of two). */
+#define PROF_CHUNKS_RING        64
 
 
 struct prof_s {
@@ -49,18 +57,31 @@ struct prof_s {
     char                 thread_name[32];
     pid_t                pid;
     int64_t              start_monotonic_ns;    /* of the first profile */
-    int64_t              start_cpu_ns;          /* the thread's CPU then */
     prof_log_t           log;
     prof_intake_conf_t   intake;
 
     prof_diagnostics_t   diagnostics;
     prof_queue_t         queue;
     prof_sampler_t      *sampler;
+    prof_dump_dir_t     *dump;
+
+    /* the server's thread to the loop thread */
+    prof_spsc_t          labels;                /* prof_labels_t */
+    prof_spsc_t          chunks;                /* prof_endpoint_log_t * */
+
+    /* the server's thread only */
+    prof_endpoint_writer_t  endpoints;
+    uint64_t             flushes;               /* the period now */
 
     /* profiler loop thread only */
     prof_symbolizer_t   *symbolizer;
     prof_aggregator_t   *aggregator;
     prof_uploader_t     *uploader;
+    uint64_t             open_period;           /* barriers taken */
+    prof_endpoint_counts_t  *period_counts;     /* of open_period */
+    prof_endpoint_log_t *early_chunks;          /* of later periods */
+
+    int64_t              stop_upload_ms;        /* set before stop */
 
     uv_loop_t            loop;
     uv_async_t           batches_ready;
@@ -87,6 +108,9 @@ prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof)
     static const char      *attachments[] = {
         "profile.pprof", "code-provenance.json"
     };
+
+    /* Every profile meant for the agent ends in one outcome (upload.h). */
+    prof_counter_add(p->diagnostics.uploads_submitted, 1);
 
     up = calloc(1, sizeof(prof_upload_t));
     if (up == NULL) {
@@ -151,6 +175,19 @@ prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof)
 }
 
 
+/* Objects whose ELF data is malformed: one warning each. */
+static void
+prof_warn_corrupt(prof_t *p)
+{
+    const prof_object_t  *o;
+
+    while ((o = prof_symbolizer_corrupt_object(p->symbolizer)) != NULL) {
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: \"%s\" has malformed "
+                 "ELF data, its functions are not named", o->path);
+    }
+}
+
+
 static void
 prof_export(void *data, prof_profile_t *profile)
 {
@@ -170,9 +207,9 @@ prof_export(void *data, prof_profile_t *profile)
         goto done;
     }
 
-    if (p->dump_dir != NULL) {
-        rc = prof_file_export(p->dump_dir, p->service, p->pid,
-                              profile->sequence, out.data, out.length);
+    if (p->dump != NULL) {
+        rc = prof_dump_dir_write(p->dump, p->pid, profile->sequence,
+                                 out.data, out.length);
         if (rc != 0) {
             prof_counter_add(p->diagnostics.export_failures, 1);
             prof_log_limited(&p->log, PROF_CAUSE_FILE, PROF_LOG_ERR,
@@ -194,18 +231,144 @@ done:
 
     prof_buffer_free(&out);
     prof_profile_free(profile);
+
+    prof_warn_corrupt(p);
+}
+
+
+/* Requests of an endpoint log chunk that will not be counted. */
+static void
+prof_drop_chunk(prof_t *p, prof_endpoint_log_t *chunk)
+{
+    prof_endpoint_counts_t  *scratch;
+
+    /* Counting its records is the way to know how many requests. */
+    scratch = prof_endpoint_counts_create();
+    if (scratch != NULL) {
+        prof_counter_add(p->diagnostics.endpoints_dropped,
+                         prof_endpoint_counts_add_log(scratch, chunk));
+        prof_endpoint_counts_free(scratch);
+    }
+
+    prof_endpoint_log_free(chunk);
+}
+
+
+/* Counts a chunk into its period's table; 0, or -1 when it is not the
+   open period's. */
+static int
+prof_count_chunk(prof_t *p, prof_endpoint_log_t *chunk)
+{
+    prof_endpoint_counts_t  *c;
+
+    if (chunk->period != p->open_period) {
+        return -1;
+    }
+
+    if (p->period_counts == NULL) {
+        p->period_counts = prof_endpoint_counts_create();
+        if (p->period_counts == NULL) {
+            prof_drop_chunk(p, chunk);
+            return 0;
+        }
+    }
+
+    c = p->period_counts;
+    (void) prof_endpoint_counts_add_log(c, chunk);
+    prof_endpoint_log_free(chunk);
+
+    return 0;
+}
+
+
+/* A chunk handed over before its period's barrier: counted or kept. */
+static void
+prof_take_chunk(prof_t *p, prof_endpoint_log_t *chunk)
+{
+    chunk->next = NULL;
+
+    if (prof_count_chunk(p, chunk) == 0) {
+        return;
+    }
+
+    if (chunk->period < p->open_period) {
+        prof_drop_chunk(p, chunk);
+        return;
+    }
+
+    chunk->next = p->early_chunks;
+    p->early_chunks = chunk;
+}
+
+
+/* The endpoint counts of the period a barrier closes; the next opens. */
+static prof_endpoint_counts_t *
+prof_close_period(prof_t *p, const prof_endpoint_log_t *last)
+{
+    prof_endpoint_log_t     *chunk, *early;
+    prof_endpoint_counts_t  *counts;
+
+    counts = p->period_counts;
+
+    if (last != NULL && last->used > 0) {
+        if (counts == NULL) {
+            counts = prof_endpoint_counts_create();
+        }
+        if (counts != NULL) {
+            (void) prof_endpoint_counts_add_log(counts, last);
+        }
+    }
+
+    if (counts != NULL) {
+        prof_counter_add(p->diagnostics.endpoints_dropped, counts->dropped);
+    }
+
+    p->period_counts = NULL;
+    p->open_period++;
+
+    early = p->early_chunks;
+    p->early_chunks = NULL;
+
+    while (early != NULL) {
+        chunk = early;
+        early = early->next;
+        prof_take_chunk(p, chunk);
+    }
+
+    return counts;
 }
 
 
 static void
 prof_drain(prof_t *p)
 {
-    prof_batch_t  *b, *next;
+    prof_batch_t            *b, *next;
+    prof_labels_t           *l;
+    prof_endpoint_log_t    **c;
+    prof_endpoint_counts_t  *counts;
 
-    for (b = prof_queue_pop_all(&p->queue); b != NULL; b = next) {
+    /*
+     * The batches first: what the server handed over before it asked
+     * for a barrier taken now is in the rings by then.
+     */
+    b = prof_queue_pop_all(&p->queue);
+
+    while ((l = prof_spsc_peek(&p->labels)) != NULL) {
+        (void) prof_aggregator_add_labels(p->aggregator, l);
+        prof_spsc_release(&p->labels);
+    }
+
+    while ((c = prof_spsc_peek(&p->chunks)) != NULL) {
+        prof_take_chunk(p, *c);
+        prof_spsc_release(&p->chunks);
+    }
+
+    for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
 
-        if (prof_aggregator_consume(p->aggregator, b) != 0) {
+        counts = b->flush_after ? prof_close_period(p, b->endpoints) : NULL;
+
+        if (prof_aggregator_consume(p->aggregator, b, counts) != 0) {
             prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
                              "profiling: out of memory while aggregating, "
                              "samples dropped");
@@ -246,8 +409,9 @@ prof_on_stop_requested(uv_async_t *handle)
         return;
     }
 
-    /* The last upload gets the upload timeout, no more. */
-    prof_uploader_close(p->uploader, p->conf.upload_timeout_ms,
+    /* The last upload gets what the server allows, no more. */
+    prof_uploader_close(p->uploader,
+                        __atomic_load_n(&p->stop_upload_ms, __ATOMIC_ACQUIRE),
                         prof_close_loop_handles, p);
 }
 
@@ -328,6 +492,22 @@ prof_free(prof_t *p)
     if (p->aggregator != NULL) {
         prof_aggregator_destroy(p->aggregator);
     }
+    prof_endpoint_counts_free(p->period_counts);
+    prof_endpoint_log_free(p->early_chunks);
+    prof_endpoint_log_free(prof_endpoint_writer_take(&p->endpoints));
+
+    while (p->chunks.items != NULL
+           && prof_spsc_peek(&p->chunks) != NULL)
+    {
+        prof_endpoint_log_free(*(prof_endpoint_log_t **)
+                               prof_spsc_peek(&p->chunks));
+        prof_spsc_release(&p->chunks);
+    }
+
+    prof_spsc_free(&p->labels);
+    prof_spsc_free(&p->chunks);
+    prof_dump_dir_close(p->dump);
+    prof_log_free(&p->log);
     if (p->symbolizer != NULL) {
         prof_symbolizer_destroy(p->symbolizer);
     }
@@ -369,7 +549,6 @@ prof_start_loop(prof_t *p)
     ac.start_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
     ac.start_monotonic_ns = prof_clock_ns(CLOCK_MONOTONIC);
     p->start_monotonic_ns = ac.start_monotonic_ns;
-    p->start_cpu_ns = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     ac.on_profile = prof_export;
     ac.on_profile_data = p;
 
@@ -508,6 +687,12 @@ prof_init_conf(prof_t *p, const prof_conf_t *conf)
     p->pid = getpid();
     p->log.handler = conf->log;
     p->log.data = conf->log_data;
+    p->log.notify = conf->log_notify;
+    p->log.notify_data = conf->log_notify_data;
+
+    if (prof_log_init(&p->log) != 0) {
+        return -ENOMEM;
+    }
 
     p->service = prof_strdup_or_null(conf->service ? conf->service : "nginx",
                                      &failed);
@@ -537,7 +722,11 @@ prof_init_conf(prof_t *p, const prof_conf_t *conf)
         strcpy(p->host, "localhost");
     }
 
-    if (prof_intake_uuid(p->runtime_id) != 0) {
+    if (conf->runtime_id != NULL && conf->runtime_id[0] != '\0') {
+        snprintf(p->runtime_id, sizeof(p->runtime_id), "%s",
+                 conf->runtime_id);
+
+    } else if (prof_intake_uuid(p->runtime_id) != 0) {
         return -EIO;
     }
 
@@ -553,6 +742,33 @@ prof_init_conf(prof_t *p, const prof_conf_t *conf)
     p->intake.pid = p->pid;
 
     return 0;
+}
+
+
+/* In prof_start: the dump directory, once; its problem logged once. */
+static void
+prof_open_dump_dir(prof_t *p)
+{
+    char              error[1024];
+    prof_dump_conf_t  dc;
+
+    if (p->dump_dir == NULL) {
+        return;
+    }
+
+    memset(&dc, 0, sizeof(dc));
+    dc.service = p->service;
+    dc.keep_files = p->conf.dump_keep_files;
+    dc.keep_bytes = p->conf.dump_keep_bytes;
+    dc.files_deleted = &p->diagnostics.dump_files_deleted;
+    dc.temps_removed = &p->diagnostics.dump_temps_removed;
+
+    p->dump = prof_dump_dir_open(p->dump_dir, &dc, error, sizeof(error));
+
+    if (p->dump == NULL) {
+        prof_log(&p->log, PROF_LOG_ERR, "profiling: %s, profiles will not "
+                 "be written to it", error);
+    }
 }
 
 
@@ -584,6 +800,16 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
     }
 
     prof_read_thread_name(p);
+    prof_open_dump_dir(p);
+
+    if (prof_spsc_init(&p->labels, PROF_LABELS_RING, sizeof(prof_labels_t))
+        != 0
+        || prof_spsc_init(&p->chunks, PROF_CHUNKS_RING,
+                          sizeof(prof_endpoint_log_t *)) != 0)
+    {
+        prof_free(p);
+        return -ENOMEM;
+    }
 
     rc = prof_queue_init(&p->queue, PROF_BATCH_BYTES, conf->memory_limit,
                          PROF_POOL_BATCHES);
@@ -609,7 +835,6 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
     sc.notify_data = p;
     sc.unwind_table = conf->unwind_table;
     sc.start_monotonic_ns = p->start_monotonic_ns;
-    sc.start_cpu_ns = p->start_cpu_ns;
 
     rc = prof_sampler_start(&p->sampler, &sc);
     if (rc != 0) {
@@ -625,33 +850,122 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
 
 
 void
-prof_flush(prof_t *p, prof_endpoint_counts_t *counts)
+prof_flush(prof_t *p)
 {
-    prof_sampler_request_flush(p->sampler, counts);
+    prof_endpoint_log_t  *chunk;
+
+    chunk = prof_endpoint_writer_take(&p->endpoints);
+    p->flushes++;
+
+    prof_sampler_flush(p->sampler, chunk);
 }
 
 
-void
-prof_stop(prof_t *p, prof_endpoint_counts_t *counts)
+int
+prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms)
 {
     char  line[2048];
 
-    prof_sampler_stop(p->sampler, counts);
+    prof_sampler_stop(p->sampler, prof_endpoint_writer_take(&p->endpoints));
     p->sampler = NULL;
 
-    if (prof_stop_loop(p, p->conf.final_timeout_ms) != 0) {
-        /* The process is exiting: leave the thread its memory. */
+    __atomic_store_n(&p->stop_upload_ms, upload_ms, __ATOMIC_RELEASE);
+
+    if (prof_stop_loop(p, wait_ms) != 0) {
+        /*
+         * The process is exiting: the thread keeps what it uses, and its
+         * messages are not delivered any more.
+         */
         prof_log(&p->log, PROF_LOG_WARN, "profiling: the last profile was "
-                 "not exported within %lld ms",
-                 (long long) p->conf.final_timeout_ms);
-        return;
+                 "not exported within %lld ms", (long long) wait_ms);
+        return -ETIMEDOUT;
     }
+
+    prof_log_deliver(&p->log);
 
     prof_diagnostics_format(&p->diagnostics, line, sizeof(line));
     prof_log(&p->log, PROF_LOG_NOTICE, "profiling: stopped: %s", line);
 
     prof_queue_destroy(&p->queue);
     prof_free(p);
+
+    return 0;
+}
+
+
+int
+prof_label(prof_t *p, const prof_labels_t *labels)
+{
+    prof_labels_t  *l;
+
+    l = prof_spsc_reserve(&p->labels);
+    if (l == NULL) {
+        prof_counter_add(p->diagnostics.labels_dropped, 1);
+        return -ENOSPC;
+    }
+
+    memcpy(l, labels, offsetof(prof_labels_t, endpoint)
+                      + (labels->endpoint_length <= PROF_ENDPOINT_MAX
+                         ? labels->endpoint_length : PROF_ENDPOINT_MAX));
+
+    /* Half full: the loop thread takes them before the ring is. */
+    if (prof_spsc_commit(&p->labels) == PROF_LABELS_RING / 2) {
+        (void) uv_async_send(&p->batches_ready);
+    }
+
+    return 0;
+}
+
+
+void
+prof_count_endpoint_slow(prof_t *p, const void *a, size_t alen,
+    const void *b, size_t blen)
+{
+    prof_endpoint_log_t   *chunk, **slot;
+
+    chunk = prof_endpoint_writer_take(&p->endpoints);
+
+    if (chunk != NULL && chunk->used > 0) {
+        slot = prof_spsc_reserve(&p->chunks);
+
+        if (slot == NULL) {
+            /* The loop thread is behind: these requests are not counted. */
+            prof_drop_chunk(p, chunk);
+
+        } else {
+            *slot = chunk;
+            (void) prof_spsc_commit(&p->chunks);
+            (void) uv_async_send(&p->batches_ready);
+        }
+
+        chunk = NULL;
+    }
+
+    if (chunk == NULL) {
+        chunk = prof_endpoint_log_create(p->flushes);
+        if (chunk == NULL) {
+            prof_counter_add(p->diagnostics.endpoints_dropped, 1);
+            return;
+        }
+    }
+
+    prof_endpoint_writer_start(&p->endpoints, chunk);
+
+    (void) prof_endpoint_write(&p->endpoints, a, alen, b, blen);
+}
+
+
+void
+prof_deliver_log(prof_t *p)
+{
+    prof_log_deliver(&p->log);
+}
+
+
+prof_endpoint_writer_t *
+prof_get_endpoint_writer(prof_t *p)
+{
+    return &p->endpoints;
 }
 
 
@@ -666,4 +980,11 @@ const prof_diagnostics_t *
 prof_get_diagnostics(prof_t *p)
 {
     return &p->diagnostics;
+}
+
+
+const char *
+prof_get_runtime_id(prof_t *p)
+{
+    return p->runtime_id;
 }

@@ -16,38 +16,31 @@
 /* The marker frame put in place of the frames a truncated stack lost. */
 #define PROF_FRAME_TRUNCATED    ((uint64_t) 1)
 
+/* The marker frame ending a stack the walk could not step further. */
+#define PROF_FRAME_UNWIND_STOP  ((uint64_t) 2)
 
-/*
- * What the worker was executing: plain data published by the request hooks
- * and copied by the signal handler (never a pointer into a request).
- */
-typedef struct {
-    uint64_t      span_id;              /* 0: no request */
-    uint64_t      local_root_span_id;
-    uint32_t      endpoint_length;
-    char          endpoint[PROF_ENDPOINT_MAX];
-} prof_request_context_t;
+#define PROF_FRAME_IS_MARKER(pc)  ((pc) < 16)
 
 
 /*
- * A CPU sample (cpu_samples 1: the worker burned an interval of CPU time
- * there) or a wall sample (wall_samples 1: where the worker was at a wall
- * clock tick, with the wall and off-CPU time of that tick).
+ * A sample: CPU time (cpu_samples: the intervals the CPU timer counted
+ * there) and wall time (wall_samples: the intervals it covers) at a
+ * stack, while the request whose tag it carries executed (0: none). The
+ * request's labels are resolved later (labels.h), from the tag.
  */
 typedef struct {
     int64_t       cpu_ns;
     int64_t       wall_ns;
     int64_t       off_cpu_ns;
-    uint64_t      span_id;
-    uint64_t      local_root_span_id;
-    uint16_t      cpu_samples;
-    uint16_t      wall_samples;
+    uint64_t      request;              /* tag, 0: none */
+    uint32_t      cpu_samples;
+    uint32_t      wall_samples;
     uint16_t      frame_count;          /* frames follow the header */
-    uint16_t      endpoint_length;      /* endpoint bytes follow frames */
+    uint16_t      pad[3];
 } prof_sample_t;
 
 
-typedef struct prof_endpoint_counts_s  prof_endpoint_counts_t;
+typedef struct prof_endpoint_log_s  prof_endpoint_log_t;
 
 /* One item of the queue: samples, and maybe a flush barrier after them. */
 typedef struct prof_batch_s  prof_batch_t;
@@ -61,21 +54,17 @@ struct prof_batch_s {
     unsigned       flush_after:1;       /* a flush barrier follows */
     int64_t        flush_realtime_ns;   /* when the barrier was taken */
     int64_t        flush_monotonic_ns;
-    prof_endpoint_counts_t  *endpoint_counts;   /* with the barrier, owned
-                                                   by whoever takes it */
+    uint64_t       flush_last_tag;      /* requests up to it: closing */
+    prof_endpoint_log_t  *endpoints;    /* with the barrier, owned by
+                                           whoever takes it */
     unsigned char  data[];
 };
 
 
 static inline size_t
-prof_sample_size(unsigned frame_count, unsigned endpoint_length)
+prof_sample_size(unsigned frame_count)
 {
-    size_t  size;
-
-    size = sizeof(prof_sample_t) + frame_count * sizeof(uint64_t)
-           + endpoint_length;
-
-    return (size + 7) & ~(size_t) 7;
+    return sizeof(prof_sample_t) + frame_count * sizeof(uint64_t);
 }
 
 
@@ -85,12 +74,6 @@ prof_sample_frames(const prof_sample_t *s)
     return (const uint64_t *) (s + 1);
 }
 
-
-static inline const char *
-prof_sample_endpoint(const prof_sample_t *s)
-{
-    return (const char *) (prof_sample_frames(s) + s->frame_count);
-}
 
 
 #endif /* PROF_SAMPLE_H */

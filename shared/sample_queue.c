@@ -27,7 +27,7 @@ prof_batch_alloc(prof_queue_t *q, unsigned overflow)
     }
 
     b->next = NULL;
-    b->endpoint_counts = NULL;
+    b->endpoints = NULL;
     b->capacity = q->batch_bytes;
     b->overflow = overflow;
     q->allocated_bytes += prof_batch_total_bytes(q);
@@ -39,14 +39,15 @@ prof_batch_alloc(prof_queue_t *q, unsigned overflow)
 static void
 prof_batch_reset(prof_batch_t *b)
 {
-    prof_endpoint_counts_free(b->endpoint_counts);
-    b->endpoint_counts = NULL;
+    prof_endpoint_log_free(b->endpoints);
+    b->endpoints = NULL;
     b->next = NULL;
     b->used = 0;
     b->sample_count = 0;
     b->flush_after = 0;
     b->flush_realtime_ns = 0;
     b->flush_monotonic_ns = 0;
+    b->flush_last_tag = 0;
 }
 
 
@@ -101,7 +102,7 @@ prof_batch_list_free(prof_batch_t *b)
 
     for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
-        prof_endpoint_counts_free(b->endpoint_counts);
+        prof_endpoint_log_free(b->endpoints);
         free(b);
     }
 }
@@ -158,7 +159,7 @@ prof_queue_acquire_barrier(prof_queue_t *q)
         return NULL;
     }
 
-    b->endpoint_counts = NULL;
+    b->endpoints = NULL;
     prof_batch_reset(b);
     b->capacity = 0;
     b->overflow = 1;
@@ -202,12 +203,12 @@ prof_queue_release(prof_queue_t *q, prof_batch_t *b)
     pthread_mutex_lock(&q->mutex);
 
     if (b->capacity == 0) {
-        prof_endpoint_counts_free(b->endpoint_counts);
+        prof_endpoint_log_free(b->endpoints);
         free(b);                            /* a barrier-only batch */
 
     } else if (b->overflow) {
         q->allocated_bytes -= prof_batch_total_bytes(q);
-        prof_endpoint_counts_free(b->endpoint_counts);
+        prof_endpoint_log_free(b->endpoints);
         free(b);
 
     } else {

@@ -1,7 +1,9 @@
 /*
- * Sampler: the SIGPROF handler that unwinds the sampled thread into a ring
- * of preallocated slots, and the sampler thread that turns slots and clock
- * readings into CPU and wall samples.
+ * Sampler: arms the CPU timer and the SIGPROF handler (signal_path.c) on
+ * the sampled thread, and runs the sampler thread, which turns the ring's
+ * slots into samples, closes profiles at the flushes the sampled thread
+ * asks for, asks a thread blocked outside its event loop for its stack,
+ * and rebuilds the unwind table after objects were loaded.
  */
 
 #define _GNU_SOURCE
@@ -16,30 +18,19 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "endpoint_counts.h"
-#include "sampler.h"
+#include "sampler_state.h"
 #include "thread.h"
-#include "unwind.h"
 
-
-/* The handler's own frames (handler, signal trampoline) come first. */
-#define PROF_HANDLER_FRAMES_MAX   8
-
-/* Slots between the handler and the sampler thread (a power of two). */
-#define PROF_SLOTS                32
 
 /*
- * While the thread is parked in its event wait, the sampler ticks less
- * often (each idle sample then covers several intervals), at most this
- * long and at most PROF_IDLE_TICKS intervals: should the thread run
- * meanwhile, its CPU timer fills at most one slot an interval, and the
- * ring holds more than that.
+ * How often the sampler thread looks at the sampled thread: while it runs
+ * (to find it blocked outside its event loop), and while it waits there.
  */
-#define PROF_IDLE_TICK_NS         (250 * 1000 * 1000LL)
-#define PROF_IDLE_TICKS           (PROF_SLOTS - 7)
+#define PROF_WATCH_BUSY_NS        (100 * 1000 * 1000LL)
+#define PROF_WATCH_IDLE_NS        (250 * 1000 * 1000LL)
 
 /* How often the sampler looks for objects loaded after its unwind table. */
 #define PROF_TABLE_CHECK_NS       (1000 * 1000 * 1000LL)
@@ -48,99 +39,12 @@
 #define PROF_REQUEST_WAIT_NS      (1000 * 1000 * 1000LL)
 #define PROF_REQUEST_WAIT_STEP_NS (10 * 1000 * 1000LL)
 
+/* The frames of the capturing code above an idle stack, at most. */
+#define PROF_CAPTURE_SKIP_MAX     8
+
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id    _sigev_un._tid
 #endif
-
-
-enum {
-    PROF_SLOT_FREE = 0,
-    PROF_SLOT_READY
-};
-
-
-/* Written by the handler while FREE, read by the sampler once READY. */
-typedef struct {
-    uint32_t                state;
-    uint32_t                requested;      /* 0: CPU timer, 1: tgkill */
-    uint32_t                weight;         /* 1 + timer overruns */
-    int                     frame_count;
-    int64_t                 entry_ns;
-    int64_t                 handler_ns;
-    prof_request_context_t  request;
-    void                   *frames[PROF_MAX_FRAMES_LIMIT
-                                   + PROF_HANDLER_FRAMES_MAX + 1];
-} prof_slot_t;
-
-
-/* A stack kept by the sampler thread for wall samples. */
-typedef struct {
-    unsigned                frame_count;
-    prof_request_context_t  request;
-    uint64_t                frames[PROF_MAX_FRAMES_LIMIT];
-} prof_stack_t;
-
-
-struct prof_sampler_s {
-    prof_sampler_conf_t     conf;
-    pid_t                   pid;
-    pid_t                   tid;            /* the sampled thread */
-    clockid_t               cpu_clock;      /* its CPU clock */
-    timer_t                 cpu_timer;
-    uv_thread_t             thread;
-    struct sigaction        saved_action;
-    uintptr_t               stack_low;      /* the sampled thread's stack */
-    uintptr_t               stack_high;
-
-    /* built and replaced by the sampler thread, read by the handler;
-       in_handler tells when an old table may be freed */
-    prof_unwind_table_t    *table;
-    prof_unwind_table_t    *borrowed;       /* conf's table: not freed */
-    uint32_t                in_handler;
-    uint32_t                unknown_pcs;    /* handler: walks that left
-                                               every object of the table */
-
-    /* written by the sampled thread, read by the sampler thread */
-    uint32_t                wake;           /* futex word: stop, flush */
-    int                     stop;
-    uint32_t                flush_requests;
-    prof_endpoint_counts_t *flush_counts;   /* for the next barrier */
-    int                     waiting;
-    int                     idle_stack_ready;
-    prof_stack_t            idle_stack;
-
-    /* the published request context (NULL: none), owned by the sampled
-       thread and left unchanged while published; the handler copies it.
-       kept: a copy the sampler owns, for a context about to be freed */
-    const prof_request_context_t  *published;
-    prof_request_context_t  kept;
-
-    /* the ring: the handler writes slots[write_index], the sampler thread
-       reads slots[read_index]; requests/served count tgkill requests */
-    prof_slot_t             slots[PROF_SLOTS];
-    uint32_t                write_index;    /* handler only */
-    uint32_t                read_index;     /* sampler thread only */
-    uint32_t                requests;       /* sampler thread writes */
-    uint32_t                served;         /* futex word, handler writes */
-    uint64_t                ring_full;      /* samples lost, handler */
-
-    /* sampler thread only */
-    uint32_t                flushes_done;
-    uint32_t                unknown_pcs_seen;
-    int64_t                 table_checked_ns;
-    prof_batch_t           *batch;
-    int64_t                 last_wall_ns;
-    int64_t                 last_cpu_ns;
-    int64_t                 pending_wall_ns;
-    int64_t                 pending_off_cpu_ns;
-    int64_t                 last_push_ns;
-    int                     stretched;      /* this tick began idle */
-    prof_stack_t            last_stack;     /* of the last CPU sample */
-    prof_stack_t            requested_stack;
-};
-
-
-static prof_sampler_t  *prof_sampler_active;
 
 
 static int64_t
@@ -162,191 +66,6 @@ prof_futex(uint32_t *word, int op, uint32_t value,
 {
     return syscall(SYS_futex, word, op, value, timeout, NULL,
                    FUTEX_BITSET_MATCH_ANY);
-}
-
-
-/*
- * libunwind's unw_backtrace from inside the handler: slower (a DWARF step
- * for frames its cache does not know, a loader lock for code it has not
- * seen), for the stacks the table cannot walk. Its frames start with the
- * handler's own: they are dropped.
- */
-static int
-prof_sampler_unwind_slow(ucontext_t *uc, void **frames, int max)
-{
-    int    i, n, first, count;
-    void  *pc;
-
-    n = unw_backtrace(frames, max + PROF_HANDLER_FRAMES_MAX);
-
-    pc = (void *) uc->uc_mcontext.gregs[REG_RIP];
-    first = (n > 2) ? 2 : n;
-
-    for (i = 0; i < n && i < PROF_HANDLER_FRAMES_MAX; i++) {
-        if (frames[i] == pc) {
-            first = i;
-            break;
-        }
-    }
-
-    count = n - first;
-    if (count > max) {
-        count = max;
-    }
-
-    if (count > 0 && first > 0) {
-        memmove(frames, frames + first, count * sizeof(void *));
-    }
-
-    return (count > 0) ? count : 0;
-}
-
-
-/* The interrupted thread's stack, at most max frames. Signal-safe. */
-static int
-prof_sampler_unwind(prof_sampler_t *s, ucontext_t *uc, void **frames,
-    int max)
-{
-    int                   count;
-    prof_unwind_regs_t    regs;
-    prof_unwind_table_t  *t;
-    prof_unwind_status_e  status;
-
-    __atomic_store_n(&s->in_handler, 1, __ATOMIC_SEQ_CST);
-    t = __atomic_load_n(&s->table, __ATOMIC_SEQ_CST);
-
-    status = PROF_UNWIND_NO_RULE;
-
-    if (t != NULL) {
-        regs.pc = uc->uc_mcontext.gregs[REG_RIP];
-        regs.sp = uc->uc_mcontext.gregs[REG_RSP];
-        regs.fp = uc->uc_mcontext.gregs[REG_RBP];
-        regs.stack_low = s->stack_low;
-        regs.stack_high = s->stack_high;
-
-        status = prof_unwind(t, &regs, frames, max, &count);
-    }
-
-    __atomic_store_n(&s->in_handler, 0, __ATOMIC_RELEASE);
-
-    if (status == PROF_UNWIND_END || status == PROF_UNWIND_FULL) {
-        return count;
-    }
-
-    if (status == PROF_UNWIND_NO_OBJECT) {
-        __atomic_fetch_add(&s->unknown_pcs, 1, __ATOMIC_RELAXED);
-    }
-
-    prof_counter_add(s->conf.diagnostics->slow_unwinds, 1);
-
-    return prof_sampler_unwind_slow(uc, frames, max);
-}
-
-
-/* Async-signal-safe: runs on the sampled thread, never reentered. */
-static void
-prof_sampler_on_signal(int signo, siginfo_t *info, void *context)
-{
-    int                            saved_errno, max, count, requested;
-    ucontext_t                    *uc = context;
-    const prof_request_context_t  *published;
-    prof_slot_t     *slot;
-    prof_sampler_t  *s;
-
-    s = __atomic_load_n(&prof_sampler_active, __ATOMIC_ACQUIRE);
-    if (s == NULL) {
-        return;
-    }
-
-    if (info->si_code == SI_TIMER && info->si_value.sival_ptr == s) {
-        requested = 0;
-
-    } else if (info->si_code == SI_TKILL && info->si_pid == s->pid
-               && __atomic_load_n(&s->requests, __ATOMIC_ACQUIRE)
-                  != s->served)
-    {
-        requested = 1;
-
-    } else {
-        return;
-    }
-
-    saved_errno = errno;
-
-    slot = &s->slots[s->write_index & (PROF_SLOTS - 1)];
-
-    if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != PROF_SLOT_FREE) {
-        __atomic_fetch_add(&s->ring_full, 1, __ATOMIC_RELAXED);
-        goto done;
-    }
-
-    slot->entry_ns = prof_clock_ns(CLOCK_MONOTONIC);
-    slot->requested = requested;
-    slot->weight = requested ? 0 : 1 + (info->si_overrun > 0
-                                        ? info->si_overrun : 0);
-
-    max = s->conf.max_frames;
-    count = prof_sampler_unwind(s, uc, slot->frames, max + 1);
-
-    if (count > max) {
-        slot->frames[max - 1] = (void *) PROF_FRAME_TRUNCATED;
-        count = max;
-    }
-
-    slot->frame_count = (count > 0) ? count : 0;
-
-    published = __atomic_load_n(&s->published, __ATOMIC_RELAXED);
-    if (published != NULL) {
-        slot->request = *published;
-
-    } else {
-        slot->request.span_id = 0;
-        slot->request.endpoint_length = 0;
-    }
-
-    slot->handler_ns = prof_clock_ns(CLOCK_MONOTONIC) - slot->entry_ns;
-
-    __atomic_store_n(&slot->state, PROF_SLOT_READY, __ATOMIC_RELEASE);
-    s->write_index++;
-
-done:
-
-    if (requested) {
-        __atomic_store_n(&s->served, s->requests, __ATOMIC_RELEASE);
-        (void) prof_futex(&s->served, FUTEX_WAKE_PRIVATE, 1, NULL);
-    }
-
-    errno = saved_errno;
-}
-
-
-/* Counts that will not be sent: their requests are counted as dropped. */
-static void
-prof_sampler_drop_counts(prof_sampler_t *s, prof_endpoint_counts_t *counts)
-{
-    /* Those the table had no room for were counted when handed over. */
-    if (counts != NULL) {
-        prof_counter_add(s->conf.diagnostics->endpoints_dropped,
-                         counts->requests - counts->dropped);
-        prof_endpoint_counts_free(counts);
-    }
-}
-
-
-/* Counts handed over: those their table had no room for are dropped. */
-static void
-prof_sampler_take_counts(prof_sampler_t *s, prof_endpoint_counts_t *counts)
-{
-    prof_endpoint_counts_t  *stale;
-
-    if (counts != NULL) {
-        prof_counter_add(s->conf.diagnostics->endpoints_dropped,
-                         counts->dropped);
-    }
-
-    /* Counts not taken yet (the sampler is late): the newer replace them. */
-    stale = __atomic_exchange_n(&s->flush_counts, counts, __ATOMIC_ACQ_REL);
-    prof_sampler_drop_counts(s, stale);
 }
 
 
@@ -407,30 +126,28 @@ prof_sampler_reserve(prof_sampler_t *s, size_t size, int64_t now_ns)
 }
 
 
+/* The sampling intervals a wall time covers. */
+static uint32_t
+prof_sampler_intervals(prof_sampler_t *s, int64_t wall_ns)
+{
+    int64_t  n;
+
+    n = (wall_ns + s->conf.interval_ns / 2) / s->conf.interval_ns;
+
+    return (n > UINT32_MAX) ? UINT32_MAX : (uint32_t) n;
+}
+
+
 /* 0: recorded; -1: dropped (and counted). */
 static int
 prof_sampler_append(prof_sampler_t *s, const prof_sample_t *values,
-    const uint64_t *frames, const prof_request_context_t *request,
-    int64_t now_ns)
+    const uint64_t *frames, int64_t now_ns)
 {
     size_t               size;
-    unsigned             endpoint_length;
     unsigned char       *p;
-    prof_sample_t       *sample;
     prof_diagnostics_t  *d = s->conf.diagnostics;
 
-    if (request != NULL && request->span_id == 0
-        && request->endpoint_length == 0)
-    {
-        request = NULL;
-    }
-
-    endpoint_length = (request != NULL) ? request->endpoint_length : 0;
-    if (endpoint_length > PROF_ENDPOINT_MAX) {
-        endpoint_length = PROF_ENDPOINT_MAX;
-    }
-
-    size = prof_sample_size(values->frame_count, endpoint_length);
+    size = prof_sample_size(values->frame_count);
 
     p = prof_sampler_reserve(s, size, now_ns);
     if (p == NULL) {
@@ -438,21 +155,9 @@ prof_sampler_append(prof_sampler_t *s, const prof_sample_t *values,
         return -1;
     }
 
-    sample = (prof_sample_t *) p;
-    *sample = *values;
-    sample->endpoint_length = endpoint_length;
-    sample->span_id = (request != NULL) ? request->span_id : 0;
-    sample->local_root_span_id = (request != NULL)
-                                 ? request->local_root_span_id : 0;
-
+    memcpy(p, values, sizeof(prof_sample_t));
     memcpy(p + sizeof(prof_sample_t), frames,
            values->frame_count * sizeof(uint64_t));
-
-    if (endpoint_length > 0) {
-        memcpy(p + sizeof(prof_sample_t)
-               + values->frame_count * sizeof(uint64_t),
-               request->endpoint, endpoint_length);
-    }
 
     s->batch->used += size;
     s->batch->sample_count++;
@@ -463,81 +168,213 @@ prof_sampler_append(prof_sampler_t *s, const prof_sample_t *values,
 }
 
 
+/* Wall time without CPU at a stack: the wait's, or where it last ran. */
 static void
-prof_stack_from_slot(prof_stack_t *stack, const prof_slot_t *slot)
+prof_sampler_append_wall(prof_sampler_t *s, int idle, int64_t wall_ns,
+    int64_t off_cpu_ns, int64_t now_ns)
 {
-    stack->frame_count = slot->frame_count;
-    stack->request = slot->request;
-    memcpy(stack->frames, slot->frames, slot->frame_count * sizeof(void *));
+    prof_sample_t        values;
+    const uint64_t      *frames;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    if (wall_ns <= 0) {
+        return;
+    }
+
+    memset(&values, 0, sizeof(values));
+    values.wall_ns = wall_ns;
+    values.off_cpu_ns = off_cpu_ns;
+    values.wall_samples = prof_sampler_intervals(s, wall_ns);
+
+    if (idle && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE)) {
+        values.frame_count = s->idle_frame_count;
+        frames = s->idle_frames;
+        prof_counter_add(d->idle_samples, 1);
+
+    } else if (s->last_frame_count > 0) {
+        values.frame_count = s->last_frame_count;
+        frames = s->last_frames;
+
+    } else {
+        prof_counter_add(d->wall_dropped, 1);
+        prof_counter_add(d->wall_dropped_ns, wall_ns);
+        return;
+    }
+
+    (void) prof_sampler_append(s, &values, frames, now_ns);
 }
 
 
-/*
- * Takes the stacks the handler left in the ring: CPU samples, and the
- * stack asked for by tgkill (into requested_stack; returns 1 then).
- */
-static int
-prof_sampler_drain_ring(prof_sampler_t *s, int64_t now_ns,
-    unsigned *cpu_samples)
+/* A slot the handler filled: its samples. */
+static void
+prof_sampler_take_slot(prof_sampler_t *s, prof_slot_t *slot, int64_t now_ns)
 {
-    int                  got_requested;
-    prof_slot_t         *slot;
     prof_sample_t        values;
     prof_diagnostics_t  *d = s->conf.diagnostics;
 
-    got_requested = 0;
+    prof_histogram_add(&d->handler_ns, slot->handler_ns);
 
-    for ( ;; ) {
-        slot = &s->slots[s->read_index & (PROF_SLOTS - 1)];
-
-        if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE)
-            != PROF_SLOT_READY)
-        {
-            break;
-        }
-
-        prof_histogram_add(&d->handler_ns, slot->handler_ns);
-
-        if (slot->frame_count > 0
-            && slot->frames[slot->frame_count - 1]
-               == (void *) PROF_FRAME_TRUNCATED)
-        {
-            prof_counter_add(d->truncated_stacks, 1);
-        }
-
-        if (slot->requested) {
-            prof_stack_from_slot(&s->requested_stack, slot);
-            got_requested = 1;
-
-        } else {
-            memset(&values, 0, sizeof(values));
-            values.cpu_ns = s->conf.interval_ns * slot->weight;
-            values.cpu_samples = 1;
-            values.frame_count = slot->frame_count;
-
-            (void) prof_sampler_append(s, &values,
-                                       (const uint64_t *) slot->frames,
-                                       &slot->request, now_ns);
-            prof_stack_from_slot(&s->last_stack, slot);
-            (*cpu_samples)++;
-        }
-
-        __atomic_store_n(&slot->state, PROF_SLOT_FREE, __ATOMIC_RELEASE);
-        s->read_index++;
+    if (slot->frame_count > 0
+        && slot->frames[slot->frame_count - 1] == PROF_FRAME_TRUNCATED)
+    {
+        prof_counter_add(d->truncated_stacks, 1);
     }
 
-    return got_requested;
+    if (slot->unwind_stop != 0) {
+        prof_counter_add(d->unwind_stops, 1);
+        if (slot->unwind_stop == PROF_UNWIND_NO_OBJECT) {
+            prof_counter_add(d->unwind_stops_unknown_code, 1);
+        }
+    }
+
+    prof_counter_add(d->scanned_frames, slot->scanned);
+
+    memset(&values, 0, sizeof(values));
+    values.wall_ns = slot->wall_ns;
+    values.off_cpu_ns = slot->off_cpu_ns;
+    values.wall_samples = prof_sampler_intervals(s, slot->wall_ns);
+    values.request = slot->request;
+    values.frame_count = slot->frame_count;
+
+    if (slot->kind == PROF_SLOT_CPU) {
+        values.cpu_ns = s->conf.interval_ns * slot->weight;
+        values.cpu_samples = slot->weight;
+        prof_counter_add(d->cpu_samples, 1);
+
+        memcpy(s->last_frames, slot->frames,
+               slot->frame_count * sizeof(uint64_t));
+        s->last_frame_count = slot->frame_count;
+
+    } else {
+        prof_counter_add(d->blocked_samples, 1);
+    }
+
+    (void) prof_sampler_append(s, &values, slot->frames, now_ns);
+
+    prof_sampler_append_wall(s, 1, slot->idle_ns, slot->idle_ns, now_ns);
+}
+
+
+/* A barrier closes the profile after every sample taken before it. */
+static void
+prof_sampler_barrier(prof_sampler_t *s, prof_flush_t *f, int64_t now_ns)
+{
+    prof_batch_t  *b;
+
+    prof_sampler_append_wall(s, 0, f->wall_ns, f->off_cpu_ns, now_ns);
+    prof_sampler_append_wall(s, 1, f->idle_ns, f->idle_ns, now_ns);
+
+    b = s->batch;
+    if (b == NULL) {
+        b = prof_queue_acquire(s->conf.queue);
+    }
+    if (b == NULL) {
+        b = prof_queue_acquire_barrier(s->conf.queue);
+    }
+    if (b == NULL) {
+        /* No memory at all: the next barrier closes both. */
+        prof_counter_add(s->conf.diagnostics->endpoints_dropped,
+                         prof_endpoint_log_records(f->endpoints));
+        prof_endpoint_log_free(f->endpoints);
+        f->endpoints = NULL;
+        return;
+    }
+
+    b->flush_after = 1;
+    b->flush_monotonic_ns = f->monotonic_ns;
+    b->flush_realtime_ns = f->realtime_ns;
+    b->flush_last_tag = f->last_tag;
+    b->endpoints = f->endpoints;
+    f->endpoints = NULL;
+
+    /*
+     * At the ceiling (the loop thread is behind, its profiles lose samples
+     * anyway) a barrier carries no endpoints: a stalled loop must not make
+     * every period's log pile up.
+     */
+    if (b->capacity == 0 && b->endpoints != NULL) {
+        prof_counter_add(s->conf.diagnostics->endpoints_dropped,
+                         prof_endpoint_log_records(b->endpoints));
+        prof_endpoint_log_free(b->endpoints);
+        b->endpoints = NULL;
+    }
+
+    s->batch = b;
+    prof_sampler_push(s, now_ns);
+}
+
+
+/* The slots filled so far, and the flushes between them, in order. */
+static void
+prof_sampler_drain(prof_sampler_t *s, int64_t now_ns)
+{
+    uint32_t      limit, added;
+    prof_slot_t  *slot;
+    prof_flush_t *f;
+
+    for ( ;; ) {
+        added = __atomic_load_n(&s->flushes_added, __ATOMIC_ACQUIRE);
+        f = (s->flushes_taken != added)
+            ? &s->flushes[s->flushes_taken % PROF_FLUSHES] : NULL;
+
+        limit = f ? f->write_index
+                  : __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
+
+        while (s->read_index != limit) {
+            slot = prof_sampler_slot(s, s->read_index);
+
+            if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE)
+                != PROF_SLOT_READY)
+            {
+                break;
+            }
+
+            prof_sampler_take_slot(s, slot, now_ns);
+
+            __atomic_store_n(&slot->state, PROF_SLOT_FREE, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->read_index, s->read_index + 1,
+                             __ATOMIC_RELEASE);
+        }
+
+        if (f == NULL || s->read_index != f->write_index) {
+            return;
+        }
+
+        prof_sampler_barrier(s, f, now_ns);
+        __atomic_store_n(&s->flushes_taken, s->flushes_taken + 1,
+                         __ATOMIC_RELEASE);
+    }
 }
 
 
 /*
- * Asks the handler for the sampled thread's stack; 1 when it came. The
- * signal is sent again at every step: a SIGPROF already pending (from the
- * CPU timer) would have absorbed it.
+ * SIGPROF to the sampled thread, marked as the sampler's (a queued signal
+ * carrying the sampler), so that the handler tells it from a tgkill() or
+ * raise() of the process's own.
  */
 static int
-prof_sampler_request_stack(prof_sampler_t *s, int64_t now_ns,
-    unsigned *cpu_samples)
+prof_sampler_signal(prof_sampler_t *s)
+{
+    siginfo_t  si;
+
+    memset(&si, 0, sizeof(si));
+    si.si_signo = SIGPROF;
+    si.si_code = SI_QUEUE;
+    si.si_pid = s->pid;
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = s;
+
+    return (int) syscall(SYS_rt_tgsigqueueinfo, s->pid, s->tid, SIGPROF, &si);
+}
+
+
+/*
+ * Asks the handler for the sampled thread's stack; the slot comes in the
+ * ring. The signal is sent again at every step: a SIGPROF already pending
+ * (from the CPU timer) would have absorbed it.
+ */
+static void
+prof_sampler_request_stack(prof_sampler_t *s)
 {
     int64_t              waited_ns;
     uint32_t             request, served;
@@ -552,17 +389,17 @@ prof_sampler_request_stack(prof_sampler_t *s, int64_t now_ns,
     for (waited_ns = 0; waited_ns < PROF_REQUEST_WAIT_NS;
          waited_ns += PROF_REQUEST_WAIT_STEP_NS)
     {
-        if (syscall(SYS_tgkill, s->pid, s->tid, SIGPROF) != 0) {
+        if (prof_sampler_signal(s) != 0) {
             __atomic_store_n(&s->served, request, __ATOMIC_RELEASE);
             prof_counter_add(d->signal_failures, 1);
-            break;
+            return;
         }
 
         prof_counter_add(d->signals_sent, 1);
 
         served = __atomic_load_n(&s->served, __ATOMIC_ACQUIRE);
         if (served == request) {
-            break;
+            return;
         }
 
         (void) prof_futex(&s->served, FUTEX_WAIT_PRIVATE, served, &step);
@@ -570,121 +407,54 @@ prof_sampler_request_stack(prof_sampler_t *s, int64_t now_ns,
         if (__atomic_load_n(&s->served, __ATOMIC_ACQUIRE) == request
             || __atomic_load_n(&s->stop, __ATOMIC_RELAXED))
         {
-            break;
+            return;
         }
     }
-
-    return prof_sampler_drain_ring(s, now_ns, cpu_samples);
 }
 
 
-/* A wall sample; a stretched tick counts for the intervals it covers. */
+/*
+ * A thread that neither waited in its event loop nor filled a slot since
+ * the last look, and used less than half the time on CPU, is blocked
+ * outside the loop: its stack is asked for, to account the time there.
+ */
 static void
-prof_sampler_record_wall(prof_sampler_t *s, const prof_stack_t *stack,
-    int64_t wall_ns, int64_t off_cpu_ns, int64_t now_ns, int ends_tick)
+prof_sampler_watch(prof_sampler_t *s, int64_t now_ns)
 {
-    int64_t              ticks;
-    prof_sample_t        values;
-    prof_diagnostics_t  *d = s->conf.diagnostics;
+    int       waiting;
+    int64_t   cpu_ns;
+    uint32_t  waits, index;
 
-    ticks = (wall_ns + s->conf.interval_ns / 2) / s->conf.interval_ns;
+    waiting = __atomic_load_n(&s->hot.waiting, __ATOMIC_RELAXED);
 
-    memset(&values, 0, sizeof(values));
-    values.wall_ns = wall_ns;
-    values.off_cpu_ns = off_cpu_ns;
-    values.wall_samples = (ticks > 1) ? (ticks < 0xffff ? ticks : 0xffff) : 1;
-    values.frame_count = stack->frame_count;
-
-    /* A tick ends as one wall sample, recorded or dropped. */
-    if (prof_sampler_append(s, &values, stack->frames, &stack->request,
-                            now_ns) == 0)
+    if (now_ns - s->watch_ns < (waiting ? PROF_WATCH_IDLE_NS
+                                        : PROF_WATCH_BUSY_NS))
     {
-        prof_counter_add(d->wall_samples, ends_tick);
-
-    } else {
-        prof_counter_add(d->wall_dropped, ends_tick);
-    }
-}
-
-
-/* Returns 1 when the tick found the thread idle in its event wait. */
-static int
-prof_sampler_tick(prof_sampler_t *s, int64_t now_ns)
-{
-    int                  idle;
-    int64_t              cpu_ns, wall_ns, off_cpu_ns;
-    unsigned             cpu_samples;
-    prof_stack_t        *stack;
-    prof_diagnostics_t  *d = s->conf.diagnostics;
-
-    prof_counter_add(d->ticks, 1);
-
-    cpu_ns = prof_clock_ns(s->cpu_clock);
-    if (cpu_ns < 0) {
-        prof_counter_add(d->clock_failures, 1);
-        return 0;
+        return;
     }
 
-    idle = 0;
-    wall_ns = now_ns - s->last_wall_ns;
-    off_cpu_ns = wall_ns - (cpu_ns - s->last_cpu_ns);
-    s->pending_wall_ns += wall_ns;
-    s->pending_off_cpu_ns += (off_cpu_ns > 0) ? off_cpu_ns : 0;
-    s->last_cpu_ns = cpu_ns;
-    s->last_wall_ns = now_ns;
+    waits = __atomic_load_n(&s->hot.waits, __ATOMIC_RELAXED);
+    index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
+    cpu_ns = waiting ? -1 : prof_clock_ns(s->cpu_clock);
 
-    cpu_samples = 0;
-    (void) prof_sampler_drain_ring(s, now_ns, &cpu_samples);
-
-    if (cpu_samples > 0) {
-        /* It ran in this tick: the wall time goes where it ran last. */
-        stack = &s->last_stack;
-
-        /*
-         * A stretched tick began in the event wait: its off-CPU time was
-         * spent there, not where the thread ran at the end.
-         */
-        if (s->stretched && s->pending_off_cpu_ns > 0
-            && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE))
-        {
-            prof_sampler_record_wall(s, &s->idle_stack,
-                                     s->pending_off_cpu_ns,
-                                     s->pending_off_cpu_ns, now_ns, 0);
-            s->pending_wall_ns -= s->pending_off_cpu_ns;
-            s->pending_off_cpu_ns = 0;
-        }
-
-    } else if (__atomic_load_n(&s->waiting, __ATOMIC_RELAXED)
-               && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE))
+    if (!waiting && cpu_ns >= 0 && s->watch_cpu_ns >= 0
+        && waits == s->watch_waits && index == s->watch_index
+        && cpu_ns - s->watch_cpu_ns < (now_ns - s->watch_ns) / 2)
     {
-        /* Parked in the event wait: no signal, no wake-up. */
-        prof_counter_add(d->idle_samples, 1);
-        stack = &s->idle_stack;
-        idle = 1;
-
-    } else if (prof_sampler_request_stack(s, now_ns, &cpu_samples)) {
-        stack = &s->requested_stack;
-
-    } else {
-        /* Not scheduled in time: the wall time goes with the next one. */
-        prof_counter_add(d->ticks_merged, 1);
-        return 0;
+        prof_sampler_request_stack(s);
     }
 
-    prof_sampler_record_wall(s, stack, s->pending_wall_ns,
-                             s->pending_off_cpu_ns, now_ns, 1);
-
-    s->pending_wall_ns = 0;
-    s->pending_off_cpu_ns = 0;
-
-    return idle;
+    s->watch_ns = now_ns;
+    s->watch_waits = waits;
+    s->watch_index = index;
+    s->watch_cpu_ns = cpu_ns;
 }
 
 
 /*
  * Builds the unwind table again when the handler met code outside it and
- * objects were loaded since (checked at most once a PROF_TABLE_CHECK_NS).
- * The old table is freed once no handler uses it.
+ * objects were loaded or unloaded since (checked at most once a
+ * PROF_TABLE_CHECK_NS). The old table is freed once no handler uses it.
  */
 static void
 prof_sampler_update_table(prof_sampler_t *s, int64_t now_ns)
@@ -706,7 +476,8 @@ prof_sampler_update_table(prof_sampler_t *s, int64_t now_ns)
     s->table_checked_ns = now_ns;
 
     if (s->table != NULL
-        && prof_unwind_loads_now() == prof_unwind_table_loads(s->table))
+        && prof_unwind_generation_now()
+           == prof_unwind_table_generation(s->table))
     {
         return;
     }
@@ -735,109 +506,62 @@ prof_sampler_update_table(prof_sampler_t *s, int64_t now_ns)
 
 
 static void
-prof_sampler_flush(prof_sampler_t *s, int64_t now_ns)
-{
-    prof_batch_t  *b;
-
-    b = s->batch;
-    if (b == NULL) {
-        b = prof_queue_acquire(s->conf.queue);
-    }
-    if (b == NULL) {
-        b = prof_queue_acquire_barrier(s->conf.queue);
-    }
-    if (b == NULL) {
-        return;     /* no memory at all: the next barrier closes both */
-    }
-
-    b->flush_after = 1;
-    b->flush_monotonic_ns = now_ns;
-    b->flush_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
-    b->endpoint_counts = __atomic_exchange_n(&s->flush_counts, NULL,
-                                             __ATOMIC_ACQ_REL);
-
-    /*
-     * At the ceiling (the loop thread is behind, its profiles lose samples
-     * anyway) a barrier carries no counts: a stalled loop must not make
-     * every period's table pile up.
-     */
-    if (b->capacity == 0) {
-        prof_sampler_drop_counts(s, b->endpoint_counts);
-        b->endpoint_counts = NULL;
-    }
-
-    s->batch = b;
-    prof_sampler_push(s, now_ns);
-}
-
-
-static void
 prof_sampler_main(void *arg)
 {
-    int               idle;
+    int               stopping;
     prof_sampler_t   *s = arg;
-    int64_t           next_ns, now_ns, idle_tick_ns;
-    uint32_t          wake, flushes;
+    int64_t           now_ns, next_ns;
+    uint32_t          wake;
     struct timespec   deadline;
 
     prof_thread_settle("prof-sampler", 0);
 
-    next_ns = s->last_wall_ns + s->conf.interval_ns;
-
-    idle_tick_ns = s->conf.interval_ns * PROF_IDLE_TICKS;
-    if (idle_tick_ns > PROF_IDLE_TICK_NS) {
-        idle_tick_ns = PROF_IDLE_TICK_NS;
-    }
-    if (idle_tick_ns < s->conf.interval_ns) {
-        idle_tick_ns = s->conf.interval_ns;
-    }
+    s->watch_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    s->watch_cpu_ns = -1;
 
     for ( ;; ) {
         wake = __atomic_load_n(&s->wake, __ATOMIC_ACQUIRE);
+        stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
 
-        if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
+
+        prof_sampler_drain(s, now_ns);
+
+        if (stopping
+            && s->flushes_taken
+               == __atomic_load_n(&s->flushes_added, __ATOMIC_ACQUIRE))
+        {
             break;
         }
 
-        flushes = __atomic_load_n(&s->flush_requests, __ATOMIC_ACQUIRE);
-        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
-
-        if (flushes != s->flushes_done) {
-            s->flushes_done = flushes;
-            s->stretched = prof_sampler_tick(s, now_ns);
-            prof_sampler_flush(s, now_ns);
-            continue;
-        }
-
-        if (now_ns < next_ns) {
-            deadline.tv_sec = next_ns / 1000000000;
-            deadline.tv_nsec = next_ns % 1000000000;
-            (void) prof_futex(&s->wake, FUTEX_WAIT_BITSET_PRIVATE, wake,
-                              &deadline);
-            continue;
-        }
-
-        idle = prof_sampler_tick(s, now_ns);
-        s->stretched = idle;
+        prof_sampler_watch(s, now_ns);
         prof_sampler_update_table(s, now_ns);
 
-        if (s->batch != NULL && s->batch->sample_count > 0
-            && now_ns - s->last_push_ns >= s->conf.push_every_ns)
-        {
-            prof_sampler_push(s, now_ns);
+        next_ns = s->watch_ns + PROF_WATCH_BUSY_NS;
+
+        if (s->batch != NULL && s->batch->sample_count > 0) {
+            if (now_ns - s->last_push_ns >= s->conf.push_every_ns) {
+                prof_sampler_push(s, now_ns);
+
+            } else if (s->last_push_ns + s->conf.push_every_ns < next_ns) {
+                next_ns = s->last_push_ns + s->conf.push_every_ns;
+            }
         }
 
-        next_ns += idle ? idle_tick_ns : s->conf.interval_ns;
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
         if (next_ns <= now_ns) {
-            next_ns = now_ns + s->conf.interval_ns;     /* fell behind */
+            continue;
         }
+
+        deadline.tv_sec = next_ns / 1000000000;
+        deadline.tv_nsec = next_ns % 1000000000;
+        (void) prof_futex(&s->wake, FUTEX_WAIT_BITSET_PRIVATE, wake,
+                          &deadline);
     }
 
-    /* The last partial interval, then the final barrier. */
-
-    now_ns = prof_clock_ns(CLOCK_MONOTONIC);
-    prof_sampler_tick(s, now_ns);
-    prof_sampler_flush(s, now_ns);
+    if (s->batch != NULL && s->batch->sample_count > 0) {
+        prof_sampler_push(s, prof_clock_ns(CLOCK_MONOTONIC));
+    }
 }
 
 
@@ -846,6 +570,88 @@ prof_sampler_wake(prof_sampler_t *s)
 {
     __atomic_add_fetch(&s->wake, 1, __ATOMIC_RELEASE);
     (void) prof_futex(&s->wake, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+
+/*
+ * On the sampled thread, SIGPROF blocked: the wall time since the last
+ * sample, and a flush after the slots filled so far.
+ */
+static void
+prof_sampler_add_flush(prof_sampler_t *s, prof_endpoint_log_t *endpoints,
+    int final)
+{
+    int64_t              now_ns, cpu_ns, wall_ns, off_cpu_ns, idle_ns;
+    uint32_t             added;
+    prof_flush_t        *f;
+    prof_endpoint_log_t *tail;
+
+    now_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    cpu_ns = prof_clock_ns(s->cpu_clock);
+
+    prof_signal_account(s, now_ns, __builtin_ia32_rdtsc(),
+                        (cpu_ns >= 0) ? cpu_ns - s->point_cpu_ns : 0,
+                        &wall_ns, &off_cpu_ns, &idle_ns);
+
+    added = s->flushes_added;
+
+    if (added - __atomic_load_n(&s->flushes_taken, __ATOMIC_ACQUIRE)
+        == PROF_FLUSHES)
+    {
+        /* The sampler thread is behind: this one extends the last. */
+        f = &s->flushes[(added - 1) % PROF_FLUSHES];
+        prof_counter_add(s->conf.diagnostics->flushes_merged, 1);
+
+        if (endpoints != NULL) {
+            for (tail = endpoints; tail->next != NULL; tail = tail->next) {
+                /* void */
+            }
+            tail->next = f->endpoints;
+            f->endpoints = endpoints;
+        }
+
+    } else {
+        f = &s->flushes[added % PROF_FLUSHES];
+        memset(f, 0, sizeof(prof_flush_t));
+        f->endpoints = endpoints;
+        added++;
+    }
+
+    f->wall_ns += wall_ns;
+    f->off_cpu_ns += off_cpu_ns;
+    f->idle_ns += idle_ns;
+    f->write_index = s->write_index;
+    f->final = final;
+    f->monotonic_ns = now_ns;
+    f->realtime_ns = prof_clock_ns(CLOCK_REALTIME);
+    f->last_tag = s->hot.epoch;
+
+    __atomic_store_n(&s->flushes_added, added, __ATOMIC_RELEASE);
+}
+
+
+static void
+prof_sampler_flush_now(prof_sampler_t *s, prof_endpoint_log_t *endpoints,
+    int final)
+{
+    sigset_t  prof, saved;
+
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    (void) pthread_sigmask(SIG_BLOCK, &prof, &saved);
+
+    prof_sampler_add_flush(s, endpoints, final);
+
+    (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+
+    prof_sampler_wake(s);
+}
+
+
+void
+prof_sampler_flush(prof_sampler_t *s, prof_endpoint_log_t *endpoints)
+{
+    prof_sampler_flush_now(s, endpoints, 0);
 }
 
 
@@ -869,6 +675,9 @@ prof_sampler_start_timer(prof_sampler_t *s)
     its.it_interval.tv_nsec = s->conf.interval_ns % 1000000000;
     its.it_value = its.it_interval;
 
+    s->timer_cpu_ns = prof_clock_ns(s->cpu_clock);
+    s->point_cpu_ns = s->timer_cpu_ns;
+
     if (timer_settime(s->cpu_timer, 0, &its, NULL) != 0) {
         (void) timer_delete(s->cpu_timer);
         return -errno;
@@ -878,14 +687,18 @@ prof_sampler_start_timer(prof_sampler_t *s)
 }
 
 
-/* After the timer is gone: a SIGPROF still pending must not kill us. */
+/*
+ * After the timer is gone: the action before ours, or, when that was the
+ * default (terminate), ignore, so that a SIGPROF still pending or sent by
+ * someone else does not kill the process.
+ */
 static void
 prof_sampler_restore_signal(prof_sampler_t *s)
 {
     struct sigaction  sa;
 
-    if (s->saved_action.sa_handler == SIG_DFL
-        && !(s->saved_action.sa_flags & SA_SIGINFO))
+    if (!(s->saved_action.sa_flags & SA_SIGINFO)
+        && s->saved_action.sa_handler == SIG_DFL)
     {
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = SIG_IGN;
@@ -894,31 +707,6 @@ prof_sampler_restore_signal(prof_sampler_t *s)
     }
 
     (void) sigaction(SIGPROF, &s->saved_action, NULL);
-}
-
-
-/*
- * The stepping unwinder (libunwind's fallback when its fast trace cannot
- * follow a frame) keeps its per-thread cache in thread-local storage of a
- * dlopen()ed library, allocated on first use: touch it here, not in the
- * handler.
- */
-static void
-prof_sampler_warm_step(void)
-{
-    int           i;
-    unw_cursor_t  cursor;
-    unw_context_t context;
-
-    if (unw_getcontext(&context) != 0
-        || unw_init_local(&cursor, &context) != 0)
-    {
-        return;
-    }
-
-    for (i = 0; i < PROF_HANDLER_FRAMES_MAX && unw_step(&cursor) > 0; i++) {
-        /* void */
-    }
 }
 
 
@@ -950,11 +738,51 @@ prof_sampler_stack_bounds(prof_sampler_t *s)
 }
 
 
+static void
+prof_sampler_free(prof_sampler_t *s)
+{
+    if (s->table != s->borrowed) {
+        prof_unwind_table_free(s->table);
+    }
+
+    free(s->slots);
+    free(s->idle_frames);
+    free(s->last_frames);
+    free(s);
+}
+
+
+static prof_sampler_t *
+prof_sampler_create(const prof_sampler_conf_t *conf)
+{
+    prof_sampler_t  *s;
+
+    s = calloc(1, sizeof(prof_sampler_t));
+    if (s == NULL) {
+        return NULL;
+    }
+
+    s->conf = *conf;
+    s->slot_size = (sizeof(prof_slot_t)
+                    + (conf->max_frames + 1) * sizeof(uint64_t) + 63) & ~63UL;
+
+    s->slots = calloc(PROF_SLOTS, s->slot_size);
+    s->idle_frames = calloc(conf->max_frames, sizeof(uint64_t));
+    s->last_frames = calloc(conf->max_frames + 1, sizeof(uint64_t));
+
+    if (s->slots == NULL || s->idle_frames == NULL || s->last_frames == NULL) {
+        prof_sampler_free(s);
+        return NULL;
+    }
+
+    return s;
+}
+
+
 int
 prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 {
     int               rc;
-    void             *warm[PROF_HANDLER_FRAMES_MAX];
     prof_sampler_t   *s, *expected;
     struct sigaction  sa;
 
@@ -964,55 +792,35 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
         return -EINVAL;
     }
 
-    s = calloc(1, sizeof(prof_sampler_t));
+    s = prof_sampler_create(conf);
     if (s == NULL) {
         return -ENOMEM;
     }
 
-    s->conf = *conf;
     s->pid = getpid();
     s->tid = (pid_t) syscall(SYS_gettid);
 
     rc = pthread_getcpuclockid(pthread_self(), &s->cpu_clock);
     if (rc != 0) {
-        free(s);
+        prof_sampler_free(s);
         return -rc;
     }
 
     rc = prof_sampler_stack_bounds(s);
     if (rc != 0) {
-        free(s);
+        prof_sampler_free(s);
         return rc;
     }
 
     expected = NULL;
-    if (!__atomic_compare_exchange_n(&prof_sampler_active, &expected, s, 0,
+    if (!__atomic_compare_exchange_n(&prof_signal_sampler, &expected, s, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     {
-        free(s);
+        prof_sampler_free(s);
         return -EBUSY;
     }
 
-    /*
-     * A per-thread cache takes no lock and masks no signal in the handler;
-     * libunwind sets it up on first use: do that here, outside the handler.
-     */
-    (void) unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-    (void) unw_backtrace(warm, PROF_HANDLER_FRAMES_MAX);
-    prof_sampler_warm_step();
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = prof_sampler_on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigfillset(&sa.sa_mask);
-
-    if (sigaction(SIGPROF, &sa, &s->saved_action) != 0) {
-        rc = -errno;
-        goto failed;
-    }
-
-    /* ~12 ms for nginx with the libraries of Debian's packages (its wall
-       time goes to the first tick when the caller gave the start). */
+    /* ~12 ms for nginx with the libraries of Debian's packages. */
     s->borrowed = conf->unwind_table;
     s->table = s->borrowed;
 
@@ -1024,16 +832,29 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     }
 
     if (s->table != NULL) {
-        prof_counter_add(s->conf.diagnostics->unwind_table_bytes,
-                         prof_unwind_table_bytes(s->table));
+        __atomic_store_n(&s->conf.diagnostics->unwind_table_bytes,
+                         prof_unwind_table_bytes(s->table), __ATOMIC_RELAXED);
+        __atomic_store_n(&s->conf.diagnostics->unwind_objects_skipped,
+                         prof_unwind_table_skipped(s->table),
+                         __ATOMIC_RELAXED);
     }
 
-    /* The clocks start where the caller's profile starts, if it says. */
-    s->last_wall_ns = conf->start_monotonic_ns ? conf->start_monotonic_ns
-                                               : prof_clock_ns(CLOCK_MONOTONIC);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = prof_signal_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+
+    if (sigaction(SIGPROF, &sa, &s->saved_action) != 0) {
+        rc = -errno;
+        goto failed;
+    }
+
+    /* The wall clock starts where the caller's profile starts. */
+    s->point_wall_ns = conf->start_monotonic_ns
+                       ? conf->start_monotonic_ns
+                       : prof_clock_ns(CLOCK_MONOTONIC);
+    s->point_tsc = __builtin_ia32_rdtsc();
     s->last_push_ns = prof_clock_ns(CLOCK_MONOTONIC);
-    s->last_cpu_ns = conf->start_cpu_ns ? conf->start_cpu_ns
-                                        : prof_clock_ns(s->cpu_clock);
 
     rc = prof_thread_create(&s->thread, prof_sampler_main, s);
     if (rc != 0) {
@@ -1058,22 +879,29 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 
 failed:
 
-    __atomic_store_n(&prof_sampler_active, NULL, __ATOMIC_RELEASE);
-    if (s->table != s->borrowed) {
-        prof_unwind_table_free(s->table);
-    }
-    free(s);
+    __atomic_store_n(&prof_signal_sampler, NULL, __ATOMIC_RELEASE);
+    prof_sampler_free(s);
     return rc;
 }
 
 
 void
-prof_sampler_stop(prof_sampler_t *s, prof_endpoint_counts_t *counts)
+prof_sampler_stop(prof_sampler_t *s, prof_endpoint_log_t *endpoints)
 {
+    sigset_t  prof, saved;
+
+    /*
+     * SIGPROF stays blocked until the action before ours is back: a timer
+     * signal still pending goes there (or nowhere), not into a slot after
+     * the final barrier.
+     */
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    (void) pthread_sigmask(SIG_BLOCK, &prof, &saved);
+
     (void) timer_delete(s->cpu_timer);
 
-    /* They go with the final barrier. */
-    prof_sampler_take_counts(s, counts);
+    prof_sampler_add_flush(s, endpoints, 1);
 
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
     prof_sampler_wake(s);
@@ -1081,55 +909,46 @@ prof_sampler_stop(prof_sampler_t *s, prof_endpoint_counts_t *counts)
     (void) uv_thread_join(&s->thread);
 
     prof_sampler_restore_signal(s);
-    __atomic_store_n(&prof_sampler_active, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&prof_signal_sampler, NULL, __ATOMIC_RELEASE);
+
+    (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
     prof_counter_add(s->conf.diagnostics->dropped_samples,
+                     __atomic_load_n(&s->ring_full, __ATOMIC_RELAXED));
+    prof_counter_add(s->conf.diagnostics->ring_full,
                      __atomic_load_n(&s->ring_full, __ATOMIC_RELAXED));
 
     if (s->batch != NULL) {
         prof_queue_release(s->conf.queue, s->batch);
     }
 
-    prof_sampler_drop_counts(s, s->flush_counts);
-    if (s->table != s->borrowed) {
-        prof_unwind_table_free(s->table);
-    }
-    free(s);
+    prof_sampler_free(s);
 }
 
 
-void
-prof_sampler_request_flush(prof_sampler_t *s,
-    prof_endpoint_counts_t *counts)
-{
-    prof_sampler_take_counts(s, counts);
-
-    __atomic_add_fetch(&s->flush_requests, 1, __ATOMIC_RELEASE);
-    prof_sampler_wake(s);
-}
-
-
-void
-prof_sampler_set_waiting(prof_sampler_t *s, int waiting)
-{
-    __atomic_store_n(&s->waiting, waiting, __ATOMIC_RELAXED);
-}
-
-
+/* libunwind outside the handler, with SIGPROF blocked meanwhile. */
 void
 prof_sampler_capture_idle_stack(prof_sampler_t *s,
     const uint64_t *leaf_frames, unsigned leaf_count, unsigned skip_frames)
 {
     int       n;
     unsigned  i, count, max;
-    void     *frames[PROF_MAX_FRAMES_LIMIT + 1 + PROF_HANDLER_FRAMES_MAX];
+    void     *frames[PROF_MAX_FRAMES_LIMIT + 1 + PROF_CAPTURE_SKIP_MAX];
+    sigset_t  prof, saved;
 
     max = s->conf.max_frames;
-    if (leaf_count >= max || skip_frames > PROF_HANDLER_FRAMES_MAX) {
+    if (leaf_count >= max || skip_frames > PROF_CAPTURE_SKIP_MAX) {
         return;
     }
 
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    (void) pthread_sigmask(SIG_BLOCK, &prof, &saved);
+
     n = unw_backtrace(frames, max + 1 + skip_frames);
+
+    (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+
     if (n <= (int) skip_frames) {
         return;
     }
@@ -1137,52 +956,25 @@ prof_sampler_capture_idle_stack(prof_sampler_t *s,
     count = 0;
 
     for (i = 0; i < leaf_count; i++) {
-        s->idle_stack.frames[count++] = leaf_frames[i];
+        s->idle_frames[count++] = leaf_frames[i];
     }
 
     for (i = skip_frames; i < (unsigned) n && count < max; i++) {
-        s->idle_stack.frames[count++] = (uint64_t) (uintptr_t) frames[i];
+        s->idle_frames[count++] = (uint64_t) (uintptr_t) frames[i];
     }
 
     if (i < (unsigned) n) {
-        s->idle_stack.frames[max - 1] = PROF_FRAME_TRUNCATED;
+        s->idle_frames[max - 1] = PROF_FRAME_TRUNCATED;
     }
 
-    s->idle_stack.frame_count = count;
-    s->idle_stack.request.span_id = 0;
-    s->idle_stack.request.endpoint_length = 0;
+    s->idle_frame_count = count;
 
     __atomic_store_n(&s->idle_stack_ready, 1, __ATOMIC_RELEASE);
 }
 
 
-void
-prof_sampler_request_enter(prof_sampler_t *s,
-    const prof_request_context_t *ctx)
+prof_sampler_hot_t *
+prof_sampler_hot(prof_sampler_t *s)
 {
-    /* The handler runs on this thread: a compiler fence is enough. */
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    __atomic_store_n(&s->published, ctx, __ATOMIC_RELAXED);
-}
-
-
-void
-prof_sampler_request_keep(prof_sampler_t *s)
-{
-    const prof_request_context_t  *ctx;
-
-    ctx = __atomic_load_n(&s->published, __ATOMIC_RELAXED);
-    if (ctx == NULL || ctx == &s->kept) {
-        return;
-    }
-
-    s->kept = *ctx;
-    prof_sampler_request_enter(s, &s->kept);
-}
-
-
-void
-prof_sampler_request_leave(prof_sampler_t *s)
-{
-    __atomic_store_n(&s->published, NULL, __ATOMIC_RELAXED);
+    return &s->hot;
 }

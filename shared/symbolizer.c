@@ -1,6 +1,7 @@
 /*
  * Symbolizer: finds the ELF object (path, build id, load bias) mapping a pc
  * of this process from /proc/self/maps, and the function containing it.
+ * Threading, memory and when the maps are read: see symbolizer.h.
  */
 
 #define _GNU_SOURCE
@@ -10,11 +11,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <link.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "symbolizer.h"
@@ -24,6 +28,15 @@
 #define PROF_SYM_DELETED        " (deleted)"
 #define PROF_SYM_BUILD_ID_MAX   64          /* bytes of the note payload */
 #define PROF_SYM_NOTES_MAX      (1 << 20)   /* bytes of one PT_NOTE */
+#define PROF_SYM_TABLE_MAX      (512 << 20) /* bytes of a symbol table or of
+                                               its string table */
+
+/*
+ * Reads of the maps for pcs in no object while the loader's set of objects
+ * is unchanged: at most a burst at once, one an interval on average.
+ */
+#define PROF_SYM_REREAD_INTERVAL_NS  1000000000LL
+#define PROF_SYM_REREAD_BURST        4
 
 
 typedef struct {
@@ -37,8 +50,11 @@ typedef struct {
 typedef struct {
     prof_object_t        obj;               /* what callers see */
     char                 build_id[2 * PROF_SYM_BUILD_ID_MAX + 1];
+    uint64_t             inode;             /* of the file, from the maps */
     unsigned             mapped:1;          /* in the last maps read */
+    unsigned             seen:1;            /* in the maps read under way */
     unsigned             loaded:1;          /* symbols were looked for */
+    unsigned             corrupt_reported:1;
     prof_sym_t          *syms;              /* sorted by addr, no dups */
     size_t               nsyms;
     char                *strtab;
@@ -56,13 +72,23 @@ typedef struct {
 
 
 struct prof_symbolizer_s {
-    prof_sym_object_t  **objects;           /* all objects, by id */
+    prof_sym_object_t  **objects;           /* held: mapped, and unmapped
+                                               until collected */
     size_t               nobjects;
     prof_sym_object_t  **active;            /* mapped ones, by start */
     size_t               nactive;
     char                *debug_dir;
+    unsigned             next_id;
+    unsigned             maps_tried:1;      /* a read was attempted */
+    unsigned long long   loader_generation; /* loads + unloads at the last
+                                               attempt to read the maps */
+    int64_t              reread_due_ns;     /* rate of rereads for unknown
+                                               pcs (GCRA) */
+    prof_symbolizer_stats_t  stats;
 };
 
+
+/* Reads len bytes at off: 0, -ENOEXEC past the end of the file, -errno. */
 
 static int
 prof_elf_read(prof_elf_t *elf, uint64_t off, void *buf, size_t len)
@@ -93,38 +119,49 @@ prof_elf_read(prof_elf_t *elf, uint64_t off, void *buf, size_t len)
 }
 
 
-/* Reads len bytes at off into a new buffer with a NUL byte after them. */
+/*
+ * Reads len bytes at off into a new buffer with a NUL byte after them
+ * (a string table's last name ends there even when the file's does not).
+ */
 
-static void *
-prof_elf_read_alloc(prof_elf_t *elf, uint64_t off, uint64_t len)
+static int
+prof_elf_read_alloc(prof_elf_t *elf, uint64_t off, uint64_t len, void **out)
 {
+    int    rc;
     char  *buf;
 
-    if (len > elf->size) {
-        return NULL;
+    *out = NULL;
+
+    if (len > elf->size || off > elf->size - len) {
+        return -ENOEXEC;
     }
 
     buf = malloc(len + 1);
     if (buf == NULL) {
-        return NULL;
+        return -ENOMEM;
     }
 
-    if (prof_elf_read(elf, off, buf, len) != 0) {
+    rc = prof_elf_read(elf, off, buf, len);
+    if (rc != 0) {
         free(buf);
-        return NULL;
+        return rc;
     }
 
     buf[len] = '\0';
+    *out = buf;
 
-    return buf;
+    return 0;
 }
 
+
+/* 0, -ENOEXEC when the file is not a 64-bit little-endian ELF, -errno. */
 
 static int
 prof_elf_open(prof_elf_t *elf, const char *path)
 {
-    struct stat   st;
-    Elf64_Ehdr   *eh;
+    int          rc;
+    struct stat  st;
+    Elf64_Ehdr  *eh;
 
     elf->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (elf->fd == -1) {
@@ -133,19 +170,29 @@ prof_elf_open(prof_elf_t *elf, const char *path)
 
     eh = &elf->ehdr;
 
-    if (fstat(elf->fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+    if (fstat(elf->fd, &st) == -1) {
+        rc = -errno;
+        goto failed;
+    }
+
+    if (!S_ISREG(st.st_mode)) {
+        rc = -ENODEV;
         goto failed;
     }
 
     elf->size = st.st_size;
 
-    if (prof_elf_read(elf, 0, eh, sizeof(Elf64_Ehdr)) != 0
-        || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0
+    rc = prof_elf_read(elf, 0, eh, sizeof(Elf64_Ehdr));
+    if (rc != 0) {
+        goto failed;
+    }
+
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0
         || eh->e_ident[EI_CLASS] != ELFCLASS64
         || eh->e_ident[EI_DATA] != ELFDATA2LSB
-        || (eh->e_phnum && eh->e_phentsize != sizeof(Elf64_Phdr))
-        || (eh->e_shnum && eh->e_shentsize != sizeof(Elf64_Shdr)))
+        || (eh->e_phnum && eh->e_phentsize != sizeof(Elf64_Phdr)))
     {
+        rc = -ENOEXEC;
         goto failed;
     }
 
@@ -155,7 +202,62 @@ failed:
 
     close(elf->fd);
 
-    return -ENOEXEC;
+    return rc;
+}
+
+
+/*
+ * The section headers: *count of them in a new buffer. -ENOENT when the
+ * file has none, -ENOEXEC when they are not all within the file.
+ */
+
+static int
+prof_elf_sections(prof_elf_t *elf, Elf64_Shdr **sections, size_t *count)
+{
+    int         rc;
+    uint64_t    n;
+    Elf64_Shdr  first;
+
+    *sections = NULL;
+    *count = 0;
+
+    if (elf->ehdr.e_shoff == 0) {
+        return -ENOENT;
+    }
+
+    if (elf->ehdr.e_shentsize != sizeof(Elf64_Shdr)) {
+        return -ENOEXEC;
+    }
+
+    n = elf->ehdr.e_shnum;
+
+    if (n == 0) {
+        /* SHN_LORESERVE sections or more: the count is in the first one */
+
+        rc = prof_elf_read(elf, elf->ehdr.e_shoff, &first, sizeof(first));
+        if (rc != 0) {
+            return rc;
+        }
+
+        n = first.sh_size;
+        if (n == 0) {
+            return -ENOENT;
+        }
+    }
+
+    if (n > elf->size / sizeof(Elf64_Shdr)) {
+        return -ENOEXEC;
+    }
+
+    rc = prof_elf_read_alloc(elf, elf->ehdr.e_shoff, n * sizeof(Elf64_Shdr),
+                             (void **) sections);
+    if (rc != 0) {
+        return rc;
+    }
+
+    *count = n;
+
+    return 0;
 }
 
 
@@ -166,7 +268,10 @@ prof_align(uint64_t n, uint64_t align)
 }
 
 
-/* Finds a GNU build id note in a PT_NOTE payload: 0 or -1. */
+/*
+ * Finds a GNU build id note in a PT_NOTE payload of len bytes (len < 4 GB):
+ * 0, -ENOENT when there is none, -ENOEXEC when a note overruns it.
+ */
 
 static int
 prof_elf_build_id(const unsigned char *p, uint64_t len, uint64_t align,
@@ -180,11 +285,13 @@ prof_elf_build_id(const unsigned char *p, uint64_t len, uint64_t align,
     while (len - pos >= sizeof(Elf64_Nhdr)) {
         memcpy(&nh, p + pos, sizeof(Elf64_Nhdr));
 
+        /* 32-bit sizes on a position below 4 GB: no 64-bit overflow */
+
         desc = prof_align(pos + sizeof(Elf64_Nhdr) + nh.n_namesz, align);
         next = prof_align(desc + nh.n_descsz, align);
 
-        if (desc + nh.n_descsz > len) {
-            return -1;
+        if (desc > len || nh.n_descsz > len - desc) {
+            return -ENOEXEC;
         }
 
         if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == sizeof(ELF_NOTE_GNU)
@@ -193,20 +300,20 @@ prof_elf_build_id(const unsigned char *p, uint64_t len, uint64_t align,
             && nh.n_descsz > 0 && nh.n_descsz <= PROF_SYM_BUILD_ID_MAX)
         {
             for (i = 0; i < nh.n_descsz; i++) {
-                sprintf(out + 2 * i, "%02x", p[desc + i]);
+                snprintf(out + 2 * i, 3, "%02x", p[desc + i]);
             }
 
             return 0;
         }
 
         if (next >= len) {
-            return -1;
+            return -ENOENT;
         }
 
         pos = next;
     }
 
-    return -1;
+    return -ENOENT;
 }
 
 
@@ -287,24 +394,31 @@ prof_sym_vdso_image(prof_sym_object_t *o)
 }
 
 
-/* Best effort: the load bias and build id of a new object. */
+/*
+ * Best effort: the load bias and build id of a new object. A malformed
+ * file marks it corrupt.
+ */
 
 static void
 prof_sym_object_inspect(prof_sym_object_t *o)
 {
-    unsigned    i;
-    uint64_t    align;
-    prof_elf_t  elf;
-    Elf64_Phdr *ph;
-    void       *notes;
+    int          rc;
+    unsigned     i;
+    uint64_t     align;
+    prof_elf_t   elf;
+    Elf64_Phdr  *ph;
+    void        *notes;
 
-    if (prof_elf_open(&elf, prof_sym_image(o)) != 0) {
+    rc = prof_elf_open(&elf, prof_sym_image(o));
+    if (rc != 0) {
+        o->obj.corrupt = (rc == -ENOEXEC);
         return;
     }
 
-    ph = prof_elf_read_alloc(&elf, elf.ehdr.e_phoff,
-                             (uint64_t) elf.ehdr.e_phnum * sizeof(Elf64_Phdr));
-    if (ph == NULL) {
+    rc = prof_elf_read_alloc(&elf, elf.ehdr.e_phoff,
+                             (uint64_t) elf.ehdr.e_phnum * sizeof(Elf64_Phdr),
+                             (void **) &ph);
+    if (rc != 0) {
         goto done;
     }
 
@@ -315,20 +429,26 @@ prof_sym_object_inspect(prof_sym_object_t *o)
             continue;
         }
 
-        notes = prof_elf_read_alloc(&elf, ph[i].p_offset, ph[i].p_filesz);
-        if (notes == NULL) {
-            continue;
+        rc = prof_elf_read_alloc(&elf, ph[i].p_offset, ph[i].p_filesz,
+                                 &notes);
+        if (rc != 0) {
+            break;
         }
 
         align = ph[i].p_align == 8 ? 8 : 4;
-        (void) prof_elf_build_id(notes, ph[i].p_filesz, align, o->build_id);
+        rc = prof_elf_build_id(notes, ph[i].p_filesz, align, o->build_id);
         free(notes);
+
+        if (rc == -ENOEXEC) {
+            break;
+        }
     }
 
     free(ph);
 
 done:
 
+    o->obj.corrupt = (rc == -ENOEXEC);
     close(elf.fd);
 }
 
@@ -367,28 +487,51 @@ prof_sym_rank(const Elf64_Sym *s, const char *name)
 }
 
 
-/* Keeps the functions of an ELF symbol table, sorted and deduplicated. */
+static int
+prof_sym_is_function(const Elf64_Sym *s)
+{
+    unsigned  type;
+
+    type = ELF64_ST_TYPE(s->st_info);
+
+    return (type == STT_FUNC || type == STT_GNU_IFUNC)
+           && s->st_size != 0 && s->st_shndx != SHN_UNDEF
+           && s->st_name != 0;
+}
+
+
+/*
+ * Keeps the functions of an ELF symbol table, sorted and deduplicated:
+ * 0, -ENOENT when there is none, -ENOEXEC when a name is not within the
+ * string table (strsize bytes, and a NUL byte after them).
+ */
 
 static int
 prof_sym_collect(prof_sym_object_t *o, Elf64_Sym *es, size_t n,
     char *strtab, uint64_t strsize)
 {
-    size_t       i, k;
-    unsigned     type;
+    size_t       i, k, functions;
     prof_sym_t  *syms;
 
-    syms = malloc((n ? n : 1) * sizeof(prof_sym_t));
+    for (i = 0, functions = 0; i < n; i++) {
+        if (es[i].st_name >= strsize && es[i].st_name != 0) {
+            return -ENOEXEC;
+        }
+
+        functions += prof_sym_is_function(&es[i]);
+    }
+
+    if (functions == 0) {
+        return -ENOENT;
+    }
+
+    syms = malloc(functions * sizeof(prof_sym_t));
     if (syms == NULL) {
         return -ENOMEM;
     }
 
     for (i = 0, k = 0; i < n; i++) {
-        type = ELF64_ST_TYPE(es[i].st_info);
-
-        if ((type != STT_FUNC && type != STT_GNU_IFUNC)
-            || es[i].st_size == 0 || es[i].st_shndx == SHN_UNDEF
-            || es[i].st_name == 0 || es[i].st_name >= strsize)
-        {
+        if (!prof_sym_is_function(&es[i])) {
             continue;
         }
 
@@ -397,11 +540,6 @@ prof_sym_collect(prof_sym_object_t *o, Elf64_Sym *es, size_t n,
         syms[k].name = strtab + es[i].st_name;
         syms[k].rank = prof_sym_rank(&es[i], syms[k].name);
         k++;
-    }
-
-    if (k == 0) {
-        free(syms);
-        return -ENOENT;
     }
 
     qsort(syms, k, sizeof(prof_sym_t), prof_sym_cmp);
@@ -420,30 +558,32 @@ prof_sym_collect(prof_sym_object_t *o, Elf64_Sym *es, size_t n,
 }
 
 
-/* Loads the functions of the first section of the given type in a file. */
+/*
+ * Loads the functions of the first section of the given type in a file:
+ * 0, -ENOENT when there are none, -ENOEXEC when the file is malformed,
+ * -errno.
+ */
 
 static int
 prof_sym_load_file(prof_sym_object_t *o, const char *path, uint32_t type)
 {
     int          rc;
-    unsigned     i, shnum;
+    size_t       i, shnum;
     prof_elf_t   elf;
     Elf64_Shdr  *sh, *tab, *str;
     Elf64_Sym   *es;
     char        *strtab;
 
-    if (prof_elf_open(&elf, path) != 0) {
-        return -ENOENT;
+    rc = prof_elf_open(&elf, path);
+    if (rc != 0) {
+        return rc;
     }
 
-    rc = -ENOENT;
     es = NULL;
     strtab = NULL;
-    shnum = elf.ehdr.e_shnum;
 
-    sh = prof_elf_read_alloc(&elf, elf.ehdr.e_shoff,
-                             (uint64_t) shnum * sizeof(Elf64_Shdr));
-    if (sh == NULL) {
+    rc = prof_elf_sections(&elf, &sh, &shnum);
+    if (rc != 0) {
         goto done;
     }
 
@@ -451,20 +591,42 @@ prof_sym_load_file(prof_sym_object_t *o, const char *path, uint32_t type)
         tab = sh[i].sh_type == type ? &sh[i] : NULL;
     }
 
-    if (tab == NULL || tab->sh_entsize != sizeof(Elf64_Sym)
-        || tab->sh_link >= shnum || sh[tab->sh_link].sh_type != SHT_STRTAB)
+    if (tab == NULL) {
+        rc = -ENOENT;
+        goto done;
+    }
+
+    if (tab->sh_entsize != sizeof(Elf64_Sym)
+        || tab->sh_size % sizeof(Elf64_Sym) != 0
+        || tab->sh_link == 0 || tab->sh_link >= shnum
+        || sh[tab->sh_link].sh_type != SHT_STRTAB)
     {
+        rc = -ENOEXEC;
         goto done;
     }
 
     str = &sh[tab->sh_link];
-    es = prof_elf_read_alloc(&elf, tab->sh_offset, tab->sh_size);
-    strtab = prof_elf_read_alloc(&elf, str->sh_offset, str->sh_size);
 
-    if (es && strtab) {
-        rc = prof_sym_collect(o, es, tab->sh_size / sizeof(Elf64_Sym),
-                              strtab, str->sh_size);
+    if (tab->sh_size > PROF_SYM_TABLE_MAX || str->sh_size > PROF_SYM_TABLE_MAX)
+    {
+        rc = -EFBIG;
+        goto done;
     }
+
+    rc = prof_elf_read_alloc(&elf, tab->sh_offset, tab->sh_size,
+                             (void **) &es);
+    if (rc != 0) {
+        goto done;
+    }
+
+    rc = prof_elf_read_alloc(&elf, str->sh_offset, str->sh_size,
+                             (void **) &strtab);
+    if (rc != 0) {
+        goto done;
+    }
+
+    rc = prof_sym_collect(o, es, tab->sh_size / sizeof(Elf64_Sym), strtab,
+                          str->sh_size);
 
 done:
 
@@ -480,24 +642,36 @@ done:
 }
 
 
+/*
+ * The symbols of an object, from the first of: its .symtab, the .symtab of
+ * its debug file (debug_dir NULL: none), its .dynsym. A malformed object
+ * file has none.
+ */
+
 static void
-prof_sym_object_load(prof_symbolizer_t *sym, prof_sym_object_t *o)
+prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
 {
-    int          n;
+    int          n, rc;
     char         path[PATH_MAX];
     const char  *id;
 
     o->loaded = 1;
 
-    if (prof_sym_load_file(o, prof_sym_image(o), SHT_SYMTAB) == 0) {
+    if (o->obj.corrupt) {
+        return;
+    }
+
+    rc = prof_sym_load_file(o, prof_sym_image(o), SHT_SYMTAB);
+    if (rc == 0 || rc == -ENOEXEC) {
+        o->obj.corrupt = (rc == -ENOEXEC);
         return;
     }
 
     id = o->obj.build_id;
 
-    if (strlen(id) > 2) {
+    if (debug_dir != NULL && strlen(id) > 2) {
         n = snprintf(path, sizeof(path), "%s/%.2s/%s.debug",
-                     sym->debug_dir, id, id + 2);
+                     debug_dir, id, id + 2);
 
         if (n > 0 && (size_t) n < sizeof(path)
             && prof_sym_load_file(o, path, SHT_SYMTAB) == 0)
@@ -506,7 +680,8 @@ prof_sym_object_load(prof_symbolizer_t *sym, prof_sym_object_t *o)
         }
     }
 
-    (void) prof_sym_load_file(o, prof_sym_image(o), SHT_DYNSYM);
+    rc = prof_sym_load_file(o, prof_sym_image(o), SHT_DYNSYM);
+    o->obj.corrupt = (rc == -ENOEXEC);
 }
 
 
@@ -570,9 +745,24 @@ prof_sym_object_find(prof_symbolizer_t *sym, uint64_t pc)
 }
 
 
+static void
+prof_sym_object_free(prof_sym_object_t *o)
+{
+    free(o->syms);
+    free(o->strtab);
+    free((char *) o->obj.path);
+
+    if (o->image_fd >= 0) {
+        close(o->image_fd);
+    }
+
+    free(o);
+}
+
+
 static prof_sym_object_t *
 prof_sym_object_create(prof_symbolizer_t *sym, uint64_t start, uint64_t end,
-    uint64_t off, const char *path, int file)
+    uint64_t off, uint64_t inode, const char *path, int file)
 {
     prof_sym_object_t  *o, **objects;
 
@@ -595,12 +785,13 @@ prof_sym_object_create(prof_symbolizer_t *sym, uint64_t start, uint64_t end,
         return NULL;
     }
 
-    o->obj.id = sym->nobjects + 1;
+    o->obj.id = ++sym->next_id;
     o->obj.start = start;
     o->obj.end = end;
     o->obj.file_offset = off;
     o->obj.load_bias = start - off;
     o->obj.build_id = o->build_id;
+    o->inode = inode;
     o->image_fd = -1;
 
     if (!file && strcmp(path, "[vdso]") == 0
@@ -611,6 +802,7 @@ prof_sym_object_create(prof_symbolizer_t *sym, uint64_t start, uint64_t end,
 
     if (file) {
         prof_sym_object_inspect(o);
+        sym->stats.objects_corrupt += o->obj.corrupt;
 
     } else {
         o->loaded = 1;
@@ -630,14 +822,14 @@ prof_sym_maps_line(prof_symbolizer_t *sym, char *line)
     int                 n, file;
     char                perms[5];
     size_t              i, len, del;
-    uint64_t            start, end, off;
+    uint64_t            start, end, off, inode;
     const char         *path;
     prof_sym_object_t  *o;
 
     n = 0;
 
-    if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %*u %n",
-               &start, &end, perms, &off, &n) != 4 || n == 0)
+    if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %" SCNu64
+               " %n", &start, &end, perms, &off, &inode, &n) != 5 || n == 0)
     {
         return 0;
     }
@@ -650,7 +842,7 @@ prof_sym_maps_line(prof_symbolizer_t *sym, char *line)
     /*
      * Executable mappings of files and the vdso. Deleted files (upgraded
      * binaries) and the vdso are kept as objects without a file to read,
-     * so that their pcs do not make every lookup reread the maps.
+     * so that their pcs do not make lookups read the maps again.
      */
 
     if (perms[2] != 'x' || (path[0] != '/' && strcmp(path, "[vdso]") != 0)) {
@@ -660,21 +852,26 @@ prof_sym_maps_line(prof_symbolizer_t *sym, char *line)
     file = path[0] == '/'
            && !(len >= del && strcmp(path + len - del, PROF_SYM_DELETED) == 0);
 
+    /* the same mapping of the same file (unmapped ones may come back) */
+
     for (i = 0; i < sym->nobjects; i++) {
         o = sym->objects[i];
 
-        if (o->obj.start == start && strcmp(o->obj.path, path) == 0) {
-            o->mapped = 1;
+        if (o->obj.start == start && o->obj.end == end
+            && o->obj.file_offset == off && o->inode == inode
+            && strcmp(o->obj.path, path) == 0)
+        {
+            o->seen = 1;
             return 0;
         }
     }
 
-    o = prof_sym_object_create(sym, start, end, off, path, file);
+    o = prof_sym_object_create(sym, start, end, off, inode, path, file);
     if (o == NULL) {
         return -ENOMEM;
     }
 
-    o->mapped = 1;
+    o->seen = 1;
 
     return 0;
 }
@@ -724,6 +921,82 @@ prof_sym_index(prof_symbolizer_t *sym)
 }
 
 
+/*
+ * The loader's count of objects loaded plus unloaded: it changes with
+ * every dlopen() and dlclose() that maps or unmaps an object. The callback
+ * runs under the loader's lock: it does not allocate.
+ */
+
+static int
+prof_sym_loader_count(struct dl_phdr_info *info, size_t size, void *data)
+{
+    unsigned long long  *generation = data;
+
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs)
+                + sizeof(info->dlpi_subs))
+    {
+        *generation = info->dlpi_adds + info->dlpi_subs;
+    }
+
+    return 1;
+}
+
+
+static unsigned long long
+prof_sym_loader_generation(void)
+{
+    unsigned long long  generation = 0;
+
+    (void) dl_iterate_phdr(prof_sym_loader_count, &generation);
+
+    return generation;
+}
+
+
+static int64_t
+prof_sym_monotonic_ns(void)
+{
+    struct timespec  ts;
+
+    (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+
+/*
+ * For a pc in no known object: whether to read the maps again. Always
+ * when the loader's objects changed; else at most a burst, then one an
+ * interval (a generic cell rate: reread_due_ns is when the next one would
+ * be due at that rate).
+ */
+
+static int
+prof_sym_should_reread(prof_symbolizer_t *sym)
+{
+    int64_t  now;
+
+    if (!sym->maps_tried
+        || prof_sym_loader_generation() != sym->loader_generation)
+    {
+        return 1;
+    }
+
+    now = prof_sym_monotonic_ns();
+
+    if (sym->reread_due_ns - now
+        > (PROF_SYM_REREAD_BURST - 1) * PROF_SYM_REREAD_INTERVAL_NS)
+    {
+        return 0;
+    }
+
+    sym->reread_due_ns = (sym->reread_due_ns > now ? sym->reread_due_ns : now)
+                         + PROF_SYM_REREAD_INTERVAL_NS;
+
+    return 1;
+}
+
+
 prof_symbolizer_t *
 prof_symbolizer_create(void)
 {
@@ -747,22 +1020,14 @@ prof_symbolizer_create(void)
 void
 prof_symbolizer_destroy(prof_symbolizer_t *sym)
 {
-    size_t              i;
-    prof_sym_object_t  *o;
+    size_t  i;
 
     if (sym == NULL) {
         return;
     }
 
     for (i = 0; i < sym->nobjects; i++) {
-        o = sym->objects[i];
-        free(o->syms);
-        free(o->strtab);
-        free((char *) o->obj.path);
-        if (o->image_fd >= 0) {
-            close(o->image_fd);
-        }
-        free(o);
+        prof_sym_object_free(sym->objects[i]);
     }
 
     free(sym->objects);
@@ -803,13 +1068,24 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
     char    *line;
     size_t   i, size;
 
+    /*
+     * Taken before the read: a change during it is seen by the next
+     * lookup. A failed read is tried again only when the loader's objects
+     * change or at the rate of unknown pcs, not for every one.
+     */
+
+    sym->loader_generation = prof_sym_loader_generation();
+    sym->maps_tried = 1;
+
     f = fopen("/proc/self/maps", "re");
     if (f == NULL) {
         return -errno;
     }
 
+    sym->stats.maps_reads++;
+
     for (i = 0; i < sym->nobjects; i++) {
-        sym->objects[i]->mapped = 0;
+        sym->objects[i]->seen = 0;
     }
 
     rc = 0;
@@ -827,6 +1103,17 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
     free(line);
     fclose(f);
 
+    /* a partial read unmaps nothing: collect must not free what it missed */
+
+    for (i = 0; i < sym->nobjects; i++) {
+        if (rc == 0) {
+            sym->objects[i]->mapped = sym->objects[i]->seen;
+
+        } else {
+            sym->objects[i]->mapped |= sym->objects[i]->seen;
+        }
+    }
+
     err = prof_sym_index(sym);
 
     return rc ? rc : err;
@@ -836,6 +1123,7 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
 const prof_object_t *
 prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
 {
+    int                 corrupt;
     prof_sym_object_t  *o;
 
     if (function) {
@@ -845,6 +1133,10 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
     o = prof_sym_object_find(sym, pc);
 
     if (o == NULL) {
+        if (!prof_sym_should_reread(sym)) {
+            return NULL;
+        }
+
         (void) prof_symbolizer_refresh(sym);
 
         o = prof_sym_object_find(sym, pc);
@@ -854,7 +1146,9 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
     }
 
     if (!o->loaded) {
-        prof_sym_object_load(sym, o);
+        corrupt = o->obj.corrupt;
+        prof_sym_object_load(sym->debug_dir, o);
+        sym->stats.objects_corrupt += !corrupt && o->obj.corrupt;
     }
 
     if (function) {
@@ -862,6 +1156,42 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
     }
 
     return &o->obj;
+}
+
+
+size_t
+prof_symbolizer_collect(prof_symbolizer_t *sym)
+{
+    size_t              i, kept, evicted;
+    prof_sym_object_t  *o;
+
+    if (!sym->maps_tried) {
+        return 0;
+    }
+
+    if (prof_sym_loader_generation() != sym->loader_generation) {
+        (void) prof_symbolizer_refresh(sym);
+    }
+
+    kept = 0;
+    evicted = 0;
+
+    for (i = 0; i < sym->nobjects; i++) {
+        o = sym->objects[i];
+
+        if (o->mapped) {
+            sym->objects[kept++] = o;
+            continue;
+        }
+
+        prof_sym_object_free(o);
+        evicted++;
+    }
+
+    sym->nobjects = kept;
+    sym->stats.objects_evicted += evicted;
+
+    return evicted;
 }
 
 
@@ -876,4 +1206,89 @@ const prof_object_t *
 prof_symbolizer_object(prof_symbolizer_t *sym, size_t i)
 {
     return (i < sym->nactive) ? &sym->active[i]->obj : NULL;
+}
+
+
+const prof_object_t *
+prof_symbolizer_corrupt_object(prof_symbolizer_t *sym)
+{
+    size_t              i;
+    prof_sym_object_t  *o;
+
+    for (i = 0; i < sym->nobjects; i++) {
+        o = sym->objects[i];
+
+        if (o->obj.corrupt && !o->corrupt_reported) {
+            o->corrupt_reported = 1;
+            return &o->obj;
+        }
+    }
+
+    return NULL;
+}
+
+
+void
+prof_symbolizer_stats(prof_symbolizer_t *sym, prof_symbolizer_stats_t *stats)
+{
+    *stats = sym->stats;
+    stats->objects_held = sym->nobjects;
+}
+
+
+int
+prof_symbolizer_parse_file_for_test(const char *path, size_t *functions)
+{
+    int                 rc;
+    size_t              i;
+    prof_elf_t          elf;
+    const char         *name;
+    prof_sym_object_t   o;
+
+    *functions = 0;
+
+    rc = prof_elf_open(&elf, path);
+    if (rc != 0) {
+        return rc;
+    }
+
+    close(elf.fd);
+
+    memset(&o, 0, sizeof(o));
+    o.obj.path = path;
+    o.obj.end = UINT64_MAX;
+    o.obj.build_id = o.build_id;
+    o.image_fd = -1;
+
+    prof_sym_object_inspect(&o);
+    prof_sym_object_load(NULL, &o);
+
+    rc = o.obj.corrupt ? -ENOEXEC : 0;
+
+    if (o.obj.corrupt && o.nsyms != 0) {
+        rc = -EFAULT;
+    }
+
+    if (strlen(o.build_id) % 2 != 0) {
+        rc = -EFAULT;
+    }
+
+    /* every function is found at its address, under its own name */
+
+    for (i = 0; i < o.nsyms && rc == 0; i++) {
+        name = prof_sym_object_lookup(&o, o.syms[i].addr);
+
+        if (name != o.syms[i].name) {
+            rc = -EFAULT;
+        }
+    }
+
+    if (rc == 0) {
+        *functions = o.nsyms;
+    }
+
+    free(o.syms);
+    free(o.strtab);
+
+    return rc;
 }

@@ -5,29 +5,59 @@
  * Threading: a symbolizer belongs to one thread (the profiler loop thread);
  * it is not thread-safe. It reads /proc/self/maps and ELF files, so it may
  * block on file I/O: never call it from a signal handler or the nginx event
- * loop. It never calls dl_iterate_phdr (no loader lock).
+ * loop. To learn whether the loader's objects changed (for a pc in no
+ * known object, in refresh and in collect) it calls dl_iterate_phdr(): the
+ * loader's lock, held for one callback that does not allocate. Never call
+ * it with that lock held (from a dl_iterate_phdr() callback or an ELF
+ * constructor).
  *
- * Memory: objects, names and build ids are owned by the symbolizer and stay
- * valid until prof_symbolizer_destroy() (refresh keeps known objects).
+ * When the maps are read: on the first lookup; for a pc in no known object
+ * only when the loader's count of loads and unloads changed since the last
+ * read (dlopen, dlclose), or else at most 4 times at once and once a
+ * second on average (mappings made without the loader); in collect when
+ * that count changed; and on prof_symbolizer_refresh(). A pc in anonymous
+ * executable memory (JIT code) is in no object: it is answered NULL and
+ * makes nothing grow.
+ *
+ * ELF files: every read is bounds-checked against the file's size. An
+ * object whose file is malformed (headers, notes, section or symbol tables
+ * out of bounds or inconsistent) has no symbols and is marked corrupt; a
+ * malformed debug file is ignored as if absent.
+ *
+ * Memory: objects, names and build ids are owned by the symbolizer. Those
+ * of an object stay valid until the first prof_symbolizer_collect() after
+ * a read of the maps no longer shows it (dlclose), or until
+ * prof_symbolizer_destroy(): the objects held are those mapped plus those
+ * unmapped since the last collect.
  */
 
 #ifndef PROF_SYMBOLIZER_H
 #define PROF_SYMBOLIZER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 
 typedef struct prof_symbolizer_s  prof_symbolizer_t;
 
 typedef struct {
-    unsigned      id;           /* 1, 2, ...: stable for the symbolizer */
+    unsigned      id;           /* 1, 2, ...: never reused by the symbolizer */
     uint64_t      start;        /* runtime range of the executable mapping */
     uint64_t      end;
     uint64_t      file_offset;  /* file offset of start */
     uint64_t      load_bias;    /* ELF virtual address = pc - load_bias */
     const char   *path;
     const char   *build_id;     /* lowercase hex, "" when the file has none */
+    int           corrupt;      /* malformed ELF file: no symbols */
 } prof_object_t;
+
+
+typedef struct {
+    uint64_t      maps_reads;       /* reads of /proc/self/maps */
+    uint64_t      objects_held;     /* objects in memory now */
+    uint64_t      objects_evicted;  /* freed by prof_symbolizer_collect() */
+    uint64_t      objects_corrupt;  /* found malformed, each counted once */
+} prof_symbolizer_stats_t;
 
 
 prof_symbolizer_t *prof_symbolizer_create(void);
@@ -39,24 +69,58 @@ void prof_symbolizer_destroy(prof_symbolizer_t *sym);
  */
 int prof_symbolizer_set_debug_dir(prof_symbolizer_t *sym, const char *dir);
 
-/* Re-reads /proc/self/maps (new objects after dlopen). 0 or -errno. */
+/*
+ * Re-reads /proc/self/maps now (objects mapped outside the loader at an
+ * address known before, tests). 0 or -errno.
+ */
 int prof_symbolizer_refresh(prof_symbolizer_t *sym);
 
 /*
- * Finds the object mapping pc (refreshing once when pc is unknown) and the
- * function containing it: the file's .symtab when present, else the
- * .symtab of the debug file found by build id, else .dynsym (a stripped
- * library always has one, so the debug file must come first). *function
- * is NULL when no symbol covers pc. Returns NULL when no object maps pc.
- * Deleted files are objects without symbols; the vdso is read from memory.
+ * Finds the object mapping pc (reading the maps again when pc is unknown
+ * and they may have changed, see above) and the function containing it:
+ * the file's .symtab when present, else the .symtab of the debug file
+ * found by build id, else .dynsym (a stripped library always has one, so
+ * the debug file must come first). *function is NULL when no symbol covers
+ * pc. Returns NULL when no object maps pc. Deleted files are objects
+ * without symbols; the vdso is read from memory.
  */
 const prof_object_t *prof_symbolize(prof_symbolizer_t *sym, uint64_t pc,
     const char **function);
 
-/* The objects mapped at the last refresh, by address (0 .. count - 1). */
+/*
+ * Frees the objects unmapped (after reading the maps again if the loader's
+ * set of objects changed): every pointer prof_symbolize() returned into
+ * them (object, path, build id, function name) is then invalid. Returns
+ * how many were freed: when it is not 0, the caller forgets every result
+ * of prof_symbolize() it kept. Call it when nothing being encoded holds
+ * such a pointer: after a closed profile is encoded, before an address of
+ * the next one is symbolized.
+ */
+size_t prof_symbolizer_collect(prof_symbolizer_t *sym);
+
+/* The objects mapped at the last read of the maps, by address. */
 size_t prof_symbolizer_object_count(prof_symbolizer_t *sym);
 const prof_object_t *prof_symbolizer_object(prof_symbolizer_t *sym,
     size_t i);
+
+/*
+ * An object found corrupt and not returned by this function before, or
+ * NULL: for one warning per object.
+ */
+const prof_object_t *prof_symbolizer_corrupt_object(prof_symbolizer_t *sym);
+
+void prof_symbolizer_stats(prof_symbolizer_t *sym,
+    prof_symbolizer_stats_t *stats);
+
+/*
+ * Tests and fuzzing: parses the ELF file at path as the symbolizer parses
+ * an object mapped from its offset 0 (program headers, build id note,
+ * .symtab, else .dynsym; no debug file) and looks up every function found.
+ * *functions is how many. 0, -ENOEXEC when the file is malformed (then
+ * *functions is 0), -EFAULT when a lookup is inconsistent (a bug), or
+ * -errno.
+ */
+int prof_symbolizer_parse_file_for_test(const char *path, size_t *functions);
 
 
 #endif /* PROF_SYMBOLIZER_H */

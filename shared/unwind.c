@@ -1,5 +1,6 @@
 /*
- * Unwind tables built from .eh_frame_hdr/.eh_frame, and the table walk.
+ * Unwind tables built from .eh_frame_hdr/.eh_frame, in one anonymous
+ * mapping per table.
  *
  * For every FDE the CIE's and the FDE's call frame instructions are run
  * once, at build time, keeping only what a walk needs on x86-64: how the
@@ -9,6 +10,14 @@
  * index narrows each lookup to the rows of 256 bytes of code: a walk
  * touches few cache lines a frame, which matters as the tables are cold
  * whenever the signal comes.
+ *
+ * A build runs dl_iterate_phdr twice: once to size the mapping (objects,
+ * FDEs, code spans), once, with the mapping made, to parse every object
+ * into it. Nothing is allocated inside the callbacks (a malloc there could
+ * wait for a lock held by a thread that waits for the loader lock), and
+ * every object's data is read inside the callback, while the loader lock
+ * keeps it mapped. Should the rows not fit (objects loaded between the
+ * passes, rules denser than guessed), the build starts again, larger.
  */
 
 #define _GNU_SOURCE
@@ -16,8 +25,10 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include "unwind.h"
+#include "unwind_table.h"
 
 
 #define PROF_DW_RBP          6
@@ -28,67 +39,17 @@
 #define PROF_PE_DATAREL      0x30
 #define PROF_PE_TABLE        0x3b    /* datarel | sdata4 */
 
-/* Code bytes an index entry covers: a few rows, most often one cache line. */
-#define PROF_PAGE_SHIFT      8
-
 #define PROF_STATE_STACK     8       /* DW_CFA_remember_state depth */
 
-#define PROF_RED_ZONE        128     /* below sp, x86-64 System V ABI */
+/* Rows guessed per FDE when sizing, then doubled on each retry. */
+#define PROF_ROWS_PER_FDE    6
+#define PROF_BUILD_ATTEMPTS  4
 
-#define PROF_FP_UNKNOWN      INT8_MIN
+/* An entry's length beyond this is corrupt. */
+#define PROF_ENTRY_MAX       (1 << 20)
 
-
-enum {
-    PROF_CFA_NONE = 0,               /* no rule the walk can follow */
-    PROF_CFA_RSP,
-    PROF_CFA_RBP,
-    PROF_CFA_OUTERMOST               /* return address undefined */
-};
-
-
-/* From pc on (an offset from the object's base), until the next row. */
-typedef struct {
-    uint32_t   pc;
-    uint8_t    cfa;                  /* PROF_CFA_* */
-    int8_t     fp_slot;              /* rbp saved at CFA + 8 * fp_slot,
-                                        0: not saved by this frame */
-    int16_t    cfa_slots;            /* CFA = register + 8 * cfa_slots */
-} prof_row_t;
-
-
-typedef struct {
-    uintptr_t    base;               /* load bias */
-    uintptr_t    start;              /* pcs covered: [start, end) */
-    uintptr_t    end;
-    prof_row_t  *rows;
-    uint32_t     row_count;
-    uint32_t     row_capacity;
-    uint32_t    *pages;              /* row in force at each page start */
-} prof_unwind_object_t;
-
-
-/*
- * The rows last used, by pc: a server's stacks go through few call sites,
- * and this small array stays in cache where the index and rows do not.
- * Written by the handler only.
- */
-#define PROF_CACHE_SIZE      2048    /* a power of two */
-
-typedef struct {
-    uintptr_t   pc;
-    prof_row_t  row;
-} prof_cache_entry_t;
-
-
-struct prof_unwind_table_s {
-    prof_cache_entry_t    *cache;
-    prof_unwind_object_t  *objects;  /* sorted by start */
-    unsigned               object_count;
-    unsigned               object_capacity;
-    size_t                 bytes;
-    unsigned long long     loads;
-    int                    failed;   /* out of memory while building */
-};
+/* Code spans beyond this are corrupt (no object has 1 GB of code). */
+#define PROF_SPAN_MAX        ((uintptr_t) 1 << 30)
 
 
 /* What the instructions say so far. */
@@ -128,7 +89,42 @@ typedef struct {
 } prof_cie_t;
 
 
-/* A LEB128 number's bits; *shift: how many, *last: its last byte. */
+/* Where an object's data may be read, and where its code may lie. */
+typedef struct {
+    uintptr_t          base;         /* load bias */
+    const uint8_t     *low;          /* the segment of .eh_frame_hdr */
+    const uint8_t     *high;
+    const uint8_t     *hdr;
+    size_t             hdr_size;
+    uintptr_t          code_low;     /* executable segments */
+    uintptr_t          code_high;
+} prof_image_t;
+
+
+/* Sizes found by the first pass. */
+typedef struct {
+    size_t             objects;
+    size_t             fdes;
+    size_t             pages;
+} prof_sizes_t;
+
+
+/* The second pass: the table, and the object being parsed. */
+typedef struct {
+    prof_unwind_table_t   *t;
+    unsigned char         *next;     /* free space of the mapping */
+    unsigned char         *limit;
+    size_t                 object_capacity;
+    prof_unwind_object_t  *o;
+    prof_row_t            *rows;     /* the object's, at next */
+    uint32_t               row_count;
+    uint32_t               row_room;
+    uintptr_t              code_low;
+    uintptr_t              code_high;
+    int                    full;     /* rows did not fit: start again */
+} prof_builder_t;
+
+
 static uint64_t
 prof_read_leb(prof_cursor_t *c, unsigned *shift, uint8_t *last)
 {
@@ -574,18 +570,22 @@ prof_parse_cie(const uint8_t *address, const uint8_t *limit, prof_cie_t *cie)
 }
 
 
+
 static int
-prof_object_emit(void *data, uintptr_t pc, const prof_cfa_state_t *state)
+prof_builder_emit(prof_builder_t *b, uintptr_t pc,
+    const prof_cfa_state_t *state)
 {
-    prof_row_t             row, *last, *rows;
-    prof_unwind_object_t  *o = data;
+    prof_row_t  row, *last;
 
     memset(&row, 0, sizeof(row));
 
-    if (pc - o->base > UINT32_MAX) {
+    if (pc < b->code_low || pc > b->code_high
+        || pc - b->o->base > UINT32_MAX)
+    {
         return -1;
     }
-    row.pc = (uint32_t) (pc - o->base);
+
+    row.pc = (uint32_t) (pc - b->o->base);
 
     if (state == NULL) {
         row.cfa = PROF_CFA_NONE;                /* past the function */
@@ -611,22 +611,22 @@ prof_object_emit(void *data, uintptr_t pc, const prof_cfa_state_t *state)
 
         } else if (state->fp_rule == PROF_RULE_OFFSET
                    && state->fp_offset % 8 == 0
-                   && state->fp_offset / 8 > PROF_FP_UNKNOWN
+                   && state->fp_offset / 8 > PROF_UNWIND_FP_UNKNOWN
                    && state->fp_offset / 8 <= INT8_MAX
                    && state->fp_offset != 0)
         {
             row.fp_slot = (int8_t) (state->fp_offset / 8);
 
         } else {
-            row.fp_slot = PROF_FP_UNKNOWN;
+            row.fp_slot = PROF_UNWIND_FP_UNKNOWN;
         }
 
     } else {
         row.cfa = PROF_CFA_NONE;
     }
 
-    if (o->row_count > 0) {
-        last = &o->rows[o->row_count - 1];
+    if (b->row_count > 0) {
+        last = &b->rows[b->row_count - 1];
 
         if (row.pc < last->pc) {
             return 0;                           /* overlapping FDEs */
@@ -644,30 +644,43 @@ prof_object_emit(void *data, uintptr_t pc, const prof_cfa_state_t *state)
         }
     }
 
-    if (o->row_count == o->row_capacity) {
-        o->row_capacity = o->row_capacity ? 2 * o->row_capacity : 1024;
-        rows = realloc(o->rows, o->row_capacity * sizeof(prof_row_t));
-        if (rows == NULL) {
-            return -1;
-        }
-        o->rows = rows;
+    if (b->row_count == b->row_room) {
+        b->full = 1;
+        return -1;
     }
 
-    o->rows[o->row_count++] = row;
+    b->rows[b->row_count++] = row;
 
     return 0;
 }
 
 
+static int
+prof_builder_emit_cb(void *data, uintptr_t pc, const prof_cfa_state_t *state)
+{
+    return prof_builder_emit(data, pc, state);
+}
+
+
+/* One FDE of the image; a corrupt one adds no row. */
 static void
-prof_object_add_fde(prof_unwind_object_t *o, const uint8_t *fde,
-    const uint8_t *limit, prof_cie_t *cie)
+prof_builder_add_fde(prof_builder_t *b, const prof_image_t *im,
+    const uint8_t *fde, prof_cie_t *cie)
 {
     uint32_t          cie_offset, rows_before;
     uintptr_t         pc, range;
     const uint8_t    *end, *cie_address;
-    prof_cursor_t     c = { fde, limit, 0 };
+    prof_cursor_t     c;
     prof_cfa_state_t  state;
+
+    if (fde < im->low || fde >= im->high) {
+        return;
+    }
+
+    c.pos = fde;
+    c.end = (im->high - fde > PROF_ENTRY_MAX) ? fde + PROF_ENTRY_MAX
+                                              : im->high;
+    c.bad = 0;
 
     if (prof_read_entry(&c, &end) != 0) {
         return;
@@ -678,9 +691,13 @@ prof_object_add_fde(prof_unwind_object_t *o, const uint8_t *fde,
         return;                                 /* a CIE, not an FDE */
     }
 
+    if ((size_t) (c.pos - 4 - im->low) < cie_offset) {
+        return;                                 /* before the segment */
+    }
+
     cie_address = c.pos - 4 - cie_offset;
     if (cie->address != cie_address
-        && prof_parse_cie(cie_address, limit, cie) != 0)
+        && prof_parse_cie(cie_address, im->high, cie) != 0)
     {
         cie->address = NULL;
         return;
@@ -693,151 +710,284 @@ prof_object_add_fde(prof_unwind_object_t *o, const uint8_t *fde,
         prof_skip_block(&c);
     }
 
-    if (c.bad || range == 0 || pc < o->base) {
+    if (c.bad || range == 0 || range > PROF_SPAN_MAX || pc < b->code_low
+        || pc >= b->code_high || range > b->code_high - pc)
+    {
         return;
     }
 
     state = cie->initial;
-    rows_before = o->row_count;
+    rows_before = b->row_count;
 
     if (prof_run_cfa(&c, cie, &state, pc, cie->fde_encoding,
-                     prof_object_emit, o) != 0)
+                     prof_builder_emit_cb, b) != 0)
     {
         /* An instruction not understood: no rule for the function. */
-        o->row_count = rows_before;
-        (void) prof_object_emit(o, pc, NULL);
+        b->row_count = rows_before;
+        (void) prof_builder_emit(b, pc, NULL);
     }
 
-    (void) prof_object_emit(o, pc + range, NULL);
+    (void) prof_builder_emit(b, pc + range, NULL);
 }
 
 
+/* The page index of the rows just built; 0, or -1: no room. */
 static int
-prof_object_index(prof_unwind_object_t *o)
+prof_builder_index(prof_builder_t *b)
 {
-    uint32_t   i, page, pages;
-    uintptr_t  first;
+    uint32_t               i, page, pages, *index;
+    uintptr_t              first, span;
+    prof_unwind_object_t  *o = b->o;
 
-    if (o->row_count < 2) {
-        return -1;
-    }
-
-    first = o->rows[0].pc;
+    first = b->rows[0].pc;
     o->start = o->base + first;
-    o->end = o->base + o->rows[o->row_count - 1].pc;
+    o->end = o->base + b->rows[b->row_count - 1].pc;
+    span = o->end - o->start;
 
-    pages = (uint32_t) ((o->end - o->start) >> PROF_PAGE_SHIFT) + 2;
+    pages = (uint32_t) (span >> PROF_UNWIND_PAGE_SHIFT) + 2;
+    index = (uint32_t *) (b->rows + b->row_count);
 
-    o->pages = malloc(pages * sizeof(uint32_t));
-    if (o->pages == NULL) {
+    if ((size_t) (b->limit - (unsigned char *) index)
+        < pages * sizeof(uint32_t))
+    {
+        b->full = 1;
         return -1;
     }
 
     i = 0;
     for (page = 0; page < pages; page++) {
-        while (i + 1 < o->row_count
-               && o->rows[i + 1].pc
-                  <= first + ((uintptr_t) page << PROF_PAGE_SHIFT))
+        while (i + 1 < b->row_count
+               && b->rows[i + 1].pc
+                  <= first + ((uintptr_t) page << PROF_UNWIND_PAGE_SHIFT))
         {
             i++;
         }
-        o->pages[page] = i;
+        index[page] = i;
     }
+
+    o->rows = b->rows;
+    o->row_count = b->row_count;
+    o->pages = index;
+
+    b->next = (unsigned char *) (index + pages);
+    b->next = (unsigned char *) (((uintptr_t) b->next + 15) & ~15UL);
+
+    return 0;
+}
+
+
+/*
+ * Parses one image into the next object of the table: 0, or -1 when it
+ * has no usable rows (left out) or did not fit (b->full).
+ */
+static int
+prof_builder_add_image(prof_builder_t *b, const prof_image_t *im)
+{
+    uint8_t                ptr_encoding, count_encoding;
+    int32_t                entry[2];
+    uint64_t               n, k;
+    prof_cie_t             cie;
+    prof_cursor_t          c;
+    prof_unwind_table_t   *t = b->t;
+
+    if (im->hdr_size < 4 || im->hdr[0] != 1 || im->hdr[3] != PROF_PE_TABLE
+        || im->code_low >= im->code_high)
+    {
+        return -1;
+    }
+
+    if (t->object_count == b->object_capacity) {
+        return -1;
+    }
+
+    ptr_encoding = im->hdr[1];
+    count_encoding = im->hdr[2];
+
+    c.pos = im->hdr + 4;
+    c.end = im->hdr + im->hdr_size;
+    c.bad = 0;
+    (void) prof_read_encoded(&c, ptr_encoding, (uintptr_t) im->hdr);
+    n = prof_read_encoded(&c, count_encoding, (uintptr_t) im->hdr);
+    if (c.bad || n == 0 || n > (uint64_t) (c.end - c.pos) / 8) {
+        return -1;
+    }
+
+    b->o = &t->objects[t->object_count];
+    memset(b->o, 0, sizeof(prof_unwind_object_t));
+    b->o->base = im->base;
+    b->code_low = im->code_low;
+    b->code_high = im->code_high;
+
+    b->rows = (prof_row_t *) b->next;
+    b->row_count = 0;
+    b->row_room = (uint32_t) ((size_t) (b->limit - b->next)
+                              / sizeof(prof_row_t) > UINT32_MAX
+                              ? UINT32_MAX
+                              : (size_t) (b->limit - b->next)
+                                / sizeof(prof_row_t));
+
+    memset(&cie, 0, sizeof(cie));
+
+    for (k = 0; k < n && !b->full; k++) {
+        memcpy(entry, c.pos + 8 * k, sizeof(entry));
+
+        /* The FDE lies where the entry says, relative to the header. */
+        if (entry[1] < 0 ? (size_t) -(int64_t) entry[1]
+                           > (size_t) (im->hdr - im->low)
+                         : (size_t) entry[1] >= (size_t) (im->high - im->hdr))
+        {
+            continue;
+        }
+
+        prof_builder_add_fde(b, im, im->hdr + entry[1], &cie);
+    }
+
+    if (b->full || b->row_count < 2 || prof_builder_index(b) != 0) {
+        return -1;
+    }
+
+    if (t->object_count == 0 || b->o->start < t->code_low) {
+        t->code_low = b->o->start;
+    }
+    if (b->o->end > t->code_high) {
+        t->code_high = b->o->end;
+    }
+
+    t->object_count++;
+
+    return 0;
+}
+
+
+/* The image of a loaded object: its .eh_frame_hdr's segment, its code. */
+static int
+prof_image_of(struct dl_phdr_info *info, prof_image_t *im)
+{
+    int                 i;
+    uintptr_t           hdr, seg_end;
+    const ElfW(Phdr)   *ph, *eh, *seg;
+
+    eh = NULL;
+    seg = NULL;
+    memset(im, 0, sizeof(prof_image_t));
+    im->base = info->dlpi_addr;
+    im->code_low = UINTPTR_MAX;
+
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        ph = &info->dlpi_phdr[i];
+
+        if (ph->p_type == PT_GNU_EH_FRAME) {
+            eh = ph;
+
+        } else if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            if (info->dlpi_addr + ph->p_vaddr < im->code_low) {
+                im->code_low = info->dlpi_addr + ph->p_vaddr;
+            }
+            if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > im->code_high) {
+                im->code_high = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+            }
+        }
+    }
+
+    if (eh == NULL || im->code_low >= im->code_high) {
+        return -1;
+    }
+
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        ph = &info->dlpi_phdr[i];
+
+        if (ph->p_type == PT_LOAD && eh->p_vaddr >= ph->p_vaddr
+            && eh->p_vaddr - ph->p_vaddr < ph->p_memsz)
+        {
+            seg = ph;
+        }
+    }
+
+    if (seg == NULL) {
+        return -1;
+    }
+
+    hdr = info->dlpi_addr + eh->p_vaddr;
+    seg_end = info->dlpi_addr + seg->p_vaddr + seg->p_memsz;
+
+    im->low = (const uint8_t *) (info->dlpi_addr + seg->p_vaddr);
+    im->high = (const uint8_t *) seg_end;
+    im->hdr = (const uint8_t *) hdr;
+    im->hdr_size = (eh->p_memsz < seg_end - hdr) ? eh->p_memsz
+                                                 : seg_end - hdr;
 
     return 0;
 }
 
 
 static int
-prof_unwind_add_object(struct dl_phdr_info *info, size_t size, void *data)
+prof_size_object(struct dl_phdr_info *info, size_t size, void *data)
 {
-    int                    i;
-    uint8_t                version, ptr_encoding, count_encoding, table_enc;
-    int32_t                entry[2];
-    size_t                 hdr_size;
-    uint64_t               n, k;
-    const uint8_t         *hdr;
-    prof_cie_t             cie;
-    prof_cursor_t          c;
-    prof_unwind_table_t   *t = data;
-    prof_unwind_object_t  *o, *objects;
+    uint8_t         ptr_encoding, count_encoding;
+    uint64_t        n;
+    prof_cursor_t   c;
+    prof_image_t    im;
+    prof_sizes_t   *sizes = data;
 
-    hdr = NULL;
-    hdr_size = 0;
-    for (i = 0; i < info->dlpi_phnum; i++) {
-        if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) {
-            hdr = (const uint8_t *) (info->dlpi_addr
-                                     + info->dlpi_phdr[i].p_vaddr);
-            hdr_size = info->dlpi_phdr[i].p_memsz;
-        }
-    }
+    sizes->objects++;
 
-    if (hdr == NULL || hdr_size < 4) {
+    if (prof_image_of(info, &im) != 0 || im.hdr_size < 4) {
         return 0;
     }
 
-    /* The header: version, encodings, eh_frame pointer, count, table. */
+    ptr_encoding = im.hdr[1];
+    count_encoding = im.hdr[2];
 
-    version = hdr[0];
-    ptr_encoding = hdr[1];
-    count_encoding = hdr[2];
-    table_enc = hdr[3];
-
-    if (version != 1 || table_enc != PROF_PE_TABLE) {
-        return 0;
-    }
-
-    c.pos = hdr + 4;
-    c.end = hdr + hdr_size;
+    c.pos = im.hdr + 4;
+    c.end = im.hdr + im.hdr_size;
     c.bad = 0;
-    (void) prof_read_encoded(&c, ptr_encoding, (uintptr_t) hdr);
-    n = prof_read_encoded(&c, count_encoding, (uintptr_t) hdr);
-    if (c.bad || n == 0 || n > (uint64_t) (c.end - c.pos) / 8) {
-        return 0;
-    }
+    (void) prof_read_encoded(&c, ptr_encoding, (uintptr_t) im.hdr);
+    n = prof_read_encoded(&c, count_encoding, (uintptr_t) im.hdr);
 
-    if (t->object_count == t->object_capacity) {
-        t->object_capacity = t->object_capacity ? 2 * t->object_capacity : 32;
-        objects = realloc(t->objects,
-                          t->object_capacity * sizeof(prof_unwind_object_t));
-        if (objects == NULL) {
-            t->failed = 1;
-            return 1;
-        }
-        t->objects = objects;
-    }
-
-    o = &t->objects[t->object_count];
-    memset(o, 0, sizeof(prof_unwind_object_t));
-    o->base = info->dlpi_addr;
-
-    memset(&cie, 0, sizeof(cie));
-
-    for (k = 0; k < n; k++) {
-        memcpy(entry, c.pos + 8 * k, sizeof(entry));
-
-        /*
-         * The entry's FDE lies in the object's mapped .eh_frame; its own
-         * length bounds what is read of it (1 MB: any larger is corrupt).
-         */
-        prof_object_add_fde(o, hdr + entry[1], hdr + entry[1] + (1 << 20),
-                            &cie);
-    }
-
-    if (prof_object_index(o) != 0) {
-        free(o->rows);
-        free(o->pages);
-        return 0;
-    }
-
-    t->bytes += o->row_count * sizeof(prof_row_t)
-                + ((o->end - o->start) >> PROF_PAGE_SHIFT) * sizeof(uint32_t);
-    t->object_count++;
-
-    if (size >= offsetof(struct dl_phdr_info, dlpi_adds)
-                + sizeof(info->dlpi_adds))
+    if (c.bad || n > (uint64_t) (c.end - c.pos) / 8
+        || im.code_high - im.code_low > PROF_SPAN_MAX)
     {
-        t->loads = info->dlpi_adds;
+        return 0;
+    }
+
+    sizes->fdes += n;
+    sizes->pages += ((im.code_high - im.code_low) >> PROF_UNWIND_PAGE_SHIFT)
+                    + 2;
+
+    return 0;
+}
+
+
+static void
+prof_note_generation(prof_unwind_table_t *t, struct dl_phdr_info *info,
+    size_t size)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs)
+                + sizeof(info->dlpi_subs))
+    {
+        t->adds = info->dlpi_adds;
+        t->subs = info->dlpi_subs;
+    }
+}
+
+
+static int
+prof_parse_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+    prof_image_t     im;
+    prof_builder_t  *b = data;
+
+    prof_note_generation(b->t, info, size);
+
+    if (prof_image_of(info, &im) != 0) {
+        return 0;
+    }
+
+    if (prof_builder_add_image(b, &im) != 0) {
+        if (b->full) {
+            return 1;                   /* start again, larger */
+        }
+        b->t->skipped++;
     }
 
     return 0;
@@ -853,35 +1003,147 @@ prof_unwind_compare(const void *a, const void *b)
 }
 
 
-prof_unwind_table_t *
-prof_unwind_table_build(void)
+/* A table of an empty mapping of size bytes, with room for objects. */
+static prof_unwind_table_t *
+prof_table_create(size_t size, size_t objects, prof_builder_t *b)
 {
+    void                 *m;
+    size_t                page, head;
     prof_unwind_table_t  *t;
 
-    t = calloc(1, sizeof(prof_unwind_table_t));
-    if (t == NULL) {
+    page = (size_t) sysconf(_SC_PAGESIZE);
+
+    head = sizeof(prof_unwind_table_t)
+           + PROF_UNWIND_CACHE_SIZE * sizeof(prof_unwind_cache_entry_t)
+           + objects * sizeof(prof_unwind_object_t) + 64;
+    size = (head + size + page - 1) & ~(page - 1);
+
+    m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
         return NULL;
     }
 
-    t->cache = calloc(PROF_CACHE_SIZE, sizeof(prof_cache_entry_t));
-    if (t->cache == NULL) {
-        free(t);
-        return NULL;
-    }
+    t = m;
+    t->arena = m;
+    t->arena_size = size;
+    t->cache = (prof_unwind_cache_entry_t *) (t + 1);
+    t->objects = (prof_unwind_object_t *) (t->cache
+                                           + PROF_UNWIND_CACHE_SIZE);
 
-    (void) dl_iterate_phdr(prof_unwind_add_object, t);
+    memset(b, 0, sizeof(prof_builder_t));
+    b->t = t;
+    b->object_capacity = objects;
+    b->next = (unsigned char *) (t->objects + objects);
+    b->next = (unsigned char *) (((uintptr_t) b->next + 15) & ~15UL);
+    b->limit = t->arena + size;
 
-    if (t->failed) {
-        prof_unwind_table_free(t);
-        return NULL;
-    }
+    return t;
+}
+
+
+/* Sorts the objects and gives back the pages the build did not use. */
+static void
+prof_table_finish(prof_unwind_table_t *t, prof_builder_t *b)
+{
+    size_t  page, used;
 
     qsort(t->objects, t->object_count, sizeof(prof_unwind_object_t),
           prof_unwind_compare);
 
-    t->bytes += sizeof(prof_unwind_table_t)
-                + t->object_count * sizeof(prof_unwind_object_t)
-                + PROF_CACHE_SIZE * sizeof(prof_cache_entry_t);
+    page = (size_t) sysconf(_SC_PAGESIZE);
+    used = ((size_t) (b->next - t->arena) + page - 1) & ~(page - 1);
+
+    if (used < t->arena_size) {
+        (void) munmap(t->arena + used, t->arena_size - used);
+        t->arena_size = used;
+    }
+
+    t->bytes = (size_t) (b->next - t->arena);
+}
+
+
+prof_unwind_table_t *
+prof_unwind_table_build(void)
+{
+    int                   attempt;
+    size_t                rows;
+    prof_sizes_t          sizes;
+    prof_builder_t        b;
+    prof_unwind_table_t  *t;
+
+    memset(&sizes, 0, sizeof(sizes));
+    (void) dl_iterate_phdr(prof_size_object, &sizes);
+
+    rows = sizes.fdes * PROF_ROWS_PER_FDE + 4096;
+
+    for (attempt = 0; attempt < PROF_BUILD_ATTEMPTS; attempt++) {
+        /* Objects loaded meanwhile may need room too. */
+        t = prof_table_create(rows * sizeof(prof_row_t)
+                              + (sizes.pages + 64) * sizeof(uint32_t)
+                              + (sizes.objects + 16) * 16,
+                              sizes.objects + 16, &b);
+        if (t == NULL) {
+            return NULL;
+        }
+
+        (void) dl_iterate_phdr(prof_parse_object, &b);
+
+        if (!b.full) {
+            prof_table_finish(t, &b);
+            return t;
+        }
+
+        prof_unwind_table_free(t);
+        rows *= 2;
+        sizes.pages *= 2;
+    }
+
+    return NULL;
+}
+
+
+prof_unwind_table_t *
+prof_unwind_table_from_image(uintptr_t base, const void *segment,
+    size_t segment_size, size_t hdr_offset, size_t hdr_size)
+{
+    size_t                rows, span;
+    prof_image_t          im;
+    prof_builder_t        b;
+    prof_unwind_table_t  *t;
+
+    memset(&im, 0, sizeof(im));
+
+    if (hdr_offset > segment_size) {
+        hdr_offset = segment_size;
+    }
+    if (hdr_size > segment_size - hdr_offset) {
+        hdr_size = segment_size - hdr_offset;
+    }
+
+    im.base = base;
+    im.low = segment;
+    im.high = im.low + segment_size;
+    im.hdr = im.low + hdr_offset;
+    im.hdr_size = hdr_size;
+    im.code_low = (uintptr_t) segment;
+    im.code_high = (uintptr_t) segment + segment_size;
+
+    span = segment_size;
+    rows = (hdr_size / 8) * PROF_ROWS_PER_FDE * 4 + 4096;
+
+    t = prof_table_create(rows * sizeof(prof_row_t)
+                          + ((span >> PROF_UNWIND_PAGE_SHIFT) + 64)
+                            * sizeof(uint32_t), 1, &b);
+    if (t == NULL) {
+        return NULL;
+    }
+
+    if (prof_builder_add_image(&b, &im) != 0) {
+        t->skipped++;
+    }
+
+    prof_table_finish(t, &b);
 
     return t;
 }
@@ -890,20 +1152,9 @@ prof_unwind_table_build(void)
 void
 prof_unwind_table_free(prof_unwind_table_t *t)
 {
-    unsigned  i;
-
-    if (t == NULL) {
-        return;
+    if (t != NULL) {
+        (void) munmap(t->arena, t->arena_size);
     }
-
-    for (i = 0; i < t->object_count; i++) {
-        free(t->objects[i].rows);
-        free(t->objects[i].pages);
-    }
-
-    free(t->objects);
-    free(t->cache);
-    free(t);
 }
 
 
@@ -921,22 +1172,29 @@ prof_unwind_table_objects(const prof_unwind_table_t *t)
 }
 
 
-unsigned long long
-prof_unwind_table_loads(const prof_unwind_table_t *t)
+unsigned
+prof_unwind_table_skipped(const prof_unwind_table_t *t)
 {
-    return t->loads;
+    return t->skipped;
+}
+
+
+unsigned long long
+prof_unwind_table_generation(const prof_unwind_table_t *t)
+{
+    return t->adds + t->subs;
 }
 
 
 static int
-prof_unwind_count_loads(struct dl_phdr_info *info, size_t size, void *data)
+prof_count_generation(struct dl_phdr_info *info, size_t size, void *data)
 {
-    unsigned long long  *loads = data;
+    unsigned long long  *generation = data;
 
-    if (size >= offsetof(struct dl_phdr_info, dlpi_adds)
-                + sizeof(info->dlpi_adds))
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs)
+                + sizeof(info->dlpi_subs))
     {
-        *loads = info->dlpi_adds;
+        *generation = info->dlpi_adds + info->dlpi_subs;
     }
 
     return 1;
@@ -944,174 +1202,11 @@ prof_unwind_count_loads(struct dl_phdr_info *info, size_t size, void *data)
 
 
 unsigned long long
-prof_unwind_loads_now(void)
+prof_unwind_generation_now(void)
 {
-    unsigned long long  loads = 0;
+    unsigned long long  generation = 0;
 
-    (void) dl_iterate_phdr(prof_unwind_count_loads, &loads);
+    (void) dl_iterate_phdr(prof_count_generation, &generation);
 
-    return loads;
-}
-
-
-/* The object holding pc, trying hint first (the caller's often shares
-   its callee's object), or NULL. */
-static const prof_unwind_object_t *
-prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
-    const prof_unwind_object_t *hint)
-{
-    unsigned  l, h, m;
-
-    if (hint != NULL && pc >= hint->start && pc < hint->end) {
-        return hint;
-    }
-
-    l = 0;
-    h = t->object_count;
-    while (l < h) {
-        m = (l + h) / 2;
-        if (t->objects[m].start <= pc) {
-            l = m + 1;
-        } else {
-            h = m;
-        }
-    }
-
-    if (l == 0 || pc >= t->objects[l - 1].end) {
-        return NULL;
-    }
-
-    return &t->objects[l - 1];
-}
-
-
-/* The row in force at pc, in the object that holds it. */
-static const prof_row_t *
-prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
-{
-    uint32_t  lo, hi, mid, offset;
-    uintptr_t page;
-
-    offset = (uint32_t) (pc - o->base);
-    page = (pc - o->start) >> PROF_PAGE_SHIFT;
-
-    lo = o->pages[page];
-    hi = o->pages[page + 1];
-
-    while (lo < hi) {
-        mid = lo + (hi - lo + 1) / 2;
-        if (o->rows[mid].pc <= offset) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-
-    return &o->rows[lo];
-}
-
-
-/*
- * It reads the interrupted code's stack frames, return addresses and saved
- * registers only, but an address sanitizer would see reads of other
- * functions' frames.
- */
-__attribute__((no_sanitize_address)) prof_unwind_status_e
-prof_unwind(const prof_unwind_table_t *t, const prof_unwind_regs_t *regs,
-    void **frames, int max, int *count)
-{
-    int                           status, n;
-    uintptr_t                     pc, sp, fp, cfa, slot, lookup;
-    const prof_row_t             *row;
-    prof_cache_entry_t           *e;
-    const prof_unwind_object_t   *o;
-
-    pc = regs->pc;
-    sp = regs->sp;
-    fp = regs->fp;
-    o = NULL;
-    n = 0;
-
-    if (sp < regs->stack_low || sp >= regs->stack_high) {
-        *count = 0;
-        return PROF_UNWIND_BAD_STACK;
-    }
-
-    for ( ;; ) {
-        if (n == max) {
-            status = PROF_UNWIND_FULL;
-            break;
-        }
-
-        frames[n++] = (void *) pc;
-
-        /* A return address may be just past its function: look before. */
-        lookup = (n == 1) ? pc : pc - 1;
-
-        e = &t->cache[(lookup ^ (lookup >> 11)) & (PROF_CACHE_SIZE - 1)];
-
-        if (e->pc == lookup) {
-            row = &e->row;
-
-        } else {
-            o = prof_unwind_object(t, lookup, o);
-            if (o == NULL) {
-                status = PROF_UNWIND_NO_OBJECT;
-                break;
-            }
-
-            row = prof_unwind_row(o, lookup);
-            e->pc = lookup;
-            e->row = *row;
-        }
-
-        if (row->cfa == PROF_CFA_OUTERMOST) {
-            status = PROF_UNWIND_END;
-            break;
-        }
-
-        if (row->cfa == PROF_CFA_NONE) {
-            status = PROF_UNWIND_NO_RULE;
-            break;
-        }
-
-        cfa = ((row->cfa == PROF_CFA_RSP) ? sp : fp)
-              + (intptr_t) row->cfa_slots * 8;
-
-        if (cfa < sp + 8 || cfa > regs->stack_high || cfa < regs->stack_low) {
-            status = PROF_UNWIND_BAD_STACK;
-            break;
-        }
-
-        if (row->fp_slot == PROF_FP_UNKNOWN) {
-            fp = 0;
-
-        } else if (row->fp_slot != 0) {
-            /*
-             * In an epilogue, past "pop %rbp", the rule may still name
-             * the slot: it is below sp then, in the leaf's red zone (which
-             * signal delivery leaves alone) and holds the value popped.
-             */
-            slot = cfa + (intptr_t) row->fp_slot * 8;
-            if (slot < ((n == 1) ? sp - PROF_RED_ZONE : sp)
-                || slot < regs->stack_low || slot + 8 > regs->stack_high)
-            {
-                status = PROF_UNWIND_BAD_STACK;
-                break;
-            }
-            fp = *(const uintptr_t *) slot;
-        }
-
-        pc = *(const uintptr_t *) (cfa - 8);
-        sp = cfa;
-
-        if (pc == 0) {
-            status = PROF_UNWIND_END;
-            break;
-        }
-    }
-
-    *count = n;
-
-    return status;
+    return generation;
 }

@@ -7,16 +7,23 @@
  *
  * x86-64 only. Frames whose rules the rows cannot express (a CFA computed
  * by an expression, a return address not at CFA - 8) and code outside every
- * object known when the table was built stop the walk with a status that
- * says so; the caller may then use a general unwinder.
+ * object known when the table was built (JIT code, objects loaded later)
+ * stop the walk with a status that says so; prof_unwind_scan() may then
+ * find the next caller by scanning the stack, reading nothing but the
+ * stack and the table.
  *
  * Threading: a table's rows are immutable once built; prof_unwind reads
  * them from a signal handler while another thread may build the next
  * table. prof_unwind also keeps a cache of rows in the table: one thread
  * at a time may walk with a table. Building and freeing are not
- * async-signal-safe.
- * Memory: a table is one allocation per object plus the table itself, all
- * owned by the table.
+ * async-signal-safe. Building reads every loaded object's .eh_frame_hdr
+ * and .eh_frame inside dl_iterate_phdr (the loader lock held, so that no
+ * object is unmapped meanwhile) and allocates nothing there: the table is
+ * one anonymous mapping, sized before the loader lock is taken.
+ * Every read of an object's data is bounded by the loaded segment that
+ * holds its .eh_frame_hdr: a corrupt object is left out (counted), never
+ * read past its segment.
+ * Memory: a table is one mapping, owned by the table.
  */
 
 #ifndef PROF_UNWIND_H
@@ -41,9 +48,11 @@ typedef enum {
 typedef struct {
     uintptr_t  pc;
     uintptr_t  sp;
-    uintptr_t  fp;              /* rbp */
+    uintptr_t  fp;              /* rbp, 0: unknown */
     uintptr_t  stack_low;       /* the thread's stack: [low, high) */
     uintptr_t  stack_high;
+    int        caller;          /* pc is a return address (not the pc
+                                   of an interrupted instruction) */
 } prof_unwind_regs_t;
 
 
@@ -51,22 +60,48 @@ typedef struct {
 prof_unwind_table_t *prof_unwind_table_build(void);
 void prof_unwind_table_free(prof_unwind_table_t *t);
 
-/* Bytes the table holds, and how many objects it covers. */
+/* Bytes the table holds, how many objects it covers and left out. */
 size_t prof_unwind_table_bytes(const prof_unwind_table_t *t);
 unsigned prof_unwind_table_objects(const prof_unwind_table_t *t);
-
-/* dl_iterate_phdr's count of objects ever loaded, when the table was
-   built: a larger count now means the table may miss some. */
-unsigned long long prof_unwind_table_loads(const prof_unwind_table_t *t);
-unsigned long long prof_unwind_loads_now(void);
+unsigned prof_unwind_table_skipped(const prof_unwind_table_t *t);
 
 /*
- * Async-signal-safe. Writes the return addresses of the stack described
- * by regs, innermost first (frames[0] = regs->pc), at most max of them;
- * *count is how many were written.
+ * dl_iterate_phdr's count of objects ever loaded plus those unloaded when
+ * the table was built: another count now means the table may be stale.
+ */
+unsigned long long prof_unwind_table_generation(const prof_unwind_table_t *t);
+unsigned long long prof_unwind_generation_now(void);
+
+/*
+ * A table of one image in memory (tests and fuzzing): segment is the
+ * loaded segment holding the .eh_frame_hdr at hdr_offset (hdr_size bytes)
+ * and the .eh_frame it points to; base is the load bias its pcs are
+ * relative to. NULL when out of memory; an image that cannot be parsed
+ * gives a table of no object.
+ */
+prof_unwind_table_t *prof_unwind_table_from_image(uintptr_t base,
+    const void *segment, size_t segment_size, size_t hdr_offset,
+    size_t hdr_size);
+
+
+/* Async-signal-safe (signal_path.c). */
+
+/*
+ * Writes the return addresses of the stack described by regs, innermost
+ * first (frames[0] = regs->pc), at most max of them; *count is how many
+ * were written. regs is left at the last frame written.
  */
 prof_unwind_status_e prof_unwind(const prof_unwind_table_t *t,
-    const prof_unwind_regs_t *regs, void **frames, int max, int *count);
+    prof_unwind_regs_t *regs, void **frames, int max, int *count);
+
+/*
+ * Looks above regs->sp, at most max_words words, for a return address
+ * into a known object whose frame fits the stack; on success regs is set
+ * to that caller (pc, sp, a guess of fp, caller = 1) and 0 returned.
+ * Reads only the stack between sp and its high bound, and the table.
+ */
+int prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    unsigned max_words);
 
 
 #endif /* PROF_UNWIND_H */

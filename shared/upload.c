@@ -302,101 +302,134 @@ prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
 }
 
 
-/* Counts and logs how an upload ended; 1 when it is worth one retry. */
-static int
-prof_uploader_judge(prof_uploader_t *u, prof_upload_t *up, CURLcode result,
-    long status, int64_t sent)
+/* How a try ended. */
+typedef enum {
+    PROF_UPLOAD_SUCCEEDED = 0,
+    PROF_UPLOAD_FAILED_CONNECT,
+    PROF_UPLOAD_FAILED_TIMEOUT,
+    PROF_UPLOAD_FAILED_4XX,
+    PROF_UPLOAD_FAILED_5XX,
+    PROF_UPLOAD_FAILED_OTHER
+} prof_upload_outcome_e;
+
+
+static prof_upload_outcome_e
+prof_upload_outcome(CURLcode result, long status)
+{
+    switch (result) {
+
+    case CURLE_OK:
+        if (status >= 200 && status < 300) {
+            return PROF_UPLOAD_SUCCEEDED;
+        }
+        if (status >= 400 && status < 500) {
+            return PROF_UPLOAD_FAILED_4XX;
+        }
+        if (status >= 500 && status < 600) {
+            return PROF_UPLOAD_FAILED_5XX;
+        }
+        return PROF_UPLOAD_FAILED_OTHER;
+
+    case CURLE_OPERATION_TIMEDOUT:
+        return PROF_UPLOAD_FAILED_TIMEOUT;
+
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+        return PROF_UPLOAD_FAILED_CONNECT;
+
+    default:
+        return PROF_UPLOAD_FAILED_OTHER;
+    }
+}
+
+
+/* Counts and logs the one outcome of a profile, and frees it. */
+static void
+prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
+    prof_upload_outcome_e outcome, CURLcode result, long status)
 {
     prof_log_t          *log = u->conf.log;
     prof_diagnostics_t  *d = u->conf.diagnostics;
 
-    if (result == CURLE_OK && status >= 200 && status < 300) {
-        prof_counter_add(d->uploads_succeeded, 1);
-        prof_counter_add(d->bytes_sent, (uint64_t) sent);
-        return 0;
-    }
+    switch (outcome) {
 
-    if (result == CURLE_OK && status >= 400 && status < 500) {
+    case PROF_UPLOAD_SUCCEEDED:
+        prof_counter_add(d->uploads_succeeded, 1);
+        break;
+
+    case PROF_UPLOAD_FAILED_4XX:
         prof_counter_add(d->uploads_failed_4xx, 1);
 
         if (status == 404) {
             prof_log_limited(log, PROF_CAUSE_UPLOAD_404, PROF_LOG_ERR,
                              "profiling: the agent at \"%s\" answered 404: "
                              "agent too old or APM disabled, profile %llu "
-                             "dropped", u->conf.url,
+                             "not uploaded", u->conf.url,
                              (unsigned long long) up->sequence);
         } else {
             prof_log_limited(log, PROF_CAUSE_UPLOAD_4XX, PROF_LOG_ERR,
                              "profiling: the agent at \"%s\" answered %ld, "
-                             "profile %llu dropped", u->conf.url, status,
-                             (unsigned long long) up->sequence);
+                             "profile %llu not uploaded", u->conf.url,
+                             status, (unsigned long long) up->sequence);
         }
 
-        return 0;
-    }
+        break;
 
-    if (up->attempts < 2 && !u->closing
-        && ((result == CURLE_OK && status >= 500)
-            || result == CURLE_COULDNT_CONNECT
-            || result == CURLE_COULDNT_RESOLVE_HOST
-            || result == CURLE_OPERATION_TIMEDOUT
-            || result == CURLE_SEND_ERROR || result == CURLE_RECV_ERROR
-            || result == CURLE_GOT_NOTHING || result == CURLE_PARTIAL_FILE))
-    {
-        prof_counter_add(d->uploads_retried, 1);
-        return 1;
-    }
-
-    if (result == CURLE_OK && status >= 500) {
+    case PROF_UPLOAD_FAILED_5XX:
         prof_counter_add(d->uploads_failed_5xx, 1);
         prof_log_limited(log, PROF_CAUSE_UPLOAD_5XX, PROF_LOG_ERR,
-                         "profiling: the agent at \"%s\" answered %ld, "
-                         "profile %llu dropped", u->conf.url, status,
+                         "profiling: the agent at \"%s\" answered %ld "
+                         "(tries: %u), profile %llu not uploaded",
+                         u->conf.url, status, up->attempts,
                          (unsigned long long) up->sequence);
+        break;
 
-    } else if (result == CURLE_OPERATION_TIMEDOUT) {
+    case PROF_UPLOAD_FAILED_TIMEOUT:
         prof_counter_add(d->uploads_failed_timeout, 1);
         prof_log_limited(log, PROF_CAUSE_UPLOAD_TIMEOUT, PROF_LOG_ERR,
                          "profiling: upload to \"%s\" timed out after "
-                         "%lld ms, profile %llu dropped", u->conf.url,
-                         (long long) u->conf.timeout_ms,
-                         (unsigned long long) up->sequence);
+                         "%lld ms (tries: %u), profile %llu not uploaded",
+                         u->conf.url, (long long) u->conf.timeout_ms,
+                         up->attempts, (unsigned long long) up->sequence);
+        break;
 
-    } else if (result == CURLE_COULDNT_CONNECT
-               || result == CURLE_COULDNT_RESOLVE_HOST
-               || result == CURLE_SEND_ERROR || result == CURLE_RECV_ERROR
-               || result == CURLE_GOT_NOTHING
-               || result == CURLE_PARTIAL_FILE)
-    {
+    case PROF_UPLOAD_FAILED_CONNECT:
         prof_counter_add(d->uploads_failed_connect, 1);
         prof_log_limited(log, PROF_CAUSE_UPLOAD_CONNECT, PROF_LOG_ERR,
-                         "profiling: upload to \"%s\" failed (%s), "
-                         "profile %llu dropped", u->conf.url,
-                         curl_easy_strerror(result),
+                         "profiling: upload to \"%s\" failed (%s, tries: "
+                         "%u), profile %llu not uploaded", u->conf.url,
+                         curl_easy_strerror(result), up->attempts,
                          (unsigned long long) up->sequence);
+        break;
 
-    } else {
+    default:
         prof_counter_add(d->uploads_failed_other, 1);
         prof_log_limited(log, PROF_CAUSE_UPLOAD_OTHER, PROF_LOG_ERR,
                          "profiling: upload to \"%s\" failed (%s, status "
-                         "%ld), profile %llu dropped", u->conf.url,
+                         "%ld), profile %llu not uploaded", u->conf.url,
                          curl_easy_strerror(result), status,
                          (unsigned long long) up->sequence);
     }
 
-    return 0;
+    prof_upload_free(up);
 }
 
 
+/* A try ended: the profile is tried once more, or ends. */
 static void
 prof_uploader_check(prof_uploader_t *u)
 {
-    int             pending, retry;
-    long            status;
-    CURLMsg        *msg;
-    CURLcode        result;
-    curl_off_t      sent;
-    prof_upload_t  *up;
+    int                    pending;
+    long                   status;
+    CURLMsg               *msg;
+    CURLcode               result;
+    curl_off_t             sent;
+    prof_upload_t         *up;
+    prof_upload_outcome_e  outcome;
 
     while ((msg = curl_multi_info_read(u->multi, &pending)) != NULL) {
         if (msg->msg != CURLMSG_DONE || msg->easy_handle != u->easy) {
@@ -413,13 +446,24 @@ prof_uploader_check(prof_uploader_t *u)
         u->in_flight = NULL;
         prof_uploader_release_transfer(u);
 
-        retry = prof_uploader_judge(u, up, result, status, (int64_t) sent);
+        if (sent > 0) {
+            prof_counter_add(u->conf.diagnostics->bytes_sent,
+                             (uint64_t) sent);
+        }
 
-        if (retry && prof_uploader_start(u, up) == 0) {
+        outcome = prof_upload_outcome(result, status);
+
+        if ((outcome == PROF_UPLOAD_FAILED_CONNECT
+             || outcome == PROF_UPLOAD_FAILED_TIMEOUT
+             || outcome == PROF_UPLOAD_FAILED_5XX)
+            && up->attempts < 2 && !u->closing
+            && prof_uploader_start(u, up) == 0)
+        {
+            prof_counter_add(u->conf.diagnostics->uploads_retried, 1);
             return;
         }
 
-        prof_upload_free(up);
+        prof_uploader_end(u, up, outcome, result, status);
         prof_uploader_next(u);
         return;
     }
@@ -436,8 +480,8 @@ prof_uploader_next(prof_uploader_t *u)
         u->waiting = NULL;
 
         if (prof_uploader_start(u, up) != 0) {
-            prof_counter_add(u->conf.diagnostics->uploads_failed_other, 1);
-            prof_upload_free(up);
+            prof_uploader_end(u, up, PROF_UPLOAD_FAILED_OTHER,
+                              CURLE_OUT_OF_MEMORY, 0);
         }
     }
 
@@ -447,23 +491,30 @@ prof_uploader_next(prof_uploader_t *u)
 }
 
 
+/* A profile given up: replaced, or still there at the close. */
+static void
+prof_uploader_drop(prof_uploader_t *u, prof_upload_t *up, const char *why)
+{
+    prof_counter_add(u->conf.diagnostics->uploads_dropped, 1);
+    prof_log_limited(u->conf.log, PROF_CAUSE_UPLOAD_DROPPED, PROF_LOG_WARN,
+                     "profiling: profile %llu dropped: %s",
+                     (unsigned long long) up->sequence, why);
+    prof_upload_free(up);
+}
+
+
 void
 prof_uploader_submit(prof_uploader_t *u, prof_upload_t *up)
 {
     if (u->finished) {
-        prof_counter_add(u->conf.diagnostics->uploads_dropped, 1);
-        prof_upload_free(up);
+        prof_uploader_drop(u, up, "the uploader is closed");
         return;
     }
 
     if (u->waiting != NULL) {
         /* The agent is slower than the period: keep the newest. */
-        prof_counter_add(u->conf.diagnostics->uploads_dropped, 1);
-        prof_log_limited(u->conf.log, PROF_CAUSE_UPLOAD_DROPPED,
-                         PROF_LOG_WARN, "profiling: profile %llu dropped: "
-                         "the previous upload is still running",
-                         (unsigned long long) u->waiting->sequence);
-        prof_upload_free(u->waiting);
+        prof_uploader_drop(u, u->waiting,
+                           "the previous upload is still running");
     }
 
     u->waiting = up;
@@ -546,6 +597,8 @@ failed:
 static void
 prof_uploader_finish(prof_uploader_t *u)
 {
+    curl_off_t  sent;
+
     if (u->finished) {
         return;
     }
@@ -553,14 +606,22 @@ prof_uploader_finish(prof_uploader_t *u)
     u->finished = 1;
 
     if (u->in_flight != NULL) {
-        prof_counter_add(u->conf.diagnostics->uploads_dropped, 1);
-        prof_upload_free(u->in_flight);
+        /* what the aborted try sent was sent all the same */
+        sent = 0;
+        curl_easy_getinfo(u->easy, CURLINFO_SIZE_UPLOAD_T, &sent);
+        if (sent > 0) {
+            prof_counter_add(u->conf.diagnostics->bytes_sent,
+                             (uint64_t) sent);
+        }
+
+        prof_uploader_drop(u, u->in_flight,
+                           "still uploading at the close deadline");
         u->in_flight = NULL;
     }
 
     if (u->waiting != NULL) {
-        prof_counter_add(u->conf.diagnostics->uploads_dropped, 1);
-        prof_upload_free(u->waiting);
+        prof_uploader_drop(u, u->waiting,
+                           "still waiting at the close deadline");
         u->waiting = NULL;
     }
 

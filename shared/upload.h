@@ -5,11 +5,54 @@
  *
  * Threading: the profiler loop thread only; never blocks it.
  * Policy: at most one upload in flight; a profile ready meanwhile waits,
- * and a newer one replaces it (the older is dropped and counted). Timeouts,
- * refused connections and 5xx are retried once, 4xx never; then the
- * profile is dropped, counted and logged (one line a minute per cause).
- * Memory: the uploader owns what is submitted; curl_global_init must have
- * run in the process before.
+ * and a newer one replaces it (the older is dropped). Timeouts, failed
+ * connections and 5xx are retried once, 4xx never; a failure is logged
+ * (one line a minute per cause).
+ * Memory: the uploader owns what is submitted; the conf's strings are the
+ * caller's and must outlive the uploader; curl_global_init must have run
+ * in the process before.
+ *
+ * Counters (prof_diagnostics_t). Every profile submitted ends in exactly
+ * one outcome, counted once, when its fate is known:
+ *
+ *   uploads_succeeded       the agent answered 2xx (first try or retry);
+ *   uploads_failed_connect  the last try could not reach the agent or
+ *                           lost it: connection refused, host unresolved,
+ *                           a send or receive error, no answer or a cut
+ *                           one (a connect timeout is a timeout);
+ *   uploads_failed_timeout  the last try ran out of timeout_ms;
+ *   uploads_failed_4xx      the agent answered 4xx (never retried);
+ *   uploads_failed_5xx      the last try was answered 5xx;
+ *   uploads_failed_other    anything else: another status (1xx, 3xx),
+ *                           another curl error, a transfer that could not
+ *                           be set up (no memory);
+ *   uploads_dropped         never answered because the uploader gave it
+ *                           up: replaced while waiting by a newer one,
+ *                           still waiting or in flight at the close
+ *                           deadline, submitted after the close.
+ *
+ * so that, once the uploader is closed (before, minus the one in flight
+ * and the one waiting):
+ *
+ *   uploads_submitted = succeeded + failed_connect + failed_timeout
+ *                       + failed_4xx + failed_5xx + failed_other + dropped
+ *
+ * where uploads_submitted, counted by the caller, is every profile it
+ * meant to upload: those passed to prof_uploader_submit(), and those it
+ * could not build the documents of (which it counts as dropped). And for
+ * the tries:
+ *
+ *   uploads_attempted       transfers started: first tries and retries,
+ *                           whatever became of them (a refused connection
+ *                           is an attempt);
+ *   uploads_retried         second tries started; such a profile still
+ *                           ends in one outcome above (500 then 200:
+ *                           succeeded, 500 twice: failed_5xx), so
+ *                           attempted - retried <= submitted;
+ *   bytes_sent              request body bytes sent
+ *                           (CURLINFO_SIZE_UPLOAD_T) by every try: answered
+ *                           or not, retried, timed out or aborted at the
+ *                           close.
  */
 
 #ifndef PROF_UPLOAD_H
@@ -41,7 +84,7 @@ struct prof_upload_s {
     prof_buffer_t    event;             /* event.json */
     prof_buffer_t    pprof;             /* gzip pprof */
     prof_buffer_t    provenance;        /* code-provenance.json */
-    unsigned         attempts;
+    unsigned         attempts;          /* tries started */
 };
 
 
@@ -51,7 +94,8 @@ typedef struct prof_uploader_s  prof_uploader_t;
 prof_uploader_t *prof_uploader_create(uv_loop_t *loop,
     const prof_upload_conf_t *conf);
 
-/* Takes up (allocated with malloc) whatever happens. */
+/* Takes up (allocated with malloc) whatever happens: it ends in one of
+   the outcomes above. */
 void prof_uploader_submit(prof_uploader_t *u, prof_upload_t *up);
 
 /*

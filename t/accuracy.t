@@ -46,7 +46,7 @@ ok($t->stop, 'nginx quits');
 
 my @files = profile_files($t->dump_dir, qr/^nginx\.$worker\.\d+\.pprof$/);
 my @seq = map { /\.(\d+)\.pprof$/ ? $1 : () } @files;
-is_deeply(\@seq, [ 1 .. scalar(@seq) ], 'the profiles are numbered 1..'
+is_deeply(\@seq, [ 0 .. scalar(@seq) - 1 ], 'the profiles are numbered 0..'
           . scalar(@seq) . ', none missing');
 ok(@files >= 3, scalar(@files) . ' profiles: two complete periods and the '
    . 'last partial one');

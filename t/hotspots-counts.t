@@ -99,7 +99,7 @@ my @plans = (
     { '/e1' => 5, '/e2' => 2, '/custom?n=1' => 1, '/ret' => 3 },
 );
 my @bursts;
-my $seq = 1;
+my $seq = 0;
 for my $plan (@plans) {
     my $u;
     # The next period that has most of its second ahead.

@@ -65,13 +65,13 @@ $t->write_config(<<'EOF');
         location /rw { rewrite ^ /burn-rw last; }
         location /burn-rw { profiling_burn 30ms; }
 
-        # redirected after it: the ids were resolved in the first location
+        # redirected after it: the ids come from where it runs
         location /tf {
-            profiling_span_id $http_x_tf;
+            profiling_span_id $http_x_other;
             try_files /nonexistent /burn-tf;
         }
         location /burn-tf {
-            profiling_span_id $http_x_other;
+            profiling_span_id $http_x_tf;
             profiling_burn 30ms;
         }
         location /nf { error_page 404 = /burn-nf; }
@@ -227,10 +227,11 @@ subtest 'internal redirects, error_page and subrequests keep the ids' => sub {
            "$paths{$k}: \$profiling_span_id is the request's span id");
     }
 
-    # The try_files target would resolve other ids: it does not.
+    # The try_files source would resolve other ids: after the redirect,
+    # the target's directives say.
     my @other = grep { ($_->{span} // '') eq $TF_OTHER } @S;
-    is(scalar(@other), 0, 'the ids are not resolved again after the '
-       . 'internal redirect of try_files');
+    is(scalar(@other), 0, 'after the internal redirect of try_files, the '
+       . 'ids come from the directives of the location it went to');
 };
 
 

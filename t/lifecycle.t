@@ -51,7 +51,7 @@ sub last_profile_ok {
     ok($t->stop, 'nginx quits right after start');
 
     my @f = profile_files($t->dump_dir, qr/\.pprof$/);
-    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$worker.1.pprof" ],
+    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$worker.0.pprof" ],
               'the worker wrote its only profile as it quit');
     last_profile_ok($f[0], $worker, 'quit') if @f;
 
@@ -77,7 +77,7 @@ sub last_profile_ok {
        'with exit status 0');
 
     my @f = $t->wait_for_files(qr/\.pprof$/, 1, 1);
-    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$pid.1.pprof" ],
+    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$pid.0.pprof" ],
               'it wrote its profile as it quit');
     last_profile_ok($f[0], $pid, 'single process') if @f;
     like($t->error_log, qr/profiling: stopped: .* unwind_tables=1 unwind_table_bytes=[1-9]/,
@@ -148,14 +148,14 @@ EOF
     ok($done, "after reload a new worker (@new) replaced worker $old");
 
     my @f = $t->wait_for_files(qr/^nginx\.$old\.\d+\.pprof$/, 1, 5);
-    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$old.1.pprof" ],
+    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$old.0.pprof" ],
               'the old worker wrote its last profile as it exited');
     last_profile_ok($f[0], $old, 'old worker') if @f;
 
     my ($new) = @new;
     if ($new) {
         is(thread_count($new), 3, 'the new worker runs the profiler');
-        @f = $t->wait_for_files(qr/^nginx\.$new\.1\.pprof$/, 1, 5);
+        @f = $t->wait_for_files(qr/^nginx\.$new\.0\.pprof$/, 1, 5);
         ok(@f, 'the new worker writes its own profiles, every 1s now');
         my $p = @f ? decode_profile($f[0]) : undef;
         ok($p && abs($p->{duration_nanos} - 1e9) < 0.1e9,
@@ -187,7 +187,7 @@ EOF
 
     ok($t->stop, 'nginx quits');
     my @f = profile_files($dir, qr/\.pprof$/);
-    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$worker.1.pprof" ],
+    is_deeply([ map { s{.*/}{}r } @f ], [ "nginx.$worker.0.pprof" ],
               'the worker wrote its profile there');
 }
 

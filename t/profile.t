@@ -38,7 +38,7 @@ my @requests;
 my $served = $t->drive('/burn', 2.5, 0, \@requests);
 ok($served > 20, "the worker served $served requests burning 20ms each");
 
-my $name = "nginx.$worker.1.pprof";
+my $name = "nginx.$worker.0.pprof";
 my ($file) = $t->wait_for_files(qr/^\Q$name\E$/, 1, 10);
 ok($file, "the first profile is written as $name") or do {
     diag($t->error_log);
@@ -199,8 +199,8 @@ $s->get('/');
 ok($s->stop, 'nginx with profiling_service "my svc/1" quits');
 
 my @files = ProfTest::profile_files($s->dump_dir, qr/^[^.]/);
-is_deeply([ map { s{.*/}{}r } @files ], [ "my_svc_1.$worker.1.pprof" ],
-          'its profile is my_svc_1.<pid>.1.pprof: the space and the slash '
+is_deeply([ map { s{.*/}{}r } @files ], [ "my_svc_1.$worker.0.pprof" ],
+          'its profile is my_svc_1.<pid>.0.pprof: the space and the slash '
           . 'became underscores');
 ok(!-e $s->dump_dir . '/my svc', 'no directory was made of the name');
 

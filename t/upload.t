@@ -126,7 +126,7 @@ EOF
          'runtime-id is a UUID');
     is($tags->{process_id}, $worker, 'process_id is the worker');
     like($tags->{profiler_version}, qr/^\d+\.\d+\.\d+$/, 'profiler_version');
-    is($tags->{profile_seq}, 1, 'profile_seq');
+    is($tags->{profile_seq}, 0, 'profile_seq starts at 0');
     is($tags->{team}, 'edge', 'user tag');
     is($tags->{region}, 'eu_west', 'comma in a tag value is replaced');
     unlike($e->{tags_profiler}, qr/(^|,)(,|$)|:(,|$)/, 'no empty tag');
@@ -150,10 +150,10 @@ EOF
     $t->stop;
     my @all = wait_uploads($agent, 2);
     my @seq = map { tags_of($_)->{profile_seq} } @all;
-    is_deeply(\@seq, [1 .. scalar @seq], 'profile_seq 1, 2, ... each once');
+    is_deeply(\@seq, [0 .. $#seq], 'profile_seq 0, 1, ... each once');
     my %ids = map { tags_of($_)->{'runtime-id'} => 1 } @all;
     is(scalar(keys %ids), 1, 'one runtime-id per worker process');
-    like($t->error_log, qr/profiling: stopped: .*uploaded=\d+/,
+    like($t->error_log, qr/profiling: stopped: .*uploads_succeeded=\d+/,
          'the counters are logged at exit');
 
     stop_agent($agent);
@@ -259,7 +259,7 @@ failing_agent_test('500: one retry, then dropped; then it recovers', 'status=500
         my @u = wait_uploads($agent, 4, 10);
         my %per_seq;
         $per_seq{ tags_of($_)->{profile_seq} }++ for @u;
-        is($per_seq{1}, 2, 'profile 1 sent twice (one retry)');
+        is($per_seq{0}, 2, 'profile 0 sent twice (one retry)');
         ok(!grep({ $_ > 2 } values %per_seq), 'never more than twice');
 
         set_mode($agent, 'ok');
@@ -302,7 +302,7 @@ EOF
     my @failed = $t->error_log =~ /(profiling: upload to .* failed)/g;
     is(scalar @failed, 1, 'logged once, not per profile');
     $t->stop;
-    like($t->error_log, qr/retried=[1-9]\d* failed_connect=[1-9]/,
+    like($t->error_log, qr/uploads_retried=[1-9]\d* uploads_failed_connect=[1-9]/,
          'retries and connection failures counted');
 };
 

@@ -137,11 +137,11 @@ test_identical_stacks_are_deduplicated(void **state)
     prof_profile_t  *p;
 
     batch = unit_batch(UNIT_BATCH_BYTES);
-    unit_batch_add(batch, &(prof_sample_t) { .cpu_ns = 100,
+    unit_batch_add(batch, &(unit_sample_t) { .cpu_ns = 100,
                    .cpu_samples = 1 }, a, 3, NULL);
-    unit_batch_add(batch, &(prof_sample_t) { .cpu_ns = 20,
+    unit_batch_add(batch, &(unit_sample_t) { .cpu_ns = 20,
                    .cpu_samples = 1 }, b, 3, NULL);
-    unit_batch_add(batch, &(prof_sample_t) { .cpu_ns = 3,
+    unit_batch_add(batch, &(unit_sample_t) { .cpu_ns = 3,
                    .cpu_samples = 1 }, a, 3, NULL);
     unit_consume(u, batch);
 
@@ -172,22 +172,22 @@ test_different_labels_make_different_samples(void **state)
     b = unit_batch(UNIT_BATCH_BYTES);
 
     /* 1: span 11 of root 10 on /a, seen twice */
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 1, .span_id = 11,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1, .span_id = 11,
                    .local_root_span_id = 10 }, frames, 1, "/a");
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 2, .span_id = 11,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 2, .span_id = 11,
                    .local_root_span_id = 10 }, frames, 1, "/a");
     /* 2: another span */
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 4, .span_id = 12,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 4, .span_id = 12,
                    .local_root_span_id = 10 }, frames, 1, "/a");
     /* 3: another root span */
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 8, .span_id = 11,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 8, .span_id = 11,
                    .local_root_span_id = 13 }, frames, 1, "/a");
     /* 4: another endpoint */
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 16, .span_id = 11,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 16, .span_id = 11,
                    .local_root_span_id = 10 }, frames, 1, "/b");
     /* 5: no request, seen twice */
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 32 }, frames, 1, NULL);
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 64 }, frames, 1, NULL);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 32 }, frames, 1, NULL);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 64 }, frames, 1, NULL);
     unit_consume(u, b);
 
     p = unit_flush(u, UNIT_START_REALTIME_NS + 1, UNIT_START_MONOTONIC_NS + 1);
@@ -235,7 +235,7 @@ test_caller_frames_move_back_into_the_call(void **state)
     const prof_address_t  *marker;
 
     b = unit_batch(UNIT_BATCH_BYTES);
-    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 1, .wall_samples = 1 },
+    unit_batch_add(b, &(unit_sample_t) { .wall_ns = 1, .wall_samples = 1 },
                    frames, 5, NULL);
     unit_consume(u, b);
 
@@ -278,7 +278,7 @@ test_flush_barrier_splits_profiles_exactly(void **state)
 
     b = unit_batch(UNIT_BATCH_BYTES);
     for (i = 0; i < 3; i++) {
-        unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 1 << i,
+        unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1 << i,
                        .cpu_samples = 1 }, frames, 1, NULL);
     }
     unit_batch_barrier(b, t1_real, t1_mono);
@@ -290,7 +290,7 @@ test_flush_barrier_splits_profiles_exactly(void **state)
 
     b = unit_batch(UNIT_BATCH_BYTES);
     for (i = 3; i < 5; i++) {
-        unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 1 << i,
+        unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1 << i,
                        .cpu_samples = 1 }, frames, 1, NULL);
     }
     unit_consume(u, b);
@@ -300,18 +300,20 @@ test_flush_barrier_splits_profiles_exactly(void **state)
     second = unit_flush(u, t2_real, t2_mono);
     first = u->profiles[0];
 
-    assert_int_equal(first->sequence, 1);
+    assert_int_equal(first->sequence, 0);
     assert_int_equal(first->sample_count, 3);
     assert_int_equal(total(first, PROF_VALUE_CPU_TIME), 1 + 2 + 4);
     assert_int_equal(total(first, PROF_VALUE_CPU_SAMPLES), 3);
     assert_int_equal(first->start_realtime_ns, UNIT_START_REALTIME_NS);
     assert_int_equal(first->duration_ns, t1_mono - UNIT_START_MONOTONIC_NS);
 
-    assert_int_equal(second->sequence, 2);
+    assert_int_equal(second->sequence, 1);
     assert_int_equal(second->sample_count, 2);
     assert_int_equal(total(second, PROF_VALUE_CPU_TIME), 8 + 16);
     assert_int_equal(total(second, PROF_VALUE_CPU_SAMPLES), 2);
-    assert_int_equal(second->start_realtime_ns, t1_real);
+    /* Contiguous: the second starts where the first ends. */
+    assert_int_equal(second->start_realtime_ns,
+                     first->start_realtime_ns + first->duration_ns);
     assert_int_equal(second->duration_ns, t2_mono - t1_mono);
 
     assert_int_equal(u->diag.profiles_closed, 2);
@@ -332,15 +334,15 @@ test_values_are_summed_per_key(void **state)
     b = unit_batch(UNIT_BATCH_BYTES);
 
     /* CPU samples */
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 10000123,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 10000123,
                    .cpu_samples = 1 }, frames, 2, "/x");
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 9999877,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 9999877,
                    .cpu_samples = 1 }, frames, 2, "/x");
     /* wall samples with their off-CPU time (and a late CPU share) */
-    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 30000000,
+    unit_batch_add(b, &(unit_sample_t) { .wall_ns = 30000000,
                    .wall_samples = 3, .off_cpu_ns = 25000000,
                    .cpu_ns = 5 }, frames, 2, "/x");
-    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 4000000000000LL,
+    unit_batch_add(b, &(unit_sample_t) { .wall_ns = 4000000000000LL,
                    .wall_samples = 1, .off_cpu_ns = 3999999999999LL },
                    frames, 2, "/x");
     unit_consume(u, b);
@@ -403,7 +405,7 @@ test_addresses_are_symbolized_once(void **state)
     frames[1] = caller_pc;
 
     b = unit_batch(UNIT_BATCH_BYTES);
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 1, .cpu_samples = 1 },
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1, .cpu_samples = 1 },
                    frames, 2, NULL);
     unit_consume(u, b);
 
@@ -422,17 +424,13 @@ test_addresses_are_symbolized_once(void **state)
     assert_non_null(caller->function);
     assert_string_equal(caller->function, "unit_agg_caller");
 
-    assert_int_equal(mprotect(copy, len, PROT_READ), 0);
-    assert_int_equal(prof_symbolizer_refresh(u->sym), 0);
-    assert_null(prof_symbolize(u->sym, leaf_pc, &function));
-
-    /* the same pcs in many samples, over three profiles */
+    /* the same pcs in many samples, over three profiles: learned once */
 
     for (round = 0; round < 3; round++) {
         b = unit_batch(UNIT_BATCH_BYTES);
 
         for (i = 0; i < 100; i++) {
-            unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 1,
+            unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1,
                            .cpu_samples = 1 }, frames, 2, NULL);
         }
 
@@ -452,8 +450,200 @@ test_addresses_are_symbolized_once(void **state)
 
     assert_int_equal(u->profiles[u->nprofiles - 1]->stacks.count, 1);
     assert_int_equal(u->diag.samples_aggregated, 301);
+    assert_int_equal(u->diag.addresses_evicted, 0);
+
+    /*
+     * The object goes (as with dlclose): after the next profile what was
+     * learned of it is forgotten, and its pcs are in no object any more.
+     */
+    assert_int_equal(mprotect(copy, len, PROT_READ), 0);
+    assert_int_equal(prof_symbolizer_refresh(u->sym), 0);
+    assert_null(prof_symbolize(u->sym, leaf_pc, &function));
+
+    (void) unit_flush(u, UNIT_START_REALTIME_NS + 10,
+                      UNIT_START_MONOTONIC_NS + 10);
+
+    assert_true(u->diag.addresses_evicted >= 2);
+    assert_null(prof_aggregator_address(u->agg, leaf_pc));
+
+    b = unit_batch(UNIT_BATCH_BYTES);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1, .cpu_samples = 1 },
+                   frames, 2, NULL);
+    unit_consume(u, b);
+
+    leaf = prof_aggregator_address(u->agg, leaf_pc);
+    assert_non_null(leaf);
+    assert_null(leaf->object);
 
     munmap(copy, len);
+}
+
+
+static prof_labels_t
+labels(uint64_t tag, uint64_t request, uint64_t span, const char *endpoint)
+{
+    prof_labels_t  l;
+
+    memset(&l, 0, sizeof(l));
+    l.tag = tag;
+    l.request = request;
+    l.span_id = span;
+    l.local_root_span_id = span;
+    l.endpoint_length = endpoint ? strlen(endpoint) : 0;
+    memcpy(l.endpoint, endpoint ? endpoint : "", l.endpoint_length);
+
+    return l;
+}
+
+
+/* The key and endpoint (NUL-terminated) of the only sample with cpu_ns. */
+static const prof_sample_key_t *
+key_with_cpu(prof_profile_t *p, int64_t cpu_ns, const char **endpoint)
+{
+    uint32_t                  i;
+    size_t                    n;
+    const char               *e;
+    const prof_sample_key_t  *k;
+    static char               copy[PROF_ENDPOINT_MAX + 1];
+
+    for (i = 0; i < p->keys.count; i++) {
+        if (p->values[i * PROF_VALUE_COUNT + PROF_VALUE_CPU_TIME] != cpu_ns) {
+            continue;
+        }
+
+        k = prof_intern_key(&p->keys, i, NULL);
+        *endpoint = NULL;
+
+        if (k->endpoint) {
+            e = prof_intern_key(&p->endpoints, k->endpoint - 1, &n);
+            memcpy(copy, e, n);
+            copy[n] = '\0';
+            *endpoint = copy;
+        }
+
+        return k;
+    }
+
+    fail();
+    return NULL;
+}
+
+
+/*
+ * Ids known only late in a request (a tracer's span) label its first
+ * samples too; a resolution with ids of its own keeps them; a tag never
+ * resolved has no labels.
+ */
+static void
+test_request_labels_reach_every_tag_of_it(void **state)
+{
+    unit_agg_t               *u = *state;
+    prof_batch_t             *b;
+    prof_labels_t             l;
+    prof_profile_t           *p;
+    const char               *ep;
+    const prof_sample_key_t  *k;
+    uint64_t                  frames[1] = { 0x1000 };
+
+    b = unit_batch(UNIT_BATCH_BYTES);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1, .request = 1 },
+                   frames, 1, NULL);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 2, .request = 2 },
+                   frames, 1, NULL);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 4, .request = 3 },
+                   frames, 1, NULL);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 8, .request = 4 },
+                   frames, 1, NULL);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 16, .request = 5 },
+                   frames, 1, NULL);
+    unit_batch_barrier(b, UNIT_START_REALTIME_NS + 1,
+                       UNIT_START_MONOTONIC_NS + 1);
+
+    /* Request 100: tag 1 before the span existed, tags 2 and 3 after,
+       the latter in another location span. */
+    l = labels(1, 100, 0, "GET /a");
+    assert_int_equal(prof_aggregator_add_labels(u->agg, &l), 0);
+    l = labels(2, 100, 77, "GET /a");
+    assert_int_equal(prof_aggregator_add_labels(u->agg, &l), 0);
+    l = labels(3, 100, 78, "GET /a");
+    assert_int_equal(prof_aggregator_add_labels(u->agg, &l), 0);
+
+    /* Request 200: no ids at all. Tag 5: never resolved. */
+    l = labels(4, 200, 0, "GET /b");
+    assert_int_equal(prof_aggregator_add_labels(u->agg, &l), 0);
+
+    unit_consume(u, b);
+    assert_int_equal(u->nprofiles, 1);
+    p = u->profiles[0];
+
+    /* Tags 1 and 3 both carry span 78: one sample of 1 + 4. */
+    k = key_with_cpu(p, 1 + 4, &ep);
+    assert_int_equal(k->span_id, 78);
+    assert_string_equal(ep, "GET /a");
+
+    k = key_with_cpu(p, 2, &ep);
+    assert_int_equal(k->span_id, 77);
+
+    k = key_with_cpu(p, 8, &ep);
+    assert_int_equal(k->span_id, 0);
+    assert_string_equal(ep, "GET /b");
+
+    k = key_with_cpu(p, 16, &ep);
+    assert_int_equal(k->span_id, 0);
+    assert_null(ep);
+}
+
+
+/*
+ * A resolution of a tag after the barrier's last one waits for the next
+ * profile; those of the closed one are forgotten.
+ */
+static void
+test_labels_wait_for_their_profile(void **state)
+{
+    unit_agg_t               *u = *state;
+    prof_batch_t             *b;
+    prof_labels_t             l;
+    prof_profile_t           *p;
+    const char               *ep;
+    const prof_sample_key_t  *k;
+    uint64_t                  frames[1] = { 0x1000 };
+
+    b = unit_batch(UNIT_BATCH_BYTES);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1, .request = 7 },
+                   frames, 1, NULL);
+    unit_batch_barrier(b, UNIT_START_REALTIME_NS + 1,
+                       UNIT_START_MONOTONIC_NS + 1);
+    b->flush_last_tag = 7;
+
+    l = labels(7, 1, 70, "GET /x");
+    assert_int_equal(prof_aggregator_add_labels(u->agg, &l), 0);
+    l = labels(8, 2, 80, "GET /y");
+    assert_int_equal(prof_aggregator_add_labels(u->agg, &l), 0);
+
+    unit_consume(u, b);
+
+    b = unit_batch(UNIT_BATCH_BYTES);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 2, .request = 8 },
+                   frames, 1, NULL);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 4, .request = 7 },
+                   frames, 1, NULL);
+    unit_batch_barrier(b, UNIT_START_REALTIME_NS + 2,
+                       UNIT_START_MONOTONIC_NS + 2);
+    unit_consume(u, b);
+
+    assert_int_equal(u->nprofiles, 2);
+
+    k = key_with_cpu(u->profiles[0], 1, &ep);
+    assert_int_equal(k->span_id, 70);
+
+    p = u->profiles[1];
+    k = key_with_cpu(p, 2, &ep);
+    assert_int_equal(k->span_id, 80);
+    assert_string_equal(ep, "GET /y");
+
+    k = key_with_cpu(p, 4, &ep);
+    assert_int_equal(k->span_id, 0);
 }
 
 
@@ -473,6 +663,10 @@ main(void)
             test_values_are_summed_per_key, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_addresses_are_symbolized_once, setup_symbolized, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_request_labels_reach_every_tag_of_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_labels_wait_for_their_profile, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,9 @@
  * truncated marker) is encoded, written to a temporary file and decoded by
  * independent tools: gzip and protoc (text format, parsed here), and
  * go tool pprof when Go is installed. $PROTO is shared/profile.proto.
+ * Strings made of invalid UTF-8 (a client's URI, a symbol, a file name)
+ * must reach the pprof as valid UTF-8: protoc refuses the profile
+ * otherwise, and Python decodes the string table strictly.
  */
 
 #include <ctype.h>
@@ -25,6 +28,20 @@
 #define T1_MONOTONIC_NS   (UNIT_START_MONOTONIC_NS + 29999999000LL)
 #define T2_REALTIME_NS    (T1_REALTIME_NS + 60000000000LL)
 #define T2_MONOTONIC_NS   (T1_MONOTONIC_NS + 60000012345LL)
+
+#define FFFD              "\xef\xbf\xbd"
+
+/* A symbol of invalid bytes: FF FE, a cut sequence, C0 80, a surrogate. */
+#define BAD_SYMBOL        "unit_pprof_bad_\xff\xfe_caf\xc3_\xc0\x80_" \
+                          "\xed\xa0\x80"
+#define BAD_SYMBOL_SHOWN  "unit_pprof_bad_" FFFD FFFD "_caf" FFFD "_" FFFD \
+                          FFFD "_" FFFD FFFD FFFD
+#define BAD_THREAD        "nginx: worker\xc3\x28\xf4\x90\x80\x80"
+#define BAD_THREAD_SHOWN  "nginx: worker" FFFD "(" FFFD FFFD FFFD FFFD
+#define BAD_PATH          "/opt/\xff\xfe/lib\xe2\x82.so"
+#define BAD_PATH_SHOWN    "/opt/" FFFD FFFD "/lib" FFFD ".so"
+#define BAD_BUILD_ID      "abc\x80"
+#define BAD_BUILD_ID_SHOWN  "abc" FFFD
 
 
 /* A node of protoc's text output: a field, or a message of fields. */
@@ -54,6 +71,7 @@ static unit_agg_t  *agg;
 static decoded_t    main_profile;
 static char         self_path[PATH_MAX];
 static uint64_t     leaf_pc, caller_pc, libc_pc, other_pc;
+static int64_t      main_start_ns;      /* the profile's, as closed */
 
 
 /* Functions of the test binary, for the frames. */
@@ -88,6 +106,19 @@ unit_pprof_other(int x)
     v = x;
 
     return v ^ 0x5a5a;
+}
+
+
+int unit_pprof_bad(int x) __asm__(BAD_SYMBOL);
+
+int __attribute__((noinline))
+unit_pprof_bad(int x)
+{
+    volatile int  v;
+
+    v = x;
+
+    return v + 7;
 }
 
 
@@ -433,13 +464,13 @@ run_status(int status)
 
 
 static void
-encode(decoded_t *d, const prof_profile_t *p)
+encode(decoded_t *d, const prof_profile_t *p, prof_aggregator_t *a)
 {
     int   fd;
 
     memset(d, 0, sizeof(decoded_t));
 
-    assert_int_equal(prof_pprof_encode(p, agg->agg, &d->gzip), 0);
+    assert_int_equal(prof_pprof_encode(p, a, &d->gzip), 0);
     assert_true(d->gzip.length > 0);
 
     strcpy(d->path, "/tmp/test-pprof-XXXXXX");
@@ -550,18 +581,18 @@ group_setup(void **state)
     unit_consume(agg, b);
 
     b = unit_batch(UNIT_BATCH_BYTES);
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 10000000,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 10000000,
                    .cpu_samples = 1, .span_id = SPAN_ID,
                    .local_root_span_id = ROOT_SPAN_ID }, a, 4, ENDPOINT);
-    unit_batch_add(b, &(prof_sample_t) { .cpu_ns = 7000000,
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 7000000,
                    .cpu_samples = 1 }, a, 4, NULL);
-    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 10000000,
+    unit_batch_add(b, &(unit_sample_t) { .wall_ns = 10000000,
                    .wall_samples = 1, .off_cpu_ns = 9000000 }, c, 2, NULL);
-    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 10000000,
+    unit_batch_add(b, &(unit_sample_t) { .wall_ns = 10000000,
                    .wall_samples = 1, .off_cpu_ns = 6000000, .cpu_ns = 4000000,
                    .span_id = SPAN_ID, .local_root_span_id = ROOT_SPAN_ID },
                    a, 4, ENDPOINT);
-    unit_batch_add(b, &(prof_sample_t) { .wall_ns = 20000000,
+    unit_batch_add(b, &(unit_sample_t) { .wall_ns = 20000000,
                    .wall_samples = 1, .off_cpu_ns = 20000000 }, c, 2, NULL);
     unit_batch_barrier(b, T2_REALTIME_NS, T2_MONOTONIC_NS);
     unit_consume(agg, b);
@@ -569,7 +600,8 @@ group_setup(void **state)
     assert_int_equal(agg->nprofiles, 2);
     p = agg->profiles[1];
 
-    encode(&main_profile, p);
+    main_start_ns = p->start_realtime_ns;
+    encode(&main_profile, p, agg->agg);
 
     return 0;
 }
@@ -648,7 +680,7 @@ test_decoded_by_protoc_has_the_sample_types(void **state)
                                                   "default_sample_type")),
                         "cpu-time");
 
-    assert_int_equal(field_int(root, "time_nanos"), T1_REALTIME_NS);
+    assert_int_equal(field_int(root, "time_nanos"), main_start_ns);
     assert_int_equal(field_int(root, "duration_nanos"),
                      T2_MONOTONIC_NS - T1_MONOTONIC_NS);
 }
@@ -826,7 +858,7 @@ test_empty_profile_encodes(void **state)
     p = unit_flush(agg, T2_REALTIME_NS + 1000, T2_MONOTONIC_NS + 999);
     assert_int_equal(p->sample_count, 0);
 
-    encode(&d, p);
+    encode(&d, p, agg->agg);
     decode(&d);
 
     root = d.root;
@@ -834,10 +866,234 @@ test_empty_profile_encodes(void **state)
     assert_int_equal(field_count(root, "location"), 0);
     assert_int_equal(field_count(root, "sample_type"), PROF_VALUE_COUNT);
     assert_string_equal(string_at(root, 0), "");
-    assert_int_equal(field_int(root, "time_nanos"), T2_REALTIME_NS);
+    assert_int_equal(field_int(root, "time_nanos"), p->start_realtime_ns);
     assert_int_equal(field_int(root, "duration_nanos"), 999);
 
     decoded_free(&d);
+}
+
+
+/*
+ * Python decodes every string of the string table (field 6 of Profile)
+ * strictly, with a protobuf walker of its own (the protobuf module may be
+ * missing), and refuses NUL.
+ */
+
+static const char  *python_strings =
+    "import gzip, sys\n"
+    "data = gzip.open(sys.argv[1]).read()\n"
+    "def varint(i):\n"
+    "    v, shift = 0, 0\n"
+    "    while True:\n"
+    "        c = data[i]\n"
+    "        i += 1\n"
+    "        v |= (c & 0x7f) << shift\n"
+    "        shift += 7\n"
+    "        if c < 0x80:\n"
+    "            return v, i\n"
+    "i, strings = 0, []\n"
+    "while i < len(data):\n"
+    "    key, i = varint(i)\n"
+    "    if key & 7 == 0:\n"
+    "        i = varint(i)[1]\n"
+    "    elif key & 7 == 1:\n"
+    "        i += 8\n"
+    "    elif key & 7 == 5:\n"
+    "        i += 4\n"
+    "    elif key & 7 == 2:\n"
+    "        n, i = varint(i)\n"
+    "        if key >> 3 == 6:\n"
+    "            strings.append(data[i:i + n])\n"
+    "        i += n\n"
+    "    else:\n"
+    "        sys.exit('wire type %d' % (key & 7))\n"
+    "if i != len(data) or not strings or strings[0] != b'':\n"
+    "    sys.exit('malformed profile')\n"
+    "for s in strings:\n"
+    "    if '\\0' in s.decode('utf-8', 'strict'):\n"
+    "        sys.exit('NUL in %r' % s)\n";
+
+
+static void
+python_decodes_strings(const char *pprof_path)
+{
+    int   fd;
+    char  script[] = "/tmp/test-pprof-py-XXXXXX";
+    char  cmd[PATH_MAX + 64];
+
+    fd = mkstemp(script);
+    assert_true(fd != -1);
+    assert_int_equal(write(fd, python_strings, strlen(python_strings)),
+                     strlen(python_strings));
+    assert_int_equal(close(fd), 0);
+
+    snprintf(cmd, sizeof(cmd), "python3 '%s' '%s'", script, pprof_path);
+    assert_int_equal(run_status(system(cmd)), 0);
+
+    unlink(script);
+}
+
+
+static void
+test_python_decodes_the_strings_strictly(void **state)
+{
+    (void) main_root();
+    python_decodes_strings(main_profile.path);
+}
+
+
+/*
+ * Invalid bytes everywhere a string comes from: endpoints (explicit
+ * lengths, NUL included, as they come from the request), the thread
+ * name, a function name (BAD_SYMBOL, from this binary's symbol table), a
+ * mapping's file name and build id.
+ */
+
+#define RAW(s)  s, sizeof(s) - 1
+
+static const struct {
+    const char  *raw;
+    size_t       length;
+    const char  *shown;
+} bad_endpoints[] = {
+    { RAW("GET /\xff\xfe/a"), "GET /" FFFD FFFD "/a" },  /* /%ff%fe/a */
+    { RAW("GET /caf\xc3"), "GET /caf" FFFD },             /* /caf%c3 */
+    { RAW("GET /\xff\xfe"), "GET /" FFFD FFFD },           /* raw */
+    { RAW("GET /\xfe\xff"), "GET /" FFFD FFFD },           /* the same */
+    { RAW("GET /a\0b"), "GET /a" FFFD "b" },               /* /a%00b */
+    { RAW("GET /a\0c"), "GET /a" FFFD "c" },
+};
+
+#define BAD_ENDPOINTS  (sizeof(bad_endpoints) / sizeof(bad_endpoints[0]))
+
+
+static void
+test_invalid_utf8_becomes_replacement_characters(void **state)
+{
+    int                 inserted;
+    size_t              i;
+    node_t             *root, *s, *l, *loc, *m;
+    int64_t             index, shared_string;
+    uint64_t            pcs[2], seen;
+    decoded_t           d;
+    unit_agg_t         *bad;
+    prof_batch_t       *b;
+    prof_object_t      *self;
+    prof_profile_t     *p;
+    prof_sample_key_t   key;
+    const char         *path, *build_id;
+
+    bad = unit_agg_create(1);
+
+    pcs[0] = (uintptr_t) unit_pprof_bad + 1;
+    pcs[1] = leaf_pc;
+
+    b = unit_batch(UNIT_BATCH_BYTES);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1000, .cpu_samples = 1 },
+                   pcs, 2, NULL);
+    unit_batch_barrier(b, T1_REALTIME_NS, T1_MONOTONIC_NS);
+    unit_consume(bad, b);
+
+    assert_int_equal(bad->nprofiles, 1);
+    p = bad->profiles[0];
+    assert_int_equal(p->stacks.count, 1);
+
+    /* a sample of the stack per endpoint, on a request */
+
+    p->thread_name = BAD_THREAD;
+
+    for (i = 0; i < BAD_ENDPOINTS; i++) {
+        index = prof_intern(&p->endpoints, bad_endpoints[i].raw,
+                            bad_endpoints[i].length, &inserted);
+        assert_true(index >= 0 && inserted);
+
+        memset(&key, 0, sizeof(key));
+        key.stack = 0;
+        key.endpoint = index + 1;
+        key.span_id = 100 + i;
+        key.local_root_span_id = 100 + i;
+
+        index = prof_intern(&p->keys, &key, sizeof(key), &inserted);
+        assert_true(index >= 0 && inserted);
+
+        p->values = realloc(p->values, p->keys.count * PROF_VALUE_COUNT
+                                       * sizeof(int64_t));
+        assert_non_null(p->values);
+        p->values_capacity = p->keys.count;
+        memset(&p->values[index * PROF_VALUE_COUNT], 0,
+               PROF_VALUE_COUNT * sizeof(int64_t));
+        p->values[index * PROF_VALUE_COUNT + PROF_VALUE_CPU_TIME] = 1000;
+        p->values[index * PROF_VALUE_COUNT + PROF_VALUE_CPU_SAMPLES] = 1;
+    }
+
+    /* the mapping of this binary, named with invalid bytes */
+
+    self = (prof_object_t *) prof_symbolize(bad->sym, pcs[0], NULL);
+    assert_non_null(self);
+    path = self->path;
+    build_id = self->build_id;
+    self->path = BAD_PATH;
+    self->build_id = BAD_BUILD_ID;
+
+    encode(&d, p, bad->agg);
+
+    self->path = path;
+    self->build_id = build_id;
+
+    /* protoc refuses a profile with an invalid string: it decodes it */
+
+    decode(&d);
+    root = d.root;
+
+    python_decodes_strings(d.path);
+
+    loc = location_of(root, BAD_SYMBOL_SHOWN);
+    m = by_id(root, "mapping", field_uint(loc, "mapping_id"));
+    assert_string_equal(string_at(root, field_int(m, "filename")),
+                        BAD_PATH_SHOWN);
+    assert_string_equal(string_at(root, field_int(m, "build_id")),
+                        BAD_BUILD_ID_SHOWN);
+
+    /* every endpoint whole (a NUL cuts nothing), the two that read the
+       same share their string */
+
+    assert_int_equal(field_count(root, "sample"), BAD_ENDPOINTS + 1);
+
+    seen = 0;
+    shared_string = -1;
+
+    for (i = 0; (s = field(root, "sample", i)) != NULL; i++) {
+        l = label(root, s, "thread name");
+        assert_non_null(l);
+        assert_string_equal(string_at(root, field_int(l, "str")),
+                            BAD_THREAD_SHOWN);
+
+        l = label(root, s, "span id");
+        if (l == NULL) {
+            continue;
+        }
+
+        index = field_int(l, "num") - 100;
+        assert_true(index >= 0 && index < (int64_t) BAD_ENDPOINTS);
+        seen |= 1 << index;
+
+        l = label(root, s, "trace endpoint");
+        assert_non_null(l);
+        assert_string_equal(string_at(root, field_int(l, "str")),
+                            bad_endpoints[index].shown);
+
+        if (index == 2 || index == 3) {
+            if (shared_string == -1) {
+                shared_string = field_int(l, "str");
+            }
+            assert_int_equal(field_int(l, "str"), shared_string);
+        }
+    }
+
+    assert_int_equal(seen, (1 << BAD_ENDPOINTS) - 1);
+
+    decoded_free(&d);
+    unit_agg_destroy(bad);
 }
 
 
@@ -883,6 +1139,8 @@ main(void)
         cmocka_unit_test(test_samples_carry_values_and_labels),
         cmocka_unit_test(test_functions_and_mappings),
         cmocka_unit_test(test_empty_profile_encodes),
+        cmocka_unit_test(test_python_decodes_the_strings_strictly),
+        cmocka_unit_test(test_invalid_utf8_becomes_replacement_characters),
         cmocka_unit_test(test_go_pprof_reads_the_file),
     };
 

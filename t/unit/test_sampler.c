@@ -1,7 +1,8 @@
 /*
  * Tests of the sampler (shared/sampler.h) with real signals and threads:
- * CPU samples where the thread burns CPU, idle ticks without a signal,
- * flush barriers on request and at stop.
+ * CPU samples where the thread burns CPU, wall time accounted on the
+ * thread itself (the event wait's without a wake-up, a blocked thread's
+ * asked for), flush barriers, and SIGPROF signals the sampler did not arm.
  */
 
 #define _GNU_SOURCE
@@ -10,7 +11,9 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +46,7 @@ typedef struct {
     unsigned  samples_after_last_barrier;
     int64_t   wall_ns_idle;         /* at the IDLE_LEAF stack */
     int64_t   wall_ns_in_burn;
+    int64_t   wall_ns_in_sleep;     /* stacks through test_sampler_sleep */
 } totals_t;
 
 
@@ -138,6 +142,10 @@ in_range(const prof_sample_t *s, uint64_t start, uint64_t end)
 }
 
 
+/* The range of test_sampler_sleep, when a test sets it. */
+static uint64_t  sleep_start, sleep_end;
+
+
 static void
 collect(fixture_t *f, totals_t *t, uint64_t burn_start, uint64_t burn_end)
 {
@@ -152,7 +160,7 @@ collect(fixture_t *f, totals_t *t, uint64_t burn_start, uint64_t burn_end)
 
         for (i = 0; i < b->sample_count; i++) {
             s = (const prof_sample_t *) (b->data + offset);
-            offset += prof_sample_size(s->frame_count, s->endpoint_length);
+            offset += prof_sample_size(s->frame_count);
 
             t->cpu_ns += s->cpu_ns;
             t->wall_ns += s->wall_ns;
@@ -165,6 +173,9 @@ collect(fixture_t *f, totals_t *t, uint64_t burn_start, uint64_t burn_end)
 
             } else if (in_range(s, burn_start, burn_end)) {
                 t->wall_ns_in_burn += s->wall_ns;
+
+            } else if (in_range(s, sleep_start, sleep_end)) {
+                t->wall_ns_in_sleep += s->wall_ns;
             }
 
             if (s->cpu_samples && in_range(s, burn_start, burn_end)) {
@@ -182,9 +193,26 @@ collect(fixture_t *f, totals_t *t, uint64_t burn_start, uint64_t burn_end)
 }
 
 
-/* The address range of test_sampler_burn, from the symbolizer. */
+/* Blocked outside any event wait: off CPU, not waiting. */
+__attribute__((noinline)) void
+test_sampler_sleep(int64_t ns)
+{
+    struct timespec  pause;
+
+    pause.tv_sec = ns / 1000000000;
+    pause.tv_nsec = ns % 1000000000;
+
+    while (nanosleep(&pause, &pause) != 0) {
+        /* interrupted: the rest */
+    }
+
+    __asm__ volatile ("" ::: "memory");
+}
+
+
+/* The address range of a function of this program, from the symbolizer. */
 static void
-burn_range(uint64_t *start, uint64_t *end)
+function_range(void *f, const char *fname, uint64_t *start, uint64_t *end)
 {
     uint64_t              pc;
     const char           *name;
@@ -194,21 +222,28 @@ burn_range(uint64_t *start, uint64_t *end)
     sym = prof_symbolizer_create();
     assert_non_null(sym);
 
-    pc = (uint64_t) (uintptr_t) test_sampler_burn;
+    pc = (uint64_t) (uintptr_t) f;
     obj = prof_symbolize(sym, pc, &name);
     assert_non_null(obj);
-    assert_string_equal(name, "test_sampler_burn");
+    assert_string_equal(name, fname);
 
     /* Scan forward to where the symbol ends. */
     *start = pc;
     *end = pc;
     while (prof_symbolize(sym, *end, &name) != NULL && name != NULL
-           && strcmp(name, "test_sampler_burn") == 0)
+           && strcmp(name, fname) == 0)
     {
         (*end)++;
     }
 
     prof_symbolizer_destroy(sym);
+}
+
+
+static void
+burn_range(uint64_t *start, uint64_t *end)
+{
+    function_range(test_sampler_burn, "test_sampler_burn", start, end);
 }
 
 
@@ -247,58 +282,65 @@ test_cpu_samples_land_where_cpu_is_burned(void **state)
 }
 
 
+/*
+ * A thread parked in its event wait gets no signal, and the sampler
+ * thread takes nothing of it: the time is accounted when it comes back
+ * (here, at the stop), at the wait's stack.
+ */
 static void
 test_idle_thread_gets_no_signal(void **state)
 {
-    fixture_t        *f = *state;
-    totals_t          t;
-    uint64_t          leaf = IDLE_LEAF;
-    struct timespec   pause = { 0, 300 * 1000 * 1000 };
+    fixture_t           *f = *state;
+    totals_t             t;
+    uint64_t             leaf = IDLE_LEAF;
+    int64_t              start, end;
+    prof_sampler_hot_t  *hot;
 
+    hot = prof_sampler_hot(f->sampler);
     prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
-    prof_sampler_set_waiting(f->sampler, 1);
 
-    /* Blocked, no CPU: every tick is an idle tick, with no signal. */
-    nanosleep(&pause, NULL);
+    start = clock_ns(CLOCK_MONOTONIC);
+    prof_wait_begin(hot);
+    test_sampler_sleep(300 * 1000 * 1000LL);
+    prof_wait_end(hot);
 
-    prof_sampler_set_waiting(f->sampler, 0);
-
-    /* Idle ticks are stretched: a few of them cover the pause. */
     assert_int_equal(prof_counter_get(f->diagnostics.signals_sent), 0);
-    assert_true(prof_counter_get(f->diagnostics.idle_samples) >= 2);
-    assert_true(prof_counter_get(f->diagnostics.ticks) <= 12);
+    assert_int_equal(prof_counter_get(f->diagnostics.cpu_samples), 0);
 
     prof_sampler_stop(f->sampler, NULL);
     f->sampler = NULL;
+    end = clock_ns(CLOCK_MONOTONIC);
 
     memset(&t, 0, sizeof(t));
     collect(f, &t, 0, 0);
 
-    /* The wall time of the pause is all there, in intervals, no CPU. */
-    assert_true(t.wall_ns >= 300 * 1000 * 1000LL);
+    /* The wall time of the pause is all there, at the wait, no CPU. */
+    assert_true(t.wall_ns_idle >= 300 * 1000 * 1000LL);
+    assert_true(t.wall_ns <= end - start + INTERVAL_NS);
     assert_true(t.cpu_ns <= INTERVAL_NS);
     assert_true(t.wall_samples >= 28 && t.wall_samples <= 45);
 }
 
 
 /*
- * A stretched idle tick that ends with CPU samples: the time before the
- * thread woke goes to the wait, not to where it burned CPU at the end.
+ * The thread waited, then burned CPU: the wait's time goes to the wait,
+ * not to where it burned CPU when the signal came.
  */
 static void
-test_wake_up_after_idle_splits_the_tick(void **state)
+test_wake_up_after_idle_splits_the_time(void **state)
 {
-    fixture_t        *f = *state;
-    totals_t          t;
-    uint64_t          leaf = IDLE_LEAF, start, end;
-    struct timespec   pause = { 0, 600 * 1000 * 1000 };
+    fixture_t           *f = *state;
+    totals_t             t;
+    uint64_t             leaf = IDLE_LEAF, start, end;
+    prof_sampler_hot_t  *hot;
 
     burn_range(&start, &end);
 
+    hot = prof_sampler_hot(f->sampler);
     prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
-    prof_sampler_set_waiting(f->sampler, 1);
-    nanosleep(&pause, NULL);
-    prof_sampler_set_waiting(f->sampler, 0);
+    prof_wait_begin(hot);
+    test_sampler_sleep(600 * 1000 * 1000LL);
+    prof_wait_end(hot);
 
     test_sampler_burn(40 * 1000 * 1000LL);
 
@@ -317,6 +359,89 @@ test_wake_up_after_idle_splits_the_tick(void **state)
 }
 
 
+/*
+ * Blocked outside its event wait (a disk read, a lock): no CPU signal, so
+ * the sampler thread asks for the stack, and the time goes there.
+ */
+static void
+test_blocked_thread_is_asked_for_its_stack(void **state)
+{
+    fixture_t  *f = *state;
+    totals_t    t;
+    uint64_t    start, end;
+
+    burn_range(&start, &end);
+    function_range(test_sampler_sleep, "test_sampler_sleep", &sleep_start,
+                   &sleep_end);
+
+    test_sampler_sleep(800 * 1000 * 1000LL);
+
+    prof_sampler_stop(f->sampler, NULL);
+    f->sampler = NULL;
+
+    memset(&t, 0, sizeof(t));
+    collect(f, &t, start, end);
+    sleep_start = 0;
+    sleep_end = 0;
+
+    print_message("wall: %lld ms blocked at the sleep, %llu stacks asked\n",
+                  (long long) t.wall_ns_in_sleep / 1000000,
+                  (unsigned long long)
+                      prof_counter_get(f->diagnostics.blocked_samples));
+
+    assert_true(prof_counter_get(f->diagnostics.signals_sent) >= 1);
+    assert_true(prof_counter_get(f->diagnostics.blocked_samples) >= 1);
+    assert_true(t.wall_ns_in_sleep >= 500 * 1000 * 1000LL);
+}
+
+
+/*
+ * Whatever the thread did, its wall time from the start to the stop is
+ * accounted, once: a burn, a wait, a block, a flush in between.
+ */
+static void
+test_wall_time_is_accounted_once(void **state)
+{
+    fixture_t           *f = *state;
+    totals_t             t;
+    int64_t              start, end, d;
+    uint64_t             leaf = IDLE_LEAF;
+    prof_sampler_hot_t  *hot;
+
+    start = clock_ns(CLOCK_MONOTONIC);
+
+    /* The sampler's clock started at prof_sampler_start, a bit before. */
+    hot = prof_sampler_hot(f->sampler);
+    prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
+
+    test_sampler_burn(100 * 1000 * 1000LL);
+    prof_wait_begin(hot);
+    test_sampler_sleep(200 * 1000 * 1000LL);
+    prof_wait_end(hot);
+    prof_sampler_flush(f->sampler, NULL);
+    test_sampler_sleep(300 * 1000 * 1000LL);
+    test_sampler_burn(50 * 1000 * 1000LL);
+
+    prof_sampler_stop(f->sampler, NULL);
+    f->sampler = NULL;
+    end = clock_ns(CLOCK_MONOTONIC);
+
+    memset(&t, 0, sizeof(t));
+    collect(f, &t, 0, 0);
+
+    d = t.wall_ns - (end - start);
+
+    print_message("wall %lld ms accounted for %lld ms, %u barriers\n",
+                  (long long) t.wall_ns / 1000000,
+                  (long long) (end - start) / 1000000, t.barriers);
+
+    /* The stop takes its time after its last account: a bound each way. */
+    assert_int_equal(t.barriers, 2);
+    assert_true(d > -20 * 1000 * 1000LL && d < 20 * 1000 * 1000LL);
+    assert_int_equal(prof_counter_get(f->diagnostics.wall_dropped_ns), 0);
+}
+
+
 static size_t
 queued_batches(prof_queue_t *q)
 {
@@ -330,19 +455,36 @@ queued_batches(prof_queue_t *q)
 }
 
 
+/* A chunk of the endpoint log with n records. */
+static prof_endpoint_log_t *
+endpoint_log(unsigned n)
+{
+    unsigned                 i;
+    prof_endpoint_log_t     *log;
+    prof_endpoint_writer_t   w;
+
+    log = prof_endpoint_log_create(0);
+    assert_non_null(log);
+
+    prof_endpoint_writer_start(&w, log);
+    for (i = 0; i < n; i++) {
+        assert_int_equal(prof_endpoint_write(&w, "GET", 3, "/", 1), 0);
+    }
+
+    return prof_endpoint_writer_take(&w);
+}
+
+
 /*
  * At the memory ceiling (the consumer stalled) a barrier carries no
- * endpoint counts: their requests are counted as dropped, once each.
+ * endpoint log: its requests are counted as dropped, once each.
  */
 static void
-test_counts_dropped_at_the_ceiling(void **state)
+test_endpoints_dropped_at_the_ceiling(void **state)
 {
     fixture_t               *f = *state;
-    int                      i, n;
-    char                     name[32];
     int64_t                  deadline;
     prof_sampler_conf_t      conf;
-    prof_endpoint_counts_t  *first, *second;
 
     /* A queue that holds one batch, never consumed. */
     prof_sampler_stop(f->sampler, NULL);
@@ -360,21 +502,8 @@ test_counts_dropped_at_the_ceiling(void **state)
     conf.diagnostics = &f->diagnostics;
     assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
 
-    first = prof_endpoint_counts_create();
-    second = prof_endpoint_counts_create();
-    assert_non_null(first);
-    assert_non_null(second);
-
-    assert_int_equal(prof_endpoint_counts_add(first, "GET /", 5), 0);
-
-    /* The second has more endpoints than a table keeps: 10 dropped. */
-    for (i = 0; i < PROF_ENDPOINT_COUNTS_MAX + 10; i++) {
-        n = snprintf(name, sizeof(name), "GET /%d", i);
-        assert_int_equal(prof_endpoint_counts_add(second, name, n), 0);
-    }
-
-    /* The first barrier takes the queue's only batch, with its counts. */
-    prof_sampler_request_flush(f->sampler, first);
+    /* The first barrier takes the queue's only batch, with its log. */
+    prof_sampler_flush(f->sampler, endpoint_log(3));
 
     deadline = clock_ns(CLOCK_MONOTONIC) + 5 * 1000000000LL;
     while (queued_batches(&f->queue) == 0
@@ -385,24 +514,23 @@ test_counts_dropped_at_the_ceiling(void **state)
     }
     assert_int_equal(queued_batches(&f->queue), 1);
 
-    /* The next one is past the ceiling. */
-    prof_sampler_request_flush(f->sampler, second);
-    prof_sampler_stop(f->sampler, NULL);
+    /* The next ones are past the ceiling. */
+    prof_sampler_flush(f->sampler, endpoint_log(10));
+    prof_sampler_stop(f->sampler, endpoint_log(7));
     f->sampler = NULL;
 
-    assert_int_equal(prof_counter_get(f->diagnostics.endpoints_dropped),
-                     PROF_ENDPOINT_COUNTS_MAX + 10);
+    assert_int_equal(prof_counter_get(f->diagnostics.endpoints_dropped), 17);
 }
 
 
 static void
-test_flush_request_closes_the_batch_stream(void **state)
+test_flush_closes_the_batch_stream(void **state)
 {
     fixture_t  *f = *state;
     totals_t    t;
     int64_t     deadline;
 
-    prof_sampler_request_flush(f->sampler, NULL);
+    prof_sampler_flush(f->sampler, NULL);
 
     memset(&t, 0, sizeof(t));
     deadline = clock_ns(CLOCK_MONOTONIC) + 2000 * 1000 * 1000LL;
@@ -413,6 +541,120 @@ test_flush_request_closes_the_batch_stream(void **state)
     }
 
     assert_int_equal(t.barriers, 1);
+}
+
+
+/* A tag published while a sample is taken: the sample carries it. */
+static void
+test_samples_carry_the_request_tag(void **state)
+{
+    fixture_t           *f = *state;
+    size_t               offset;
+    uint32_t             i;
+    uint64_t             tag, other, with, without;
+    prof_batch_t        *b, *next;
+    prof_sampler_hot_t  *hot;
+    const prof_sample_t *s;
+
+    hot = prof_sampler_hot(f->sampler);
+
+    tag = prof_request_enter(hot);
+    test_sampler_burn(100 * 1000 * 1000LL);
+    assert_true(prof_request_sampled(hot, tag));
+    prof_request_leave(hot);
+
+    other = prof_request_enter(hot);
+    prof_request_leave(hot);
+    assert_false(prof_request_sampled(hot, other));
+
+    test_sampler_burn(100 * 1000 * 1000LL);
+
+    prof_sampler_stop(f->sampler, NULL);
+    f->sampler = NULL;
+
+    with = 0;
+    without = 0;
+
+    for (b = prof_queue_pop_all(&f->queue); b != NULL; b = next) {
+        next = b->next;
+        offset = 0;
+
+        for (i = 0; i < b->sample_count; i++) {
+            s = (const prof_sample_t *) (b->data + offset);
+            offset += prof_sample_size(s->frame_count);
+
+            assert_true(s->request == 0 || s->request == tag);
+
+            if (s->cpu_samples) {
+                if (s->request == tag) {
+                    with++;
+                } else {
+                    without++;
+                }
+            }
+        }
+
+        prof_queue_release(&f->queue, b);
+    }
+
+    assert_true(with >= 5);
+    assert_true(without >= 5);
+}
+
+
+/* A SIGPROF from elsewhere: handed to the action installed before. */
+static volatile sig_atomic_t  foreign_signals;
+
+static void
+on_foreign_sigprof(int signo)
+{
+    foreign_signals++;
+}
+
+
+static void
+test_foreign_sigprof_is_not_a_sample(void **state)
+{
+    fixture_t          *f = *state;
+    prof_sampler_conf_t conf;
+    struct sigaction    sa, saved;
+
+    /* A SIGPROF sent to the process: ignored, never fatal. */
+    assert_int_equal(kill(getpid(), SIGPROF), 0);
+    assert_int_equal(raise(SIGPROF), 0);
+    assert_int_equal(prof_counter_get(f->diagnostics.cpu_samples), 0);
+
+    prof_sampler_stop(f->sampler, NULL);
+    f->sampler = NULL;
+
+    /* Another handler was there first: it gets the signals not ours. */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_foreign_sigprof;
+    assert_int_equal(sigaction(SIGPROF, &sa, &saved), 0);
+
+    memset(&conf, 0, sizeof(conf));
+    conf.interval_ns = INTERVAL_NS;
+    conf.max_frames = 64;
+    conf.push_every_ns = 50 * 1000 * 1000LL;
+    conf.queue = &f->queue;
+    conf.diagnostics = &f->diagnostics;
+    assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
+
+    foreign_signals = 0;
+    assert_int_equal(raise(SIGPROF), 0);
+    assert_int_equal(foreign_signals, 1);
+
+    test_sampler_burn(50 * 1000 * 1000LL);
+    assert_int_equal(foreign_signals, 1);
+
+    prof_sampler_stop(f->sampler, NULL);
+    f->sampler = NULL;
+
+    /* The stop gives the process its handler back. */
+    assert_int_equal(raise(SIGPROF), 0);
+    assert_int_equal(foreign_signals, 2);
+
+    (void) sigaction(SIGPROF, &saved, NULL);
 }
 
 
@@ -442,11 +684,19 @@ main(void)
         cmocka_unit_test_setup_teardown(
             test_idle_thread_gets_no_signal, setup, teardown),
         cmocka_unit_test_setup_teardown(
-            test_wake_up_after_idle_splits_the_tick, setup, teardown),
+            test_wake_up_after_idle_splits_the_time, setup, teardown),
         cmocka_unit_test_setup_teardown(
-            test_flush_request_closes_the_batch_stream, setup, teardown),
+            test_blocked_thread_is_asked_for_its_stack, setup, teardown),
         cmocka_unit_test_setup_teardown(
-            test_counts_dropped_at_the_ceiling, setup, teardown),
+            test_wall_time_is_accounted_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_flush_closes_the_batch_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_samples_carry_the_request_tag, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_endpoints_dropped_at_the_ceiling, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_foreign_sigprof_is_not_a_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_second_sampler_is_refused, setup, teardown),
     };

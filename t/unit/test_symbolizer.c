@@ -439,7 +439,7 @@ test_debug_file_by_build_id(void **state)
 
 static const char *
 symbolize_copy(prof_symbolizer_t *sym, const char *name, uint64_t offset,
-    size_t len, uint64_t delta)
+    size_t len, uint64_t delta, int *corrupt)
 {
     char                  path[PATH_MAX];
     void                 *p;
@@ -458,6 +458,10 @@ symbolize_copy(prof_symbolizer_t *sym, const char *name, uint64_t offset,
 
     assert_non_null(obj);
     assert_string_equal(obj->path, path);
+
+    if (corrupt != NULL) {
+        *corrupt = obj->corrupt;
+    }
 
     munmap(p, len);
 
@@ -500,10 +504,273 @@ corrupt_sections(const char *name, int strtabs_only)
 }
 
 
+/*
+ * One way to damage a copy of the test binary: fd is the copy, size its
+ * size, eh its ELF header (written back after the call).
+ */
+
+typedef void (*damage_pt)(int fd, uint64_t size, Elf64_Ehdr *eh);
+
+typedef struct {
+    const char  *name;
+    damage_pt    damage;
+    int          corrupt;       /* 0: still resolves test_target_function */
+} damage_t;
+
+
+/* The file position of the first section header of a type, and it. */
+
+static uint64_t
+section_of_type(int fd, const Elf64_Ehdr *eh, uint32_t type, Elf64_Shdr *sh)
+{
+    unsigned  i;
+    uint64_t  pos;
+
+    for (i = 0; i < eh->e_shnum; i++) {
+        pos = eh->e_shoff + (uint64_t) i * sizeof(Elf64_Shdr);
+        assert_int_equal(pread(fd, sh, sizeof(*sh), pos), sizeof(*sh));
+
+        if (sh->sh_type == type) {
+            return pos;
+        }
+    }
+
+    fail_msg("no section of type %u", type);
+
+    return 0;
+}
+
+
+static void
+patch_symtab(int fd, uint64_t size, Elf64_Ehdr *eh, int what)
+{
+    uint64_t    pos;
+    Elf64_Shdr  sh;
+
+    pos = section_of_type(fd, eh, SHT_SYMTAB, &sh);
+
+    switch (what) {
+    case 0:     /* larger than the file */
+        sh.sh_size = (size / sizeof(Elf64_Sym) + 1) * sizeof(Elf64_Sym);
+        break;
+    case 1:     /* starting inside it, ending past it */
+        sh.sh_offset = size - sizeof(Elf64_Sym);
+        sh.sh_size = 2 * sizeof(Elf64_Sym);
+        break;
+    case 2:
+        sh.sh_entsize = 16;
+        break;
+    case 3:
+        sh.sh_size -= 1;
+        break;
+    case 4:
+        sh.sh_link = eh->e_shnum;
+        break;
+    default:
+        sh.sh_link = 0;
+        break;
+    }
+
+    assert_int_equal(pwrite(fd, &sh, sizeof(sh), pos), sizeof(sh));
+}
+
+
+static void
+damage_symtab_past_end(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    patch_symtab(fd, size, eh, 0);
+}
+
+
+static void
+damage_symtab_across_end(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    patch_symtab(fd, size, eh, 1);
+}
+
+
+static void
+damage_symtab_entsize(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    patch_symtab(fd, size, eh, 2);
+}
+
+
+static void
+damage_symtab_partial_entry(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    patch_symtab(fd, size, eh, 3);
+}
+
+
+static void
+damage_symtab_link_out_of_range(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    patch_symtab(fd, size, eh, 4);
+}
+
+
+static void
+damage_symtab_link_null(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    patch_symtab(fd, size, eh, 5);
+}
+
+
+/* One function's name starts just past the end of the string table. */
+
+static void
+damage_st_name(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    uint64_t    pos, i;
+    Elf64_Sym   s;
+    Elf64_Shdr  tab, str;
+
+    (void) section_of_type(fd, eh, SHT_SYMTAB, &tab);
+    pos = eh->e_shoff + tab.sh_link * sizeof(Elf64_Shdr);
+    assert_int_equal(pread(fd, &str, sizeof(str), pos), sizeof(str));
+
+    for (i = 0; i < tab.sh_size / sizeof(Elf64_Sym); i++) {
+        pos = tab.sh_offset + i * sizeof(Elf64_Sym);
+        assert_int_equal(pread(fd, &s, sizeof(s), pos), sizeof(s));
+
+        if (ELF64_ST_TYPE(s.st_info) == STT_FUNC && s.st_size != 0) {
+            s.st_name = str.sh_size;
+            assert_int_equal(pwrite(fd, &s, sizeof(s), pos), sizeof(s));
+            return;
+        }
+    }
+
+    fail_msg("no function symbol");
+}
+
+
+/* The string table's last name not NUL-terminated: still readable. */
+
+static void
+damage_strtab_end(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    uint64_t    pos;
+    Elf64_Shdr  tab, str;
+
+    (void) section_of_type(fd, eh, SHT_SYMTAB, &tab);
+    pos = eh->e_shoff + tab.sh_link * sizeof(Elf64_Shdr);
+    assert_int_equal(pread(fd, &str, sizeof(str), pos), sizeof(str));
+    assert_int_equal(pwrite(fd, "x", 1, str.sh_offset + str.sh_size - 1), 1);
+}
+
+
+static void
+damage_shnum_huge(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    eh->e_shnum = 0xffff;
+}
+
+
+/* "More sections than SHN_LORESERVE": the count in the first header. */
+
+static void
+damage_shnum_extended_huge(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    Elf64_Shdr  sh;
+
+    assert_int_equal(pread(fd, &sh, sizeof(sh), eh->e_shoff), sizeof(sh));
+    sh.sh_size = 1ULL << 58;
+    assert_int_equal(pwrite(fd, &sh, sizeof(sh), eh->e_shoff), sizeof(sh));
+    eh->e_shnum = 0;
+}
+
+
+static void
+damage_shoff_past_end(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    eh->e_shoff = UINT64_MAX - 32;
+}
+
+
+static void
+damage_phnum_huge(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    eh->e_phoff = size - sizeof(Elf64_Phdr);
+    eh->e_phnum = 0xfffe;
+}
+
+
+/* The first note of each PT_NOTE segment claims sizes past it. */
+
+static void
+patch_notes(int fd, Elf64_Ehdr *eh, int name)
+{
+    unsigned     i, found;
+    Elf64_Phdr   ph;
+    Elf64_Nhdr   nh;
+
+    found = 0;
+
+    for (i = 0; i < eh->e_phnum; i++) {
+        assert_int_equal(pread(fd, &ph, sizeof(ph), eh->e_phoff + i * 56), 56);
+
+        if (ph.p_type != PT_NOTE) {
+            continue;
+        }
+
+        assert_int_equal(pread(fd, &nh, sizeof(nh), ph.p_offset), sizeof(nh));
+
+        if (name) {
+            nh.n_namesz = 0xfffffffd;
+
+        } else {
+            nh.n_descsz = 0xfffffff0;
+        }
+
+        assert_int_equal(pwrite(fd, &nh, sizeof(nh), ph.p_offset),
+                         sizeof(nh));
+        found++;
+    }
+
+    assert_true(found > 0);
+}
+
+
+static void
+damage_note_namesz(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    patch_notes(fd, eh, 1);
+}
+
+
+static void
+damage_note_descsz(int fd, uint64_t size, Elf64_Ehdr *eh)
+{
+    patch_notes(fd, eh, 0);
+}
+
+
+static void
+damage_copy(const damage_t *d)
+{
+    int          fd;
+    Elf64_Ehdr   eh;
+    struct stat  st;
+
+    run("cp '%s' '%s'", self_path, d->name);
+
+    fd = open(d->name, O_RDWR);
+    assert_true(fd != -1);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(pread(fd, &eh, sizeof(eh), 0), sizeof(eh));
+
+    d->damage(fd, st.st_size, &eh);
+
+    assert_int_equal(pwrite(fd, &eh, sizeof(eh), 0), sizeof(eh));
+    close(fd);
+}
+
+
 static void
 test_corrupt_elf_does_not_crash(void **state)
 {
-    int                   fd;
+    int                   fd, corrupt;
     char                  junk[8192];
     uint64_t              delta, len;
     Elf64_Ehdr           *eh;
@@ -524,27 +791,31 @@ test_corrupt_elf_does_not_crash(void **state)
 
     run("cp '%s' intact", self_path);
     assert_string_equal(symbolize_copy(sym, "intact", self->file_offset, len,
-                                       delta),
+                                       delta, &corrupt),
                         "test_target_function");
+    assert_false(corrupt);
 
     /* section headers past the end of the file */
 
     run("head -c %llu '%s' > truncated", (unsigned long long)
         (self->file_offset + len), self_path);
     assert_null(symbolize_copy(sym, "truncated", self->file_offset, len,
-                               delta));
+                               delta, &corrupt));
+    assert_true(corrupt);
 
     /* section offsets, sizes and links out of bounds */
 
     corrupt_sections("bad-sections", 0);
     assert_null(symbolize_copy(sym, "bad-sections", self->file_offset, len,
-                               delta));
+                               delta, &corrupt));
+    assert_true(corrupt);
 
     /* string tables too small for the symbol names */
 
     corrupt_sections("bad-strtabs", 1);
     assert_null(symbolize_copy(sym, "bad-strtabs", self->file_offset, len,
-                               delta));
+                               delta, &corrupt));
+    assert_true(corrupt);
 
     /* garbage, and an ELF file with bad counts, offsets and notes */
 
@@ -552,7 +823,8 @@ test_corrupt_elf_does_not_crash(void **state)
     fd = open("garbage", O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
     close(fd);
-    assert_null(symbolize_copy(sym, "garbage", 0, 4096, 16));
+    assert_null(symbolize_copy(sym, "garbage", 0, 4096, 16, &corrupt));
+    assert_true(corrupt);
 
     memset(junk, 0xff, sizeof(junk));
     eh = (Elf64_Ehdr *) junk;
@@ -579,7 +851,109 @@ test_corrupt_elf_does_not_crash(void **state)
     fd = open("bad-header", O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
     close(fd);
-    assert_null(symbolize_copy(sym, "bad-header", 0, 4096, 16));
+    assert_null(symbolize_copy(sym, "bad-header", 0, 4096, 16, &corrupt));
+    assert_true(corrupt);
+}
+
+
+static void
+test_each_malformed_table_gives_no_symbols(void **state)
+{
+    int                       corrupt;
+    size_t                    i, functions;
+    uint64_t                  delta, len;
+    const char               *function;
+    prof_symbolizer_t        *sym;
+    const prof_object_t      *self, *obj;
+    prof_symbolizer_stats_t   stats;
+    static const damage_t     damages[] = {
+        { "symtab-past-end", damage_symtab_past_end, 1 },
+        { "symtab-across-end", damage_symtab_across_end, 1 },
+        { "symtab-entsize", damage_symtab_entsize, 1 },
+        { "symtab-partial-entry", damage_symtab_partial_entry, 1 },
+        { "symtab-link-out-of-range", damage_symtab_link_out_of_range, 1 },
+        { "symtab-link-null", damage_symtab_link_null, 1 },
+        { "st-name-past-strtab", damage_st_name, 1 },
+        { "strtab-unterminated", damage_strtab_end, 0 },
+        { "shnum-huge", damage_shnum_huge, 1 },
+        { "shnum-extended-huge", damage_shnum_extended_huge, 1 },
+        { "shoff-past-end", damage_shoff_past_end, 1 },
+        { "phnum-huge", damage_phnum_huge, 1 },
+        { "note-namesz", damage_note_namesz, 1 },
+        { "note-descsz", damage_note_descsz, 1 },
+    };
+
+    sym = *state;
+    self = prof_symbolize(sym, (uintptr_t) test_target_function, &function);
+    assert_non_null(self);
+
+    delta = (uintptr_t) test_target_function - self->start;
+    len = self->end - self->start;
+
+    for (i = 0; i < sizeof(damages) / sizeof(damages[0]); i++) {
+        damage_copy(&damages[i]);
+
+        function = symbolize_copy(sym, damages[i].name, self->file_offset,
+                                  len, delta, &corrupt);
+
+        if (corrupt != damages[i].corrupt) {
+            fail_msg("%s: corrupt is %d", damages[i].name, corrupt);
+        }
+
+        if (damages[i].corrupt) {
+            if (function != NULL) {
+                fail_msg("%s: resolved to %s", damages[i].name, function);
+            }
+
+            assert_int_equal(prof_symbolizer_parse_file_for_test(
+                                 damages[i].name, &functions), -ENOEXEC);
+            assert_int_equal(functions, 0);
+
+        } else {
+            assert_non_null(function);
+            assert_string_equal(function, "test_target_function");
+            assert_int_equal(prof_symbolizer_parse_file_for_test(
+                                 damages[i].name, &functions), 0);
+            assert_true(functions > 0);
+        }
+    }
+
+    /* each corrupt object is reported once */
+
+    for (i = 0; (obj = prof_symbolizer_corrupt_object(sym)) != NULL; i++) {
+        assert_true(obj->corrupt);
+        assert_non_null(strstr(obj->path, tmp_dir));
+    }
+
+    assert_int_equal(i, sizeof(damages) / sizeof(damages[0]) - 1);
+    assert_null(prof_symbolizer_corrupt_object(sym));
+
+    prof_symbolizer_stats(sym, &stats);
+    assert_int_equal(stats.objects_corrupt, i);
+}
+
+
+static void
+test_file_parser_counts_functions_and_rejects_non_elf(void **state)
+{
+    size_t  functions;
+
+    assert_int_equal(prof_symbolizer_parse_file_for_test(self_path,
+                                                         &functions), 0);
+    assert_true(functions > 10);
+
+    assert_int_equal(prof_symbolizer_parse_file_for_test("stripped.so",
+                                                         &functions), 0);
+    assert_true(functions >= 1);
+
+    assert_int_equal(prof_symbolizer_parse_file_for_test("fixture.c",
+                                                         &functions),
+                     -ENOEXEC);
+    assert_int_equal(functions, 0);
+
+    assert_int_equal(prof_symbolizer_parse_file_for_test("/nonexistent",
+                                                         &functions),
+                     -ENOENT);
 }
 
 
@@ -691,6 +1065,256 @@ test_refresh_keeps_object_ids(void **state)
 }
 
 
+/* Lookups of pcs in no object that the symbolizer's rate lets through. */
+
+static void
+exhaust_rereads(prof_symbolizer_t *sym)
+{
+    uint64_t  pc;
+
+    for (pc = 4096; pc < 4096 + 100; pc++) {
+        assert_null(prof_symbolize(sym, pc, NULL));
+    }
+}
+
+
+static void
+test_jit_addresses_do_not_reread_maps(void **state)
+{
+    char                     *jit;
+    size_t                    i, len;
+    const char               *function;
+    prof_symbolizer_t        *sym;
+    prof_symbolizer_stats_t   before, after;
+
+    sym = *state;
+    assert_non_null(prof_symbolize(sym, (uintptr_t) test_target_function,
+                                   &function));
+
+    /* anonymous executable memory, as a JIT compiler maps it */
+
+    len = 3 * 4096;
+    jit = mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+               -1, 0);
+    assert_true(jit != MAP_FAILED);
+
+    prof_symbolizer_stats(sym, &before);
+
+    for (i = 0; i < 10000; i++) {
+        function = "unset";
+        assert_null(prof_symbolize(sym, (uintptr_t) jit + i, &function));
+        assert_null(function);
+    }
+
+    prof_symbolizer_stats(sym, &after);
+
+    /* a burst of rereads at most, and nothing kept per pc */
+
+    assert_true(after.maps_reads - before.maps_reads <= 5);
+    assert_int_equal(after.objects_held, before.objects_held);
+    assert_int_equal(prof_symbolizer_collect(sym), 0);
+
+    munmap(jit, len);
+}
+
+
+static void
+test_dlopen_is_seen_when_rereads_are_rate_limited(void **state)
+{
+    void                     *lib;
+    char                      path[PATH_MAX];
+    uint64_t                  pc;
+    const char               *function;
+    prof_symbolizer_t        *sym;
+    const prof_object_t      *obj;
+    prof_symbolizer_stats_t   before, after;
+
+    sym = *state;
+    exhaust_rereads(sym);
+
+    snprintf(path, sizeof(path), "%s/refresh.so", tmp_dir);
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    pc = (uintptr_t) dlsym(lib, "fixture_hidden_address");
+
+    prof_symbolizer_stats(sym, &before);
+
+    obj = prof_symbolize(sym, pc, &function);
+
+    prof_symbolizer_stats(sym, &after);
+
+    assert_non_null(obj);
+    assert_string_equal(obj->path, path);
+    assert_non_null(function);
+    assert_string_equal(function, "fixture_hidden_address");
+    assert_int_equal(after.maps_reads, before.maps_reads + 1);
+
+    dlclose(lib);
+}
+
+
+static void
+test_mapping_outside_loader_is_seen_within_a_second(void **state)
+{
+    void                 *p;
+    char                  path[PATH_MAX];
+    uint64_t              len, pc;
+    const char           *function;
+    prof_symbolizer_t    *sym;
+    const prof_object_t  *self, *obj;
+
+    sym = *state;
+    self = prof_symbolize(sym, (uintptr_t) test_target_function, &function);
+    assert_non_null(self);
+    len = self->end - self->start;
+
+    snprintf(path, sizeof(path), "%s/outside", tmp_dir);
+    run("cp '%s' '%s'", self_path, path);
+
+    exhaust_rereads(sym);
+
+    p = map_exec(path, self->file_offset, len);
+    pc = (uintptr_t) p + ((uintptr_t) test_target_function - self->start);
+
+    assert_null(prof_symbolize(sym, pc, &function));
+
+    usleep(1100 * 1000);
+
+    obj = prof_symbolize(sym, pc, &function);
+    assert_non_null(obj);
+    assert_string_equal(obj->path, path);
+    assert_non_null(function);
+    assert_string_equal(function, "test_target_function");
+
+    munmap(p, len);
+}
+
+
+static void
+test_unloaded_object_stays_valid_until_collect(void **state)
+{
+    void                     *lib;
+    char                      path[PATH_MAX];
+    size_t                    i;
+    uint64_t                  pc;
+    const char               *function, *name;
+    prof_symbolizer_t        *sym;
+    const prof_object_t      *obj;
+    prof_symbolizer_stats_t   stats;
+
+    sym = *state;
+
+    snprintf(path, sizeof(path), "%s/refresh.so", tmp_dir);
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    pc = (uintptr_t) dlsym(lib, "fixture_hidden_address");
+
+    obj = prof_symbolize(sym, pc, &name);
+    assert_non_null(obj);
+    assert_non_null(name);
+
+    dlclose(lib);
+
+    /* unmapped: no longer found or listed, but still readable */
+
+    assert_int_equal(prof_symbolizer_refresh(sym), 0);
+    assert_null(prof_symbolize(sym, pc, &function));
+
+    for (i = 0; i < prof_symbolizer_object_count(sym); i++) {
+        assert_ptr_not_equal(prof_symbolizer_object(sym, i), obj);
+    }
+
+    assert_string_equal(obj->path, path);
+    assert_string_equal(name, "fixture_hidden_address");
+
+    prof_symbolizer_stats(sym, &stats);
+    assert_int_equal(stats.objects_evicted, 0);
+
+    /* collect frees it */
+
+    assert_int_equal(prof_symbolizer_collect(sym), 1);
+    assert_int_equal(prof_symbolizer_collect(sym), 0);
+
+    prof_symbolizer_stats(sym, &stats);
+    assert_int_equal(stats.objects_evicted, 1);
+}
+
+
+/* dlopen and dlclose of a library under a new name each time. */
+
+static void
+test_open_close_cycles_keep_objects_bounded(void **state)
+{
+    int                       i;
+    void                     *lib;
+    char                      path[PATH_MAX], source[PATH_MAX];
+    unsigned                  last_id;
+    uint64_t                  pc;
+    const char               *function;
+    prof_symbolizer_t        *sym;
+    const prof_object_t      *obj;
+    prof_symbolizer_stats_t   first, stats;
+
+    sym = *state;
+    assert_non_null(prof_symbolize(sym, (uintptr_t) test_target_function,
+                                   &function));
+
+    snprintf(source, sizeof(source), "%s/cycle.so", tmp_dir);
+    run("cp '%s/stripped.so' '%s'", tmp_dir, source);
+
+    last_id = 0;
+
+    for (i = 0; i < 1000; i++) {
+        snprintf(path, sizeof(path), "%s/cycle-%d.so", tmp_dir, i);
+        assert_int_equal(link(source, path), 0);
+
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        assert_non_null(lib);
+        pc = (uintptr_t) dlsym(lib, "fixture_hidden_address");
+
+        obj = prof_symbolize(sym, pc, &function);
+        assert_non_null(obj);
+        assert_string_equal(obj->path, path);
+        assert_true(obj->id > last_id);
+        last_id = obj->id;
+        assert_non_null(function);
+        assert_string_equal(function, "fixture_hidden_address");
+
+        if (i == 0) {
+            prof_symbolizer_stats(sym, &first);
+        }
+
+        dlclose(lib);
+        assert_int_equal(unlink(path), 0);
+
+        assert_int_equal(prof_symbolizer_collect(sym), 1);
+
+        prof_symbolizer_stats(sym, &stats);
+        assert_true(stats.objects_held < first.objects_held);
+    }
+
+    assert_int_equal(stats.objects_evicted, 1000);
+    assert_int_equal(stats.objects_held, first.objects_held - 1);
+
+    /* the loader's changes only: one read at the lookup, one at collect */
+
+    assert_true(stats.maps_reads <= first.maps_reads + 2 * 1000);
+}
+
+
+static void
+test_collect_before_any_read_frees_nothing(void **state)
+{
+    prof_symbolizer_stats_t  stats;
+
+    assert_int_equal(prof_symbolizer_collect(*state), 0);
+
+    prof_symbolizer_stats(*state, &stats);
+    assert_int_equal(stats.maps_reads, 0);
+    assert_int_equal(stats.objects_held, 0);
+}
+
+
 static void
 test_set_debug_dir_rejects_null(void **state)
 {
@@ -723,6 +1347,25 @@ main(void)
             test_deleted_file_is_an_object_without_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refresh_keeps_object_ids,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_each_malformed_table_gives_no_symbols, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_file_parser_counts_functions_and_rejects_non_elf,
+            setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_jit_addresses_do_not_reread_maps, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_dlopen_is_seen_when_rereads_are_rate_limited,
+            setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_mapping_outside_loader_is_seen_within_a_second,
+            setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_unloaded_object_stays_valid_until_collect, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_open_close_cycles_keep_objects_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_collect_before_any_read_frees_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_debug_dir_rejects_null,
                                         setup, teardown),
     };

@@ -92,6 +92,7 @@ on_sigprof(int signo, siginfo_t *info, void *context)
     regs.fp = uc->uc_mcontext.gregs[REG_RBP];
     regs.stack_low = stack_low;
     regs.stack_high = stack_high;
+    regs.caller = 0;
 
     s->status = prof_unwind(table, &regs, s->frames, FRAMES_MAX, &s->count);
     s->reference_count = reference_unwind(uc, s->reference, FRAMES_MAX);
@@ -130,6 +131,28 @@ work(unsigned x)
     qsort(values, 4096, sizeof(int), compare_ints);
 
     return x + (unsigned) out_len;
+}
+
+
+/* The address right after a call in a function of this program. */
+__attribute__((noinline)) static void *
+recurse_return_address_callee(void)
+{
+    return __builtin_return_address(0);
+}
+
+
+__attribute__((noinline)) static void *
+recurse_return_address(void)
+{
+    void  *ra;
+
+    ra = recurse_return_address_callee();
+
+    /* Work after the call: the return address is inside this function. */
+    __asm__ volatile ("" ::: "memory");
+
+    return ra;
 }
 
 
@@ -288,51 +311,117 @@ test_matches_libunwind(void **state)
 
 
 static void
+set_regs(prof_unwind_regs_t *regs, uintptr_t pc, uintptr_t sp,
+    uintptr_t low, uintptr_t high)
+{
+    regs->pc = pc;
+    regs->sp = sp;
+    regs->fp = 0;
+    regs->stack_low = low;
+    regs->stack_high = high;
+    regs->caller = 0;
+}
+
+
+static void
 test_bounds_and_unknown_code(void **state)
 {
     int                 count;
     void               *frames[FRAMES_MAX];
-    uintptr_t           fake[4];
+    uintptr_t           fake[4], low, high;
     prof_unwind_regs_t  regs;
 
     table = prof_unwind_table_build();
     assert_non_null(table);
 
+    low = (uintptr_t) fake;
+    high = (uintptr_t) (fake + 4);
+
     /* A pc in no object: the walk stops at once, with that frame. */
-    regs.pc = 16;
-    regs.sp = (uintptr_t) fake;
-    regs.fp = 0;
-    regs.stack_low = (uintptr_t) fake;
-    regs.stack_high = (uintptr_t) (fake + 4);
+    set_regs(&regs, 16, low, low, high);
     assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
                      PROF_UNWIND_NO_OBJECT);
     assert_int_equal(count, 1);
 
     /* A frame whose caller would lie past the stack's end is not read. */
-    regs.pc = (uintptr_t) recurse;
-    regs.sp = (uintptr_t) (fake + 4) - 4;
+    set_regs(&regs, (uintptr_t) recurse, high - 4, low, high);
     assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
                      PROF_UNWIND_BAD_STACK);
 
     /* A stack pointer outside the bounds: nothing is read. */
-    regs.sp = (uintptr_t) fake - 64;
+    set_regs(&regs, (uintptr_t) recurse, low - 64, low, high);
     assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
                      PROF_UNWIND_BAD_STACK);
     assert_int_equal(count, 0);
 
     /* At a function's first instruction the return address is at sp. */
     fake[0] = 0;
-    regs.pc = (uintptr_t) recurse;
-    regs.sp = (uintptr_t) fake;
+    set_regs(&regs, (uintptr_t) recurse, low, low, high);
     assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
                      PROF_UNWIND_END);
     assert_int_equal(count, 1);
 
     /* Full: exactly max frames. */
     fake[0] = (uintptr_t) workload + 1;
+    set_regs(&regs, (uintptr_t) recurse, low, low, high);
     assert_int_equal(prof_unwind(table, &regs, frames, 1, &count),
                      PROF_UNWIND_FULL);
     assert_int_equal(count, 1);
+
+    prof_unwind_table_free(table);
+}
+
+
+/*
+ * Code the table does not know (JIT code: an anonymous executable page)
+ * whose frame holds junk, then a return address into known code: the
+ * scan finds the caller; junk that only looks like code (a function's
+ * own address, a pointer into no object) is passed over, and nothing is
+ * read past the stack's end.
+ */
+static void
+test_scan_steps_over_unknown_code(void **state)
+{
+    int                 count;
+    void               *frames[FRAMES_MAX];
+    uintptr_t           stack[16], low, high, ret;
+    prof_unwind_regs_t  regs;
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+
+    low = (uintptr_t) stack;
+    high = (uintptr_t) (stack + 16);
+
+    /* A return address into workload(): just past a call in it. */
+    ret = (uintptr_t) recurse_return_address();
+
+    memset(stack, 0, sizeof(stack));
+    stack[0] = 0xdeadbeef;                   /* junk */
+    stack[1] = (uintptr_t) recurse;          /* a function's address */
+    stack[2] = (uintptr_t) &stack[10];       /* the caller's rbp, pushed */
+    stack[3] = ret;
+
+    /* The walk stops at the unknown pc... */
+    set_regs(&regs, 0x1000, low, low, high);
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_NO_OBJECT);
+
+    /* ... the scan finds the return address, past the junk. */
+    assert_int_equal(prof_unwind_scan(table, &regs, 64), 0);
+    assert_int_equal(regs.pc, ret);
+    assert_int_equal(regs.sp, (uintptr_t) &stack[4]);
+    assert_int_equal(regs.caller, 1);
+
+    /* Nothing that looks like a return address: no caller. */
+    memset(stack, 0, sizeof(stack));
+    stack[0] = (uintptr_t) recurse;
+    set_regs(&regs, 0x1000, low, low, high);
+    assert_int_equal(prof_unwind_scan(table, &regs, 64), -1);
+
+    /* The scan stays in the stack whatever max_words says. */
+    set_regs(&regs, 0x1000, high - 8, low, high);
+    assert_int_equal(prof_unwind_scan(table, &regs, 1 << 20), -1);
 
     prof_unwind_table_free(table);
 }
@@ -344,6 +433,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_libunwind),
         cmocka_unit_test(test_bounds_and_unknown_code),
+        cmocka_unit_test(test_scan_steps_over_unknown_code),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "aggregator.h"
+#include "labels.h"
 #include "diagnostics.h"
 #include "sample.h"
 #include "symbolizer.h"
@@ -57,36 +58,75 @@ unit_batch(size_t capacity)
 
 
 /*
- * Appends a sample: the values and request ids of *values, then the frames
- * and the endpoint (NULL: none), padded to 8 bytes as prof_sample_size()
- * says.
+ * A sample as the tests write it: values, and the labels its request
+ * resolves to (sampler.h: a tag in the sample, the labels apart).
+ */
+typedef struct {
+    int64_t       cpu_ns;
+    int64_t       wall_ns;
+    int64_t       off_cpu_ns;
+    uint64_t      span_id;
+    uint64_t      local_root_span_id;
+    uint32_t      cpu_samples;
+    uint32_t      wall_samples;
+    uint64_t      request;          /* a tag of the test's: no labels */
+} unit_sample_t;
+
+
+/* Labels of the samples added, given to the aggregator by unit_consume. */
+#define UNIT_LABELS_MAX  256
+
+static prof_labels_t  unit_labels[UNIT_LABELS_MAX];
+static unsigned       unit_label_count;
+static uint64_t       unit_last_tag;
+
+
+/*
+ * Appends a sample: the values of *values, then the frames; a sample with
+ * ids or an endpoint (NULL: none) gets a tag of its own and the labels.
  */
 
 static inline void
-unit_batch_add(prof_batch_t *b, const prof_sample_t *values,
+unit_batch_add(prof_batch_t *b, const unit_sample_t *values,
     const uint64_t *frames, unsigned frame_count, const char *endpoint)
 {
-    size_t          endpoint_length, size;
+    size_t          size;
+    prof_labels_t  *l;
     prof_sample_t   header;
     unsigned char  *p;
 
-    endpoint_length = endpoint ? strlen(endpoint) : 0;
-    size = prof_sample_size(frame_count, endpoint_length);
+    size = prof_sample_size(frame_count);
     assert_true(b->used + size <= b->capacity);
 
-    header = *values;
+    memset(&header, 0, sizeof(header));
+    header.cpu_ns = values->cpu_ns;
+    header.wall_ns = values->wall_ns;
+    header.off_cpu_ns = values->off_cpu_ns;
+    header.cpu_samples = values->cpu_samples;
+    header.wall_samples = values->wall_samples;
     header.frame_count = frame_count;
-    header.endpoint_length = endpoint_length;
+    header.request = values->request;
+
+    if (values->request == 0 && (values->span_id != 0 || endpoint != NULL)) {
+        assert_true(unit_label_count < UNIT_LABELS_MAX);
+        l = &unit_labels[unit_label_count++];
+        memset(l, 0, sizeof(prof_labels_t));
+        l->tag = ++unit_last_tag;
+        l->request = l->tag;
+        l->span_id = values->span_id;
+        l->local_root_span_id = values->local_root_span_id;
+        if (endpoint != NULL) {
+            l->endpoint_length = strlen(endpoint);
+            assert_true(l->endpoint_length <= PROF_ENDPOINT_MAX);
+            memcpy(l->endpoint, endpoint, l->endpoint_length);
+        }
+        header.request = l->tag;
+    }
 
     p = b->data + b->used;
     memset(p, 0, size);
     memcpy(p, &header, sizeof(header));
     memcpy(p + sizeof(header), frames, frame_count * sizeof(uint64_t));
-
-    if (endpoint_length > 0) {
-        memcpy(p + sizeof(header) + frame_count * sizeof(uint64_t), endpoint,
-               endpoint_length);
-    }
 
     b->used += size;
     b->sample_count++;
@@ -100,6 +140,7 @@ unit_batch_barrier(prof_batch_t *b, int64_t realtime_ns,
     b->flush_after = 1;
     b->flush_realtime_ns = realtime_ns;
     b->flush_monotonic_ns = monotonic_ns;
+    b->flush_last_tag = UINT64_MAX;
 }
 
 
@@ -166,12 +207,20 @@ unit_agg_destroy(unit_agg_t *u)
 }
 
 
-/* Consumes a batch that must succeed, and frees it. */
+/* Consumes a batch that must succeed (labels first), and frees it. */
 
 static inline void
 unit_consume(unit_agg_t *u, prof_batch_t *b)
 {
-    assert_int_equal(prof_aggregator_consume(u->agg, b), 0);
+    unsigned  i;
+
+    for (i = 0; i < unit_label_count; i++) {
+        assert_int_equal(prof_aggregator_add_labels(u->agg, &unit_labels[i]),
+                         0);
+    }
+    unit_label_count = 0;
+
+    assert_int_equal(prof_aggregator_consume(u->agg, b, NULL), 0);
     free(b);
 }
 
