@@ -537,28 +537,76 @@ ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
-static ngx_int_t
-ngx_http_profiling_valid_url(ngx_str_t *url)
+/*
+ * An agent address as nginx's URL parser sees it: NULL when valid, else
+ * why not. http://host[:port][/path], https://..., unix:/path.
+ */
+static const char *
+ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url)
 {
-    size_t  n;
+    u_char     *p, *last;
+    ngx_url_t   u;
 
-    if (url->len > 6 && ngx_strncmp(url->data, "unix:/", 6) == 0) {
-        return NGX_OK;
+    last = url->data + url->len;
+
+    for (p = url->data; p < last; p++) {
+        if (*p <= ' ' || *p >= 0x7f) {
+            return "a URL has no space, control or non-ASCII character";
+        }
     }
 
-    n = 0;
-    if (url->len > 7 && ngx_strncmp(url->data, "http://", 7) == 0) {
-        n = 7;
+    ngx_memzero(&u, sizeof(ngx_url_t));
 
-    } else if (url->len > 8 && ngx_strncmp(url->data, "https://", 8) == 0) {
-        n = 8;
+    if (url->len >= 5 && ngx_strncmp(url->data, "unix:", 5) == 0) {
+        u.url = *url;
+
+        if (ngx_parse_url(pool, &u) != NGX_OK) {
+            return u.err ? u.err : "invalid unix domain socket";
+        }
+
+        return (url->len > 5 && url->data[5] == '/')
+               ? NULL : "the unix domain socket's path must be absolute";
     }
 
-    if (n == 0 || url->data[n] == '/' || url->data[n] == ':') {
-        return NGX_ERROR;
+    if (url->len >= 7 && ngx_strncmp(url->data, "http://", 7) == 0) {
+        u.url.data = url->data + 7;
+        u.default_port = 80;
+
+    } else if (url->len >= 8 && ngx_strncmp(url->data, "https://", 8) == 0) {
+        u.url.data = url->data + 8;
+        u.default_port = 443;
+
+    } else {
+        return "the scheme must be http://, https:// or unix:";
     }
 
-    return NGX_OK;
+    u.url.len = last - u.url.data;
+    u.uri_part = 1;
+    u.no_resolve = 1;
+
+    if (ngx_parse_url(pool, &u) != NGX_OK) {
+        return u.err ? u.err : "invalid URL";
+    }
+
+    if (u.host.len == 0) {
+        return "no host";
+    }
+
+    if (u.host.data[0] != '[') {
+        for (p = u.host.data; p < u.host.data + u.host.len; p++) {
+            if (!isalnum(*p) && *p != '.' && *p != '-' && *p != '_') {
+                return "invalid host";
+            }
+        }
+    }
+
+    if (ngx_strlchr(u.uri.data, u.uri.data + u.uri.len, '?') != NULL
+        || ngx_strlchr(u.uri.data, u.uri.data + u.uri.len, '#') != NULL)
+    {
+        return "an agent URL has no query or fragment";
+    }
+
+    return NULL;
 }
 
 
@@ -567,7 +615,8 @@ ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_profiling_main_conf_t  *pmcf = conf;
 
-    ngx_str_t  *value;
+    ngx_str_t   *value;
+    const char  *err;
 
     if (pmcf->agent_url.data != NULL) {
         return "is duplicate";
@@ -575,15 +624,17 @@ ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     value = cf->args->elts;
 
-    if (ngx_strcmp(value[1].data, "off") != 0
-        && ngx_http_profiling_valid_url(&value[1]) != NGX_OK)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid value \"%V\" in \"%V\" directive, "
-                           "it must be \"http://host:port\", "
-                           "\"https://host:port\", \"unix:/path\" "
-                           "or \"off\"", &value[1], &cmd->name);
-        return NGX_CONF_ERROR;
+    if (ngx_strcmp(value[1].data, "off") != 0) {
+        err = ngx_http_profiling_check_url(cf->pool, &value[1]);
+
+        if (err != NULL) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value \"%V\" in \"%V\" directive "
+                               "(%s): it must be \"http://host:port\", "
+                               "\"https://host:port\", \"unix:/path\" "
+                               "or \"off\"", &value[1], &cmd->name, err);
+            return NGX_CONF_ERROR;
+        }
     }
 
     pmcf->agent_url = value[1];
@@ -703,6 +754,7 @@ static ngx_int_t
 ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
 {
     char             *value, *host, *port;
+    const char       *err;
     ngx_file_info_t   fi;
 
     value = ngx_http_profiling_getenv(cf, "DD_TRACE_AGENT_URL");
@@ -725,11 +777,13 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
         url->len = ngx_strlen(value);
         url->data = (u_char *) value;
 
-        if (ngx_http_profiling_valid_url(url) != NGX_OK) {
+        err = ngx_http_profiling_check_url(cf->pool, url);
+        if (err != NULL) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid value \"%s\" in the "
                                "DD_TRACE_AGENT_URL environment variable "
-                               "(the profiling_agent_url default)", value);
+                               "(the profiling_agent_url default): %s",
+                               value, err);
             return NGX_ERROR;
         }
 
@@ -768,6 +822,16 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
     } else {
         url->len = ngx_sprintf(url->data, "http://%s:%s", host, port)
                    - url->data;
+    }
+
+    err = ngx_http_profiling_check_url(cf->pool, url);
+    if (err != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid agent address \"%V\" from the "
+                           "DD_AGENT_HOST and DD_TRACE_AGENT_PORT environment "
+                           "variables (the profiling_agent_url default): %s",
+                           url, err);
+        return NGX_ERROR;
     }
 
     return NGX_OK;
