@@ -51,9 +51,13 @@ void ngx_http_profiling_dispatch(ngx_event_t *ev);
 /* No request is executing (back in the event loop). */
 void ngx_http_profiling_request_leave(void);
 
+/* Whether the request came with a caller's trace context (a tracer runs). */
+ngx_uint_t ngx_http_profiling_request_caller(ngx_http_request_t *r);
+
 /* ngx_http_profiling_tracer.c */
 void *ngx_http_profiling_tracer_create(ngx_conf_t *cf);
 ngx_uint_t ngx_http_profiling_tracer_use(void *tracer);
+ngx_uint_t ngx_http_profiling_tracer_caller(ngx_http_request_t *r);
 ngx_int_t ngx_http_profiling_tracer_ids(ngx_http_request_t *r,
     uint64_t *span_id, uint64_t *root_id);
 ngx_http_complex_value_t *ngx_http_profiling_tracer_resource(

@@ -11,9 +11,13 @@
 #include "trace_context.h"
 
 
-/* Only when $profiling_request_cpu is used: the time in its handlers. */
+/*
+ * Only when $profiling_request_cpu is used (the time in its handlers) or a
+ * tracer runs (whether the request came with a caller's trace context).
+ */
 typedef struct {
     uint64_t                 cpu_ns;
+    ngx_uint_t               caller;
 } ngx_http_profiling_ctx_t;
 
 
@@ -134,6 +138,18 @@ ngx_http_profiling_find_ctx(ngx_http_request_t *r, ngx_uint_t create)
     ngx_http_set_ctx(r, ctx, ngx_http_profiling_module);
 
     return ctx;
+}
+
+
+/* Whether the request came with a caller's trace context (a tracer runs). */
+ngx_uint_t
+ngx_http_profiling_request_caller(ngx_http_request_t *r)
+{
+    ngx_http_profiling_ctx_t  *ctx;
+
+    ctx = ngx_http_profiling_find_ctx(r, 0);
+
+    return ctx != NULL && ctx->caller;
 }
 
 
@@ -538,6 +554,18 @@ ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
 static ngx_int_t
 ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 {
+    ngx_http_profiling_ctx_t  *ctx;
+
+    /* Before a tracer adds its own trace headers for the upstreams. */
+    if (ngx_http_profiling_traced && r == r->main
+        && ngx_http_profiling_tracer_caller(r))
+    {
+        ctx = ngx_http_profiling_find_ctx(r, 1);
+        if (ctx != NULL) {
+            ctx->caller = 1;
+        }
+    }
+
     if (r->main != ngx_http_profiling_current
         && ngx_http_profiling_hot != NULL)
     {

@@ -214,18 +214,27 @@ ngx_http_profiling_hex_variable(ngx_http_request_t *r, ngx_int_t index)
 }
 
 
-/* Whether the request carries a trace context a tracer would continue. */
-static ngx_uint_t
-ngx_http_profiling_incoming_context(ngx_http_request_t *r)
+/*
+ * In the request's first phase, before the tracer adds its own trace
+ * headers for the upstreams: whether it came with a caller's trace context
+ * the tracer would continue (Datadog, W3C or B3 headers).
+ */
+ngx_uint_t
+ngx_http_profiling_tracer_caller(ngx_http_request_t *r)
 {
     static const char  *names[] = {
         "traceparent", "x-datadog-trace-id", "b3", "x-b3-traceid", NULL
     };
 
-    ngx_uint_t        i, n;
+    size_t            n;
+    ngx_uint_t        i;
     const char      **name;
     ngx_list_part_t  *part;
     ngx_table_elt_t  *h;
+
+    if (ngx_http_profiling_tracer.kind != NGX_HTTP_PROFILING_DATADOG) {
+        return 0;
+    }
 
     part = &r->headers_in.headers.part;
     h = part->elts;
@@ -290,7 +299,7 @@ ngx_http_profiling_tracer_ids(ngx_http_request_t *r, uint64_t *span_id,
 
     trace = ngx_http_profiling_hex_variable(r, t->trace_id);
 
-    *root_id = (trace != 0 && !ngx_http_profiling_incoming_context(r))
+    *root_id = (trace != 0 && !ngx_http_profiling_request_caller(r))
                ? trace : 0;
 
     return NGX_OK;

@@ -339,9 +339,11 @@ prof_encode_labels(pb_ostream_t *stream, const pb_field_t *field,
         return false;
     }
 
+    /* A root the tracer does not tell (0) is left out, not guessed. */
     if (key->span_id != 0) {
-        if (!prof_encode_label(stream, field, pp->label_root_span_id, 0,
-                               (int64_t) key->local_root_span_id)
+        if ((key->local_root_span_id != 0
+             && !prof_encode_label(stream, field, pp->label_root_span_id, 0,
+                                   (int64_t) key->local_root_span_id))
             || !prof_encode_label(stream, field, pp->label_span_id, 0,
                                   (int64_t) key->span_id))
         {

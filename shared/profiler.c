@@ -28,6 +28,7 @@
 #include "profiler.h"
 #include "symbolizer.h"
 #include "thread.h"
+#include "tracer_info.h"
 #include "upload.h"
 
 
@@ -53,7 +54,7 @@ struct prof_s {
     char                *runtime_version;
     char               **tags;
     char                 host[256];
-    char                 runtime_id[37];
+    char                 runtime_id[PROF_TRACER_INFO_VALUE_MAX];
     char                 thread_name[32];
     pid_t                pid;
     int64_t              start_monotonic_ns;    /* of the first profile */
@@ -82,6 +83,10 @@ struct prof_s {
     prof_endpoint_log_t *early_chunks;          /* of later periods */
 
     int64_t              stop_upload_ms;        /* set before stop */
+    int                  identity_done;         /* loop thread */
+    prof_tracer_info_t   tracer_info;           /* the server's thread */
+    int                  tracer_info_state;     /* 0: not read, 1: read,
+                                                   2: none; release */
 
     uv_loop_t            loop;
     uv_async_t           batches_ready;
@@ -188,6 +193,76 @@ prof_warn_corrupt(prof_t *p)
 }
 
 
+/* A string of the identity replaced by the tracer's (loop thread). */
+static void
+prof_take_value(char **field, const char *value, int explicit)
+{
+    char  *copy;
+
+    if (explicit || value[0] == '\0') {
+        return;
+    }
+
+    copy = strdup(value);
+    if (copy == NULL) {
+        return;
+    }
+
+    free(*field);
+    *field = copy;
+}
+
+
+/*
+ * Before the first profile leaves: the identity of a Datadog tracer in
+ * the process (its runtime-id, and its service, env and version unless
+ * configured), so that Datadog links the profiles to its spans. Decided
+ * once: every profile of the process says the same.
+ */
+static void
+prof_resolve_identity(prof_t *p)
+{
+    prof_tracer_info_t  info;
+
+    if (p->identity_done) {
+        return;
+    }
+
+    p->identity_done = 1;
+
+    if (!p->conf.tracer_identity) {
+        return;
+    }
+
+    /* Read by the server when its modules were all initialized, or now. */
+    switch (__atomic_load_n(&p->tracer_info_state, __ATOMIC_ACQUIRE)) {
+    case 1:
+        info = p->tracer_info;
+        break;
+    case 2:
+        return;
+    default:
+        if (prof_tracer_info_read(&info) != 0) {
+            return;
+        }
+    }
+
+    snprintf(p->runtime_id, sizeof(p->runtime_id), "%s", info.runtime_id);
+
+    prof_take_value(&p->service, info.service, p->conf.service_explicit);
+    prof_take_value(&p->env, info.env, p->conf.env_explicit);
+    prof_take_value(&p->version, info.version, p->conf.version_explicit);
+
+    p->intake.service = p->service;
+    p->intake.env = p->env;
+    p->intake.version = p->version;
+
+    prof_log(&p->log, PROF_LOG_INFO, "profiling: the profiles carry the "
+             "identity of the tracer in this process (runtime-id %s)",
+             p->runtime_id);
+}
+
+
 static void
 prof_export(void *data, prof_profile_t *profile)
 {
@@ -224,6 +299,7 @@ prof_export(void *data, prof_profile_t *profile)
     }
 
     if (p->uploader != NULL) {
+        prof_resolve_identity(p);
         prof_upload(p, profile, &out);
     }
 
@@ -956,6 +1032,22 @@ prof_count_endpoint_slow(prof_t *p, const void *a, size_t alen,
 
 
 void
+prof_take_tracer_identity(prof_t *p)
+{
+    int  state;
+
+    if (!p->conf.tracer_identity
+        || __atomic_load_n(&p->tracer_info_state, __ATOMIC_RELAXED) != 0)
+    {
+        return;
+    }
+
+    state = (prof_tracer_info_read(&p->tracer_info) == 0) ? 1 : 2;
+    __atomic_store_n(&p->tracer_info_state, state, __ATOMIC_RELEASE);
+}
+
+
+void
 prof_deliver_log(prof_t *p)
 {
     prof_log_deliver(&p->log);
@@ -980,11 +1072,4 @@ const prof_diagnostics_t *
 prof_get_diagnostics(prof_t *p)
 {
     return &p->diagnostics;
-}
-
-
-const char *
-prof_get_runtime_id(prof_t *p)
-{
-    return p->runtime_id;
 }

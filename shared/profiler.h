@@ -104,9 +104,16 @@ int prof_label(prof_t *p, const prof_labels_t *labels);
 /* The log's messages from the loop thread, to the handler. */
 void prof_deliver_log(prof_t *p);
 
+/*
+ * Once every module of the server is initialized (a tracer's included),
+ * before the first profile is closed: reads what a Datadog tracer in the
+ * process says of itself (tracer_info.h), for the profiles to carry its
+ * identity (conf.tracer_identity). A file read, once.
+ */
+void prof_take_tracer_identity(prof_t *p);
+
 prof_sampler_t *prof_get_sampler(prof_t *p);
 const prof_diagnostics_t *prof_get_diagnostics(prof_t *p);
-const char *prof_get_runtime_id(prof_t *p);
 
 
 /* One request more for an endpoint: see prof_count_endpoint. */

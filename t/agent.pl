@@ -7,6 +7,9 @@
 # (request line and headers) and one file per multipart part, named after
 # the part (event, profile.pprof, code-provenance.json), plus
 # "parts" (name, filename, content type of each part, in order).
+# Anything else a tracer sends (POST /v0.4/traces: msgpack; telemetry,
+# remote configuration) is recorded in DIR/other-<n>/: "request" and
+# "body", and answered 200 "{}".
 # MODE: ok (200, default), status=N, hang (never answers), slow=SECONDS
 # (answers 200 after that long), close (closes after reading the headers).
 # The mode can be changed while running by writing it to DIR/mode.
@@ -105,6 +108,15 @@ sub handle {
         $body .= $more;
     }
 
+    my ($path) = $headers =~ m{^\S+\s+(\S+)};
+    if (($path // '') !~ m{^/profiling/}) {
+        record_other($out =~ s{/upload-([^/]*)$}{/other-$1}r, $headers, $body);
+        print $sock "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                  . "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+        close $sock;
+        return;
+    }
+
     if ($m eq 'hang') {
         # Until the agent is stopped (it is the parent).
         my $parent = getppid();
@@ -152,6 +164,15 @@ sub record {
         }
     }
     write_file("$tmp/parts", join("\n", @parts) . "\n");
+    rename $tmp, $out;
+}
+
+sub record_other {
+    my ($out, $headers, $body) = @_;
+    my $tmp = "$out.tmp";
+    mkdir $tmp or return;
+    write_file("$tmp/request", $headers . "\r\n");
+    write_file("$tmp/body", $body);
     rename $tmp, $out;
 }
 

@@ -83,9 +83,20 @@ sub build_dir {
 
 sub nginx_binary { $ENV{PROFILING_NGINX} || '/usr/sbin/nginx' }
 
+# A module built by the tests, or any module by its path.
 sub module_path {
     my ($name) = @_;
+    return $name if $name =~ m{/};
     return File::Spec->catfile(build_dir(), 'test', "$name.so");
+}
+
+# The nginx-datadog module (../shared/fixtures, or PROFILING_DATADOG_MODULE).
+sub datadog_module {
+    my $m = $ENV{PROFILING_DATADOG_MODULE};
+    $m = File::Spec->catfile(dirname($TOP_DIR), 'shared', 'fixtures',
+                             'nginx-datadog', 'ngx_http_datadog_module.so')
+        unless defined $m && length $m;
+    return -f $m ? $m : undef;
 }
 
 
@@ -237,7 +248,8 @@ my %SEEN;       # every nginx child pid seen, for END
 sub new {
     my ($class, %opts) = @_;
 
-    for my $m (qw(ngx_http_profiling_module ngx_http_profiling_burn_module))
+    for my $m (@{ $opts{modules} // [qw(ngx_http_profiling_module
+                                          ngx_http_profiling_burn_module)] })
     {
         my $path = module_path($m);
         BAIL_OUT("$path is missing: run make test-modules "
