@@ -157,13 +157,14 @@ ok($burn_wall >= 0.9 * $burn_cpu,
            $burn_cpu / 1e6));
 
 # The worker waits only while no request is in flight: between the
-# client's requests (a few ms of slack for the edges of each request and
-# the 10ms ticks).
+# client's requests (slack for the edges of each request, and for the
+# time a woken worker waits for a CPU on a busy machine, still in its
+# event wait: 60 ms and 3% of the period).
 my $idle_wall = $wall_leaves->{epoll_wait} // 0;
 my $from = $p->{time_nanos} / 1e9;
 my $in_flight = ProfTest::covered(\@requests, $from, $from + $dur / 1e9);
 my $no_request_ns = $dur - $in_flight * 1e9;
-ok($idle_wall <= $no_request_ns + 60_000_000,
+ok($idle_wall <= $no_request_ns + 60_000_000 + 0.03 * $dur,
    sprintf('wall-time at epoll_wait (%.0fms) is not more than the time '
            . 'without a request in flight (%.0fms)', $idle_wall / 1e6,
            $no_request_ns / 1e6));
