@@ -29,6 +29,7 @@ typedef struct {
     off_t          dump_keep_bytes;     /* 0: no bound */
     ngx_str_t      agent_url;           /* "off": none */
     ngx_msec_t     upload_timeout;
+    ngx_flag_t     timeline;
     ngx_msec_t     period;
     ngx_msec_t     interval;
     ngx_uint_t     max_frames;
@@ -171,6 +172,13 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_profiling_main_conf_t, interval),
       &ngx_http_profiling_interval_bounds },
+
+    { ngx_string("profiling_timeline"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, timeline),
+      NULL },
 
     { ngx_string("profiling_max_frames"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
@@ -863,6 +871,7 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
     pmcf->dump_keep_files = NGX_CONF_UNSET_UINT;
     pmcf->dump_keep_bytes = NGX_CONF_UNSET;
     pmcf->upload_timeout = NGX_CONF_UNSET_MSEC;
+    pmcf->timeline = NGX_CONF_UNSET;
     pmcf->period = NGX_CONF_UNSET_MSEC;
     pmcf->interval = NGX_CONF_UNSET_MSEC;
     pmcf->max_frames = NGX_CONF_UNSET_UINT;
@@ -883,6 +892,7 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_size_value(pmcf->memory_limit, 8 * 1024 * 1024);
 
     ngx_conf_init_msec_value(pmcf->upload_timeout, 10000);
+    ngx_conf_init_value(pmcf->timeline, 1);
 
     /* The directives' values win over the environment and a tracer's. */
     pmcf->service_set = (pmcf->service.data != NULL);
@@ -1361,6 +1371,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     conf.interval_ns = (int64_t) pmcf->interval * 1000000;
     conf.max_frames = pmcf->max_frames;
     conf.memory_limit = pmcf->memory_limit;
+    conf.timeline = pmcf->timeline;
     conf.dump_dir = ngx_http_profiling_cstr(cycle->pool, &pmcf->dump_dir);
     conf.dump_keep_files = pmcf->dump_keep_files;
     conf.dump_keep_bytes = pmcf->dump_keep_bytes;

@@ -12,11 +12,13 @@
 #include "endpoint_counts.h"
 
 
-/* What the open profile sums: a stack while a request executed. */
+/* What the open profile sums: a stack while a request executed (and,
+   on the timeline, when). */
 typedef struct {
     uint32_t     stack;
     uint32_t     pad;
     uint64_t     tag;
+    int64_t      time_ns;           /* monotonic, 0: not on the timeline */
 } prof_raw_key_t;
 
 
@@ -279,6 +281,7 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
 
     key.stack = (uint32_t) index;
     key.tag = s->request;
+    key.time_ns = agg->conf.timeline ? s->time_ns : 0;
 
     index = prof_intern(&agg->raw_keys, &key, sizeof(key), &inserted);
     if (index < 0
@@ -399,6 +402,11 @@ prof_aggregator_resolve(prof_aggregator_t *agg)
 
         memset(&key, 0, sizeof(key));
         key.stack = raw->stack;
+
+        if (raw->time_ns != 0) {
+            key.end_timestamp_ns = p->start_realtime_ns
+                                   + (raw->time_ns - agg->start_monotonic_ns);
+        }
 
         t = (raw->tag != 0)
             ? prof_intern_find(&agg->tags, &raw->tag, sizeof(uint64_t)) : -1;

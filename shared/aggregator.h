@@ -52,6 +52,7 @@ typedef struct {
                                        0: none */
     uint64_t     span_id;           /* 0: no request */
     uint64_t     local_root_span_id;
+    int64_t      end_timestamp_ns;  /* unix ns, 0: not on the timeline */
 } prof_sample_key_t;
 
 
@@ -92,6 +93,7 @@ typedef struct {
     const char              *thread_name;
     int64_t                  start_realtime_ns;
     int64_t                  start_monotonic_ns;
+    int                      timeline;      /* a sample per timestamp */
     prof_profile_handler_pt  on_profile;
     void                    *on_profile_data;
 } prof_aggregator_conf_t;

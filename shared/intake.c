@@ -125,6 +125,9 @@ prof_intake_tags(prof_buffer_t *out, const prof_intake_conf_t *conf,
          | prof_append_tag(out, "language", "native")
          | prof_append_tag(out, "runtime", "nginx")
          | prof_append_tag(out, "runtime_version", conf->runtime_version)
+         | prof_append_tag(out, "runtime_os", conf->runtime_os)
+         | prof_append_tag(out, "runtime_arch", conf->runtime_arch)
+         | prof_append_tag(out, "format", "pprof")
          | prof_append_tag(out, "runtime-id", conf->runtime_id)
          | prof_append_tag(out, "process_id", pid)
          | prof_append_tag(out, "profiler_version", conf->profiler_version)
@@ -247,7 +250,10 @@ prof_intake_event_json(prof_buffer_t *out, const prof_intake_conf_t *conf,
     size_t         i;
     prof_buffer_t  tags = { NULL, 0, 0 };
 
-    if (prof_intake_tags(&tags, conf, profile->sequence) != 0) {
+    if (prof_intake_tags(&tags, conf, profile->sequence) != 0
+        || (profile->remote_symbols
+            && prof_append_tag(&tags, "remote_symbols", "yes") != 0))
+    {
         prof_buffer_free(&tags);
         return -ENOMEM;
     }

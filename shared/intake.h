@@ -28,6 +28,8 @@ typedef struct {
     const char          *version;
     const char          *host;
     const char          *runtime_version;   /* the server's version */
+    const char          *runtime_os;        /* "linux" */
+    const char          *runtime_arch;      /* "x86_64" */
     const char          *runtime_id;        /* UUID of this process */
     const char          *profiler_version;
     const char * const  *user_tags;         /* "key:value" */
@@ -40,6 +42,7 @@ typedef struct {
     uint64_t             sequence;
     int64_t              start_realtime_ns;
     int64_t              duration_ns;
+    int                  remote_symbols;    /* frames left unnamed */
     const char * const  *endpoints;         /* endpoint_counts, may be 0;
                                                names differing only in
                                                invalid bytes are merged */

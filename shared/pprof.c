@@ -55,6 +55,7 @@ typedef struct {
     int64_t                  label_root_span_id;
     int64_t                  label_span_id;
     int64_t                  label_endpoint;
+    int64_t                  label_end_timestamp;
     int64_t                  thread_name;
 
     prof_intern_t            locations;         /* uint64_t pc */
@@ -359,6 +360,15 @@ prof_encode_labels(pb_ostream_t *stream, const pb_field_t *field,
         }
     }
 
+    /* The timeline: when the sample's time ended (unix ns). */
+    if (key->end_timestamp_ns != 0) {
+        if (!prof_encode_label(stream, field, pp->label_end_timestamp, 0,
+                               key->end_timestamp_ns))
+        {
+            return false;
+        }
+    }
+
     return true;
 }
 
@@ -639,12 +649,14 @@ prof_pprof_prepare(prof_pprof_t *pp)
     pp->label_root_span_id = prof_pprof_string(pp, "local root span id");
     pp->label_span_id = prof_pprof_string(pp, "span id");
     pp->label_endpoint = prof_pprof_string(pp, "trace endpoint");
+    pp->label_end_timestamp = prof_pprof_string(pp, "end_timestamp_ns");
     pp->thread_name = prof_pprof_string(pp, p->thread_name
                                             ? p->thread_name : "");
 
     if (pp->label_thread_id < 0 || pp->label_thread_name < 0
         || pp->label_root_span_id < 0 || pp->label_span_id < 0
-        || pp->label_endpoint < 0 || pp->thread_name < 0)
+        || pp->label_endpoint < 0 || pp->label_end_timestamp < 0
+        || pp->thread_name < 0)
     {
         return -ENOMEM;
     }

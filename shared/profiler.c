@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -20,6 +21,7 @@
 #include <curl/curl.h>
 
 #include "aggregator.h"
+#include "container.h"
 #include "endpoint_counts.h"
 #include "file_export.h"
 #include "spsc.h"
@@ -54,6 +56,8 @@ struct prof_s {
     char                *runtime_version;
     char               **tags;
     char                 host[256];
+    char                 arch[sizeof(((struct utsname *) 0)->machine)];
+    prof_container_t     container;
     char                 runtime_id[PROF_TRACER_INFO_VALUE_MAX];
     char                 thread_name[32];
     pid_t                pid;
@@ -625,6 +629,7 @@ prof_start_loop(prof_t *p)
     ac.start_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
     ac.start_monotonic_ns = prof_clock_ns(CLOCK_MONOTONIC);
     p->start_monotonic_ns = ac.start_monotonic_ns;
+    ac.timeline = p->conf.timeline;
     ac.on_profile = prof_export;
     ac.on_profile_data = p;
 
@@ -658,6 +663,8 @@ prof_start_loop(prof_t *p)
         uc.timeout_ms = p->conf.upload_timeout_ms;
         uc.origin = PROF_ORIGIN;
         uc.origin_version = PROF_VERSION;
+        uc.container_id = p->container.container_id;
+        uc.entity_id = p->container.entity_id;
         uc.diagnostics = &p->diagnostics;
         uc.log = &p->log;
 
@@ -754,8 +761,9 @@ prof_strdup_or_null(const char *s, int *failed)
 static int
 prof_init_conf(prof_t *p, const prof_conf_t *conf)
 {
-    int     failed;
-    size_t  i;
+    int             failed;
+    size_t          i;
+    struct utsname  un;
 
     failed = 0;
 
@@ -806,11 +814,17 @@ prof_init_conf(prof_t *p, const prof_conf_t *conf)
         return -EIO;
     }
 
+    if (uname(&un) == 0) {
+        snprintf(p->arch, sizeof(p->arch), "%s", un.machine);
+    }
+
     p->intake.service = p->service;
     p->intake.env = p->env;
     p->intake.version = p->version;
     p->intake.host = p->host;
     p->intake.runtime_version = p->runtime_version;
+    p->intake.runtime_os = "linux";
+    p->intake.runtime_arch = p->arch;
     p->intake.runtime_id = p->runtime_id;
     p->intake.profiler_version = PROF_VERSION;
     p->intake.user_tags = (const char * const *) p->tags;
@@ -877,6 +891,7 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
 
     prof_read_thread_name(p);
     prof_open_dump_dir(p);
+    prof_container_detect(&p->container);
 
     if (prof_spsc_init(&p->labels, PROF_LABELS_RING, sizeof(prof_labels_t))
         != 0

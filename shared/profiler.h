@@ -46,6 +46,7 @@ typedef struct {
     int64_t              interval_ns;
     unsigned             max_frames;
     size_t               memory_limit;  /* bytes of queued sample batches */
+    int                  timeline;      /* every sample with its time */
     const char          *dump_dir;      /* NULL: no file sink */
     uint64_t             dump_keep_files;   /* 0: no bound on the count */
     uint64_t             dump_keep_bytes;   /* 0: no bound on the size */

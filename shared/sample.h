@@ -33,6 +33,7 @@ typedef struct {
     int64_t       wall_ns;
     int64_t       off_cpu_ns;
     uint64_t      request;              /* tag, 0: none */
+    int64_t       time_ns;              /* monotonic, when it ended */
     uint32_t      cpu_samples;
     uint32_t      wall_samples;
     uint16_t      frame_count;          /* frames follow the header */

@@ -171,7 +171,7 @@ prof_sampler_append(prof_sampler_t *s, const prof_sample_t *values,
 /* Wall time without CPU at a stack: the wait's, or where it last ran. */
 static void
 prof_sampler_append_wall(prof_sampler_t *s, int idle, int64_t wall_ns,
-    int64_t off_cpu_ns, int64_t now_ns)
+    int64_t off_cpu_ns, int64_t time_ns, int64_t now_ns)
 {
     prof_sample_t        values;
     const uint64_t      *frames;
@@ -185,6 +185,7 @@ prof_sampler_append_wall(prof_sampler_t *s, int idle, int64_t wall_ns,
     values.wall_ns = wall_ns;
     values.off_cpu_ns = off_cpu_ns;
     values.wall_samples = prof_sampler_intervals(s, wall_ns);
+    values.time_ns = time_ns;
 
     if (idle && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE)) {
         values.frame_count = s->idle_frame_count;
@@ -234,6 +235,7 @@ prof_sampler_take_slot(prof_sampler_t *s, prof_slot_t *slot, int64_t now_ns)
     values.off_cpu_ns = slot->off_cpu_ns;
     values.wall_samples = prof_sampler_intervals(s, slot->wall_ns);
     values.request = slot->request;
+    values.time_ns = slot->time_ns;
     values.frame_count = slot->frame_count;
 
     if (slot->kind == PROF_SLOT_CPU) {
@@ -251,7 +253,8 @@ prof_sampler_take_slot(prof_sampler_t *s, prof_slot_t *slot, int64_t now_ns)
 
     (void) prof_sampler_append(s, &values, slot->frames, now_ns);
 
-    prof_sampler_append_wall(s, 1, slot->idle_ns, slot->idle_ns, now_ns);
+    prof_sampler_append_wall(s, 1, slot->idle_ns, slot->idle_ns,
+                             slot->time_ns, now_ns);
 }
 
 
@@ -261,8 +264,10 @@ prof_sampler_barrier(prof_sampler_t *s, prof_flush_t *f, int64_t now_ns)
 {
     prof_batch_t  *b;
 
-    prof_sampler_append_wall(s, 0, f->wall_ns, f->off_cpu_ns, now_ns);
-    prof_sampler_append_wall(s, 1, f->idle_ns, f->idle_ns, now_ns);
+    prof_sampler_append_wall(s, 0, f->wall_ns, f->off_cpu_ns,
+                             f->monotonic_ns, now_ns);
+    prof_sampler_append_wall(s, 1, f->idle_ns, f->idle_ns, f->monotonic_ns,
+                             now_ns);
 
     b = s->batch;
     if (b == NULL) {

@@ -55,6 +55,7 @@ typedef struct {
     int64_t         off_cpu_ns;     /*   of which off CPU */
     int64_t         idle_ns;        /* wall time in the event wait */
     int64_t         handler_ns;
+    int64_t         time_ns;        /* monotonic, when it was taken */
     uint64_t        request;        /* tag (sampler.h), 0: none */
     uint64_t        frames[];       /* conf.max_frames + 1 */
 } prof_slot_t;

@@ -539,6 +539,7 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
         s->point_cpu_ns = cpu_ns;
     }
 
+    slot->time_ns = entry_ns;
     slot->request = s->hot.published;
     if (slot->request != 0) {
         s->hot.sampled = slot->request;

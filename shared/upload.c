@@ -236,7 +236,7 @@ prof_uploader_release_transfer(prof_uploader_t *u)
 static int
 prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
 {
-    char                origin[256], version[256];
+    char                origin[256], version[256], header[256];
     CURL               *easy;
     struct curl_slist  *h;
 
@@ -259,6 +259,19 @@ prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
     }
     if (h != NULL) {
         h = curl_slist_append(u->headers, "Expect:");
+    }
+
+    /* The agent tags what it forwards with the container. */
+    if (h != NULL && u->conf.container_id && u->conf.container_id[0]) {
+        snprintf(header, sizeof(header), "Datadog-Container-ID: %s",
+                 u->conf.container_id);
+        h = curl_slist_append(u->headers, header);
+    }
+
+    if (h != NULL && u->conf.entity_id && u->conf.entity_id[0]) {
+        snprintf(header, sizeof(header), "Datadog-Entity-ID: %s",
+                 u->conf.entity_id);
+        h = curl_slist_append(u->headers, header);
     }
 
     if (u->mime == NULL || h == NULL

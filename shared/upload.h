@@ -71,6 +71,8 @@ typedef struct {
     int64_t              timeout_ms;
     const char          *origin;            /* DD-EVP-ORIGIN */
     const char          *origin_version;    /* DD-EVP-ORIGIN-VERSION */
+    const char          *container_id;      /* Datadog-Container-ID, */
+    const char          *entity_id;         /* -Entity-ID; NULL/"": none */
     prof_diagnostics_t  *diagnostics;
     prof_log_t          *log;
 } prof_upload_conf_t;
