@@ -9,6 +9,7 @@
 
 #include "ngx_http_profiling_module.h"
 #include "file_export.h"
+#include "status.h"
 
 
 #define NGX_HTTP_PROFILING_APM_SOCKET  "/var/run/datadog/apm.socket"
@@ -20,29 +21,6 @@
 /* A worker exiting gracefully (reload) waits for its last upload no
    longer than this. */
 #define NGX_HTTP_PROFILING_EXIT_UPLOAD_MS  1000
-
-
-typedef struct {
-    ngx_flag_t     enabled_anywhere;
-    ngx_str_t      dump_dir;
-    ngx_uint_t     dump_keep_files;     /* 0: no bound */
-    off_t          dump_keep_bytes;     /* 0: no bound */
-    ngx_str_t      agent_url;           /* "off": none */
-    ngx_msec_t     upload_timeout;
-    ngx_flag_t     timeline;
-    ngx_msec_t     period;
-    ngx_msec_t     interval;
-    ngx_uint_t     max_frames;
-    size_t         memory_limit;
-    ngx_str_t      service;             /* set: by directive or DD_* */
-    ngx_str_t      env;
-    ngx_str_t      version;
-    ngx_flag_t     service_set;         /* by a directive */
-    ngx_flag_t     env_set;
-    ngx_flag_t     version_set;
-    ngx_array_t   *tags;                /* of ngx_str_t "key:value" */
-    void          *tracer;              /* ngx_http_profiling_tracer.c */
-} ngx_http_profiling_main_conf_t;
 
 
 typedef struct {
@@ -222,6 +200,13 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       0,
       NULL },
 
+    { ngx_string("profiling_status"),
+      NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_profiling_status,
+      0,
+      0,
+      NULL },
+
       ngx_null_command
 };
 
@@ -266,6 +251,7 @@ static ngx_connection_t          ngx_http_profiling_flush_conn;
 static ngx_msec_t                ngx_http_profiling_period_ms;
 static ngx_msec_t                ngx_http_profiling_upload_ms;
 static ngx_cycle_t              *ngx_http_profiling_cycle;
+static prof_status_slot_t       *ngx_http_profiling_status_slot;
 
 /* The profiler's thread wakes the event loop to log its messages. */
 static int                       ngx_http_profiling_log_fd = -1;
@@ -977,6 +963,12 @@ ngx_http_profiling_postconfiguration(ngx_conf_t *cf)
 
     pmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_profiling_module);
 
+    if ((pmcf->enabled_anywhere || pmcf->status_used)
+        && ngx_http_profiling_status_init(cf, pmcf) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     /* Off everywhere: no hook at all. */
     if (!pmcf->enabled_anywhere) {
         return NGX_OK;
@@ -1384,6 +1376,9 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     conf.log = ngx_http_profiling_log;
     conf.unwind_table = ngx_http_profiling_unwind_table;
 
+    /* The line for a bug report: from one worker, not from every one. */
+    conf.identify = (ngx_process == NGX_PROCESS_SINGLE || ngx_worker == 0);
+
     if (ngx_strcmp(pmcf->agent_url.data, "off") != 0) {
         conf.agent_url = ngx_http_profiling_cstr(cycle->pool,
                                                  &pmcf->agent_url);
@@ -1393,6 +1388,9 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
         conf.log_notify = ngx_http_profiling_log_notify;
     }
 
+    ngx_http_profiling_status_slot = ngx_http_profiling_status_claim(pmcf);
+    conf.status_slot = ngx_http_profiling_status_slot;
+
     rc = prof_start(&ngx_http_profiling_profiler, &conf);
 
     if (rc != 0) {
@@ -1400,6 +1398,13 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
         ngx_log_error(NGX_LOG_ALERT, cycle->log, -rc,
                       "profiling: the sampler could not start, "
                       "profiling is disabled in this process");
+
+        if (ngx_http_profiling_status_slot != NULL) {
+            prof_status_publish_stopped(ngx_http_profiling_status_slot,
+                                        "the sampler could not start",
+                                        -rc);
+        }
+
         ngx_http_profiling_profiler = NULL;
         ngx_http_profiling_log_close();
         return NGX_OK;
@@ -1464,6 +1469,8 @@ ngx_http_profiling_stop(void)
     int64_t  upload_ms, wait_ms;
 
     if (ngx_http_profiling_profiler == NULL) {
+        ngx_http_profiling_status_release(ngx_http_profiling_status_slot);
+        ngx_http_profiling_status_slot = NULL;
         return;
     }
 
@@ -1489,11 +1496,14 @@ ngx_http_profiling_stop(void)
 
     if (prof_stop(ngx_http_profiling_profiler, upload_ms, wait_ms) == 0) {
         ngx_http_profiling_log_close();
+        ngx_http_profiling_status_release(ngx_http_profiling_status_slot);
     }
 
-    /* Else the profiler's thread may still write to the eventfd. */
+    /* Else the profiler's thread may still write to the eventfd and the
+       slot: they go with the process. */
 
     ngx_http_profiling_profiler = NULL;
+    ngx_http_profiling_status_slot = NULL;
 }
 
 

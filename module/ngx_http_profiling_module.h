@@ -16,6 +16,31 @@
 
 
 typedef struct {
+    ngx_flag_t     enabled_anywhere;
+    ngx_str_t      dump_dir;
+    ngx_uint_t     dump_keep_files;     /* 0: no bound */
+    off_t          dump_keep_bytes;     /* 0: no bound */
+    ngx_str_t      agent_url;           /* "off": none */
+    ngx_msec_t     upload_timeout;
+    ngx_flag_t     timeline;
+    ngx_msec_t     period;
+    ngx_msec_t     interval;
+    ngx_uint_t     max_frames;
+    size_t         memory_limit;
+    ngx_str_t      service;             /* set: by directive or DD_* */
+    ngx_str_t      env;
+    ngx_str_t      version;
+    ngx_flag_t     service_set;         /* by a directive */
+    ngx_flag_t     env_set;
+    ngx_flag_t     version_set;
+    ngx_array_t   *tags;                /* of ngx_str_t "key:value" */
+    void          *tracer;              /* ngx_http_profiling_tracer.c */
+    ngx_flag_t     status_used;         /* a location has profiling_status */
+    ngx_shm_zone_t  *status_zone;       /* ngx_http_profiling_status.c */
+} ngx_http_profiling_main_conf_t;
+
+
+typedef struct {
     ngx_flag_t                 enable;
     ngx_http_complex_value_t  *trace_id;
     ngx_http_complex_value_t  *span_id;
@@ -53,6 +78,15 @@ void ngx_http_profiling_request_leave(void);
 
 /* Whether the request came with a caller's trace context (a tracer runs). */
 ngx_uint_t ngx_http_profiling_request_caller(ngx_http_request_t *r);
+
+/* ngx_http_profiling_status.c */
+char *ngx_http_profiling_status(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_profiling_status_init(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf);
+struct prof_status_slot_s *ngx_http_profiling_status_claim(
+    ngx_http_profiling_main_conf_t *pmcf);
+void ngx_http_profiling_status_release(struct prof_status_slot_s *slot);
 
 /* ngx_http_profiling_tracer.c */
 void *ngx_http_profiling_tracer_create(ngx_conf_t *cf);

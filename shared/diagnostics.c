@@ -70,6 +70,7 @@ const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
     { "scanned_frames", offsetof(prof_diagnostics_t, scanned_frames) },
     { "unwind_tables", offsetof(prof_diagnostics_t, unwind_tables) },
     { "unwind_table_bytes", offsetof(prof_diagnostics_t, unwind_table_bytes) },
+    { "unwind_objects", offsetof(prof_diagnostics_t, unwind_objects) },
     { "unwind_objects_skipped", offsetof(prof_diagnostics_t, unwind_objects_skipped) },
     { "endpoints_dropped", offsetof(prof_diagnostics_t, endpoints_dropped) },
     { "labels_dropped", offsetof(prof_diagnostics_t, labels_dropped) },

@@ -51,6 +51,7 @@ typedef struct {
     uint64_t          unwind_tables;        /* built by the sampler (0: the
                                                caller's, e.g. inherited) */
     uint64_t          unwind_table_bytes;   /* of the current one */
+    uint64_t          unwind_objects;       /* it covers */
     uint64_t          unwind_objects_skipped;   /* corrupt, left out */
     prof_histogram_t  handler_ns;           /* one sample in the handler */
 

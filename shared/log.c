@@ -46,6 +46,8 @@ static void
 prof_log_va(prof_log_t *log, int level, const char *fmt, va_list args)
 {
     char                 text[2048];
+    size_t               n;
+    struct timespec      ts;
     prof_log_message_t  *m;
 
     if (log->handler == NULL) {
@@ -66,6 +68,16 @@ prof_log_va(prof_log_t *log, int level, const char *fmt, va_list args)
 
     m->level = level;
     vsnprintf(m->text, sizeof(m->text), fmt, args);
+
+    /* The last error, for the status page (this thread's only). */
+    if (level <= PROF_LOG_WARN) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        log->last_error_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+        n = strnlen(m->text, sizeof(log->last_error) - 1);
+        memcpy(log->last_error, m->text, n);
+        log->last_error[n] = '\0';
+    }
+
     (void) prof_spsc_commit(&log->queue);
 
     if (log->notify != NULL) {

@@ -45,7 +45,7 @@ enum {
 };
 
 #define PROF_LOG_MESSAGES      16
-#define PROF_LOG_MESSAGE_MAX   500
+#define PROF_LOG_MESSAGE_MAX   1024
 
 
 typedef void (*prof_log_pt)(void *data, int level, const char *message);
@@ -59,6 +59,8 @@ typedef struct {
     prof_spsc_t   queue;                /* of prof_log_message_t */
     uint64_t      dropped;
     int64_t       last_ns[PROF_CAUSES];
+    int64_t       last_error_ns;        /* the loop thread's last error */
+    char          last_error[256];      /* or warning (unix ns, text) */
 } prof_log_t;
 
 

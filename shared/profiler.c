@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "endpoint_counts.h"
 #include "file_export.h"
 #include "spsc.h"
+#include "status.h"
 #include "intake.h"
 #include "pprof.h"
 #include "profiler.h"
@@ -44,6 +46,9 @@
 
 /* Endpoint log chunks waiting for the loop thread (a power of two). */
 #define PROF_CHUNKS_RING        64
+
+/* How often the status slot is written. */
+#define PROF_STATUS_EVERY_MS    1000
 
 
 struct prof_s {
@@ -88,6 +93,8 @@ struct prof_s {
 
     int64_t              stop_upload_ms;        /* set before stop */
     int                  identity_done;         /* loop thread */
+    int                  identified;            /* loop thread: the line
+                                                   of prof_identify() */
     prof_tracer_info_t   tracer_info;           /* the server's thread */
     int                  tracer_info_state;     /* 0: not read, 1: read,
                                                    2: none; release */
@@ -95,6 +102,8 @@ struct prof_s {
     uv_loop_t            loop;
     uv_async_t           batches_ready;
     uv_async_t           stop_requested;
+    uv_timer_t           status_timer;          /* with a status slot */
+    int64_t              started_ns;            /* unix ns */
     uv_thread_t          loop_thread;
 
     /* done is protected by done_mutex */
@@ -466,10 +475,189 @@ prof_on_batches_ready(uv_async_t *handle)
 }
 
 
+/* The status slot, from the loop thread: counters and the last news. */
+static void
+prof_publish_status(prof_t *p)
+{
+    prof_status_info_t  info;
+
+    memset(&info, 0, sizeof(info));
+    info.running = 1;
+    info.started_ns = p->started_ns;
+    info.last_error_ns = p->log.last_error_ns;
+    info.last_error = p->log.last_error;
+
+    if (p->uploader != NULL) {
+        info.last_upload = prof_uploader_last(p->uploader,
+                                              &info.last_upload_ns);
+    }
+
+    prof_status_publish(p->conf.status_slot, &p->diagnostics, &info);
+}
+
+
+/* The file name of a path. */
+static const char *
+prof_base_name(const char *path)
+{
+    const char  *slash;
+
+    slash = strrchr(path, '/');
+
+    return slash != NULL ? slash + 1 : path;
+}
+
+
+/*
+ * Once, at NOTICE, in one line for a bug report: the version, what the
+ * unwinder and the symbolizer found, and whether the agent took the
+ * first profile (agent: its first outcome; NULL when there is none yet).
+ */
+static void
+prof_identify(prof_t *p, const char *agent)
+{
+    int                   rc;
+    char                  exe[PATH_MAX];
+    size_t                i, n, count[4], listed;
+    ssize_t               len;
+    const char           *main_symbols;
+    prof_buffer_t         b = { NULL, 0, 0 }, partial = { NULL, 0, 0 },
+                          none = { NULL, 0, 0 }, *list;
+    prof_symbols_e        kind;
+    const prof_object_t  *o;
+    static const char    *kinds[] = {
+        "none", "all functions (.symtab)", "all functions (debug file)",
+        "exported functions (.dynsym)"
+    };
+
+    if (p->identified || !p->conf.identify) {
+        return;
+    }
+
+    p->identified = 1;
+
+    len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[len > 0 ? len : 0] = '\0';
+
+    if (prof_symbolizer_object_count(p->symbolizer) == 0) {
+        (void) prof_symbolizer_refresh(p->symbolizer);
+    }
+
+    memset(count, 0, sizeof(count));
+    main_symbols = "unknown";
+    listed = 0;
+    rc = 0;
+
+    n = prof_symbolizer_object_count(p->symbolizer);
+
+    for (i = 0; i < n; i++) {
+        o = prof_symbolizer_object(p->symbolizer, i);
+        kind = prof_symbolizer_symbols(p->symbolizer, i);
+
+        if (strcmp(o->path, exe) == 0) {
+            main_symbols = kinds[kind];
+            continue;
+        }
+
+        count[kind]++;
+
+        /* Those without every function, by name, while the line allows */
+        if (kind == PROF_SYMBOLS_SYMTAB || kind == PROF_SYMBOLS_DEBUG_FILE
+            || listed++ >= 12)
+        {
+            continue;
+        }
+
+        list = (kind == PROF_SYMBOLS_NONE) ? &none : &partial;
+        rc |= prof_buffer_printf(list, "%s%s", list->length ? ", " : "",
+                                 prof_base_name(o->path));
+    }
+
+    rc |= prof_buffer_printf(&b, "profiling: ngx_http_profiling_module %s "
+        "(nginx %s, %s): unwind tables for %llu objects (%llu KB, %llu left "
+        "out); symbols: %s %s, %zu libraries with all functions, %zu with "
+        "exported functions only", PROF_VERSION,
+        p->runtime_version ? p->runtime_version : "", p->arch,
+        (unsigned long long) prof_counter_get(p->diagnostics.unwind_objects),
+        (unsigned long long)
+            prof_counter_get(p->diagnostics.unwind_table_bytes) / 1024,
+        (unsigned long long)
+            prof_counter_get(p->diagnostics.unwind_objects_skipped),
+        prof_base_name(exe), main_symbols,
+        count[PROF_SYMBOLS_SYMTAB] + count[PROF_SYMBOLS_DEBUG_FILE],
+        count[PROF_SYMBOLS_DYNSYM]);
+
+    if (partial.length > 0) {
+        rc |= prof_buffer_printf(&b, " (%.*s%s)", (int) partial.length,
+                                 partial.data, listed > 12 ? ", ..." : "");
+    }
+
+    rc |= prof_buffer_printf(&b, ", %zu without", count[PROF_SYMBOLS_NONE]);
+
+    if (none.length > 0) {
+        rc |= prof_buffer_printf(&b, " (%.*s)", (int) none.length,
+                                 none.data);
+    }
+
+    if (p->agent_url == NULL) {
+        rc |= prof_buffer_append_str(&b, "; agent: none");
+
+    } else {
+        rc |= prof_buffer_printf(&b, "; agent %s: %s (%s)", p->agent_url,
+                                 agent == NULL ? "not tried"
+                                 : strncmp(agent, "uploaded", 8) == 0
+                                 ? "reachable" : "not reachable",
+                                 agent ? agent : "no profile yet");
+    }
+
+    if (p->dump_dir != NULL) {
+        rc |= prof_buffer_printf(&b, "; files: %s", p->dump_dir);
+    }
+
+    if (rc == 0 && prof_buffer_append(&b, "", 1) == 0) {
+        prof_log(&p->log, PROF_LOG_NOTICE, "%s", (char *) b.data);
+    }
+
+    prof_buffer_free(&b);
+    prof_buffer_free(&partial);
+    prof_buffer_free(&none);
+}
+
+
+/* The first profile the agent took or refused completes the line; each
+   one shows on the status page at once. */
+static void
+prof_on_upload_outcome(void *data, const char *text)
+{
+    prof_t  *p = data;
+
+    prof_identify(p, text);
+
+    if (p->conf.status_slot != NULL) {
+        prof_publish_status(p);
+    }
+}
+
+
+static void
+prof_on_status_timer(uv_timer_t *timer)
+{
+    prof_publish_status(timer->data);
+}
+
+
 static void
 prof_close_loop_handles(void *data)
 {
     prof_t  *p = data;
+
+    prof_identify(p, NULL);
+
+    if (p->conf.status_slot != NULL) {
+        prof_publish_status(p);
+        uv_timer_stop(&p->status_timer);
+        uv_close((uv_handle_t *) &p->status_timer, NULL);
+    }
 
     p->uploader = NULL;
     uv_close((uv_handle_t *) &p->batches_ready, NULL);
@@ -503,6 +691,11 @@ prof_loop_main(void *arg)
 
     /* Encoding and uploading yield to the workers when CPU is short. */
     prof_thread_settle("prof-loop", PROF_LOOP_NICE);
+
+    /* With an agent, the line waits for its first answer. */
+    if (p->uploader == NULL) {
+        prof_identify(p, NULL);
+    }
 
     (void) uv_run(&p->loop, UV_RUN_DEFAULT);
 
@@ -667,6 +860,8 @@ prof_start_loop(prof_t *p)
         uc.entity_id = p->container.entity_id;
         uc.diagnostics = &p->diagnostics;
         uc.log = &p->log;
+        uc.outcome = prof_on_upload_outcome;
+        uc.outcome_data = p;
 
         p->uploader = prof_uploader_create(&p->loop, &uc);
         if (p->uploader == NULL) {
@@ -681,6 +876,16 @@ prof_start_loop(prof_t *p)
     (void) uv_async_init(&p->loop, &p->stop_requested,
                          prof_on_stop_requested);
 
+    /* The status page's slot, once a second. */
+    p->started_ns = prof_clock_ns(CLOCK_REALTIME);
+
+    if (p->conf.status_slot != NULL) {
+        (void) uv_timer_init(&p->loop, &p->status_timer);
+        p->status_timer.data = p;
+        (void) uv_timer_start(&p->status_timer, prof_on_status_timer, 0,
+                              PROF_STATUS_EVERY_MS);
+    }
+
     rc = prof_thread_create(&p->loop_thread, prof_loop_main, p);
     if (rc != 0) {
         if (p->uploader != NULL) {
@@ -689,6 +894,9 @@ prof_start_loop(prof_t *p)
         }
         uv_close((uv_handle_t *) &p->batches_ready, NULL);
         uv_close((uv_handle_t *) &p->stop_requested, NULL);
+        if (p->conf.status_slot != NULL) {
+            uv_close((uv_handle_t *) &p->status_timer, NULL);
+        }
         (void) uv_run(&p->loop, UV_RUN_DEFAULT);
         uv_loop_close(&p->loop);
         uv_cond_destroy(&p->done_cond);

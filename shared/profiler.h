@@ -75,6 +75,11 @@ typedef struct {
     prof_unwind_table_t *unwind_table;  /* built before (e.g. inherited
                                            from a parent process), kept by
                                            the caller; NULL: built here */
+    int                  identify;      /* log the module's version and
+                                           what it found, at NOTICE */
+    struct prof_status_slot_s  *status_slot;    /* written every second
+                                           by the loop thread (status.h);
+                                           NULL: none */
 } prof_conf_t;
 
 typedef struct prof_s  prof_t;

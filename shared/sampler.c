@@ -456,6 +456,21 @@ prof_sampler_watch(prof_sampler_t *s, int64_t now_ns)
 }
 
 
+/* What the status page and the log say of the table in use. */
+static void
+prof_sampler_table_counters(prof_sampler_t *s, prof_unwind_table_t *t)
+{
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    __atomic_store_n(&d->unwind_table_bytes, prof_unwind_table_bytes(t),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&d->unwind_objects, prof_unwind_table_objects(t),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&d->unwind_objects_skipped,
+                     prof_unwind_table_skipped(t), __ATOMIC_RELAXED);
+}
+
+
 /*
  * Builds the unwind table again when the handler met code outside it and
  * objects were loaded or unloaded since (checked at most once a
@@ -505,8 +520,7 @@ prof_sampler_update_table(prof_sampler_t *s, int64_t now_ns)
     }
 
     prof_counter_add(s->conf.diagnostics->unwind_tables, 1);
-    __atomic_store_n(&s->conf.diagnostics->unwind_table_bytes,
-                     prof_unwind_table_bytes(t), __ATOMIC_RELAXED);
+    prof_sampler_table_counters(s, t);
 }
 
 
@@ -837,11 +851,7 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     }
 
     if (s->table != NULL) {
-        __atomic_store_n(&s->conf.diagnostics->unwind_table_bytes,
-                         prof_unwind_table_bytes(s->table), __ATOMIC_RELAXED);
-        __atomic_store_n(&s->conf.diagnostics->unwind_objects_skipped,
-                         prof_unwind_table_skipped(s->table),
-                         __ATOMIC_RELAXED);
+        prof_sampler_table_counters(s, s->table);
     }
 
     memset(&sa, 0, sizeof(sa));

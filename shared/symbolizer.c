@@ -1209,6 +1209,79 @@ prof_symbolizer_object(prof_symbolizer_t *sym, size_t i)
 }
 
 
+/* Whether a file has a section of a type: 1, 0, or -errno. */
+static int
+prof_sym_has_section(const char *path, uint32_t type)
+{
+    int          rc;
+    size_t       i, shnum;
+    prof_elf_t   elf;
+    Elf64_Shdr  *sh;
+
+    rc = prof_elf_open(&elf, path);
+    if (rc != 0) {
+        return rc;
+    }
+
+    rc = prof_elf_sections(&elf, &sh, &shnum);
+    close(elf.fd);
+
+    if (rc != 0) {
+        return rc;
+    }
+
+    for (i = 0; i < shnum; i++) {
+        if (sh[i].sh_type == type && sh[i].sh_size > 0) {
+            break;
+        }
+    }
+
+    free(sh);
+
+    return i < shnum;
+}
+
+
+/* In the order prof_sym_object_load() looks. */
+prof_symbols_e
+prof_symbolizer_symbols(prof_symbolizer_t *sym, size_t i)
+{
+    int                 n;
+    char                path[PATH_MAX];
+    const char         *id;
+    prof_sym_object_t  *o;
+
+    if (i >= sym->nactive || sym->active[i]->obj.corrupt) {
+        return PROF_SYMBOLS_NONE;
+    }
+
+    o = sym->active[i];
+
+    if (prof_sym_has_section(prof_sym_image(o), SHT_SYMTAB) == 1) {
+        return PROF_SYMBOLS_SYMTAB;
+    }
+
+    id = o->obj.build_id;
+
+    if (sym->debug_dir != NULL && strlen(id) > 2) {
+        n = snprintf(path, sizeof(path), "%s/%.2s/%s.debug",
+                     sym->debug_dir, id, id + 2);
+
+        if (n > 0 && (size_t) n < sizeof(path)
+            && prof_sym_has_section(path, SHT_SYMTAB) == 1)
+        {
+            return PROF_SYMBOLS_DEBUG_FILE;
+        }
+    }
+
+    if (prof_sym_has_section(prof_sym_image(o), SHT_DYNSYM) == 1) {
+        return PROF_SYMBOLS_DYNSYM;
+    }
+
+    return PROF_SYMBOLS_NONE;
+}
+
+
 const prof_object_t *
 prof_symbolizer_corrupt_object(prof_symbolizer_t *sym)
 {

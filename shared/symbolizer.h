@@ -103,6 +103,16 @@ size_t prof_symbolizer_object_count(prof_symbolizer_t *sym);
 const prof_object_t *prof_symbolizer_object(prof_symbolizer_t *sym,
     size_t i);
 
+/* Where the functions of an object come from (without loading them). */
+typedef enum {
+    PROF_SYMBOLS_NONE = 0,      /* none: frames are addresses */
+    PROF_SYMBOLS_SYMTAB,        /* the file's .symtab: every function */
+    PROF_SYMBOLS_DEBUG_FILE,    /* the .symtab of its debug file */
+    PROF_SYMBOLS_DYNSYM         /* exported functions only */
+} prof_symbols_e;
+
+prof_symbols_e prof_symbolizer_symbols(prof_symbolizer_t *sym, size_t i);
+
 /*
  * An object found corrupt and not returned by this function before, or
  * NULL: for one warning per object.

@@ -4,8 +4,11 @@
  */
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -36,6 +39,9 @@ struct prof_uploader_s {
     unsigned             open_handles;
     void               (*closed)(void *data);
     void                *closed_data;
+
+    int64_t              last_ns;           /* the last outcome: unix ns */
+    char                 last[160];
 };
 
 
@@ -360,6 +366,32 @@ prof_upload_outcome(CURLcode result, long status)
 }
 
 
+/* What the last profile became, for the status page. */
+static void
+prof_uploader_note(prof_uploader_t *u, const char *fmt, ...)
+{
+    va_list          args;
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    u->last_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+
+    va_start(args, fmt);
+    vsnprintf(u->last, sizeof(u->last), fmt, args);
+    va_end(args);
+}
+
+
+/* The outcome noted, once it is logged too. */
+static void
+prof_uploader_tell(prof_uploader_t *u)
+{
+    if (u->conf.outcome != NULL) {
+        u->conf.outcome(u->conf.outcome_data, u->last);
+    }
+}
+
+
 /* Counts and logs the one outcome of a profile, and frees it. */
 static void
 prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
@@ -372,10 +404,14 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
 
     case PROF_UPLOAD_SUCCEEDED:
         prof_counter_add(d->uploads_succeeded, 1);
+        prof_uploader_note(u, "uploaded (HTTP %ld)", status);
         break;
 
     case PROF_UPLOAD_FAILED_4XX:
         prof_counter_add(d->uploads_failed_4xx, 1);
+        prof_uploader_note(u, "failed: the agent answered %ld%s", status,
+                           status == 404 ? " (agent too old or APM disabled)"
+                                         : "");
 
         if (status == 404) {
             prof_log_limited(log, PROF_CAUSE_UPLOAD_404, PROF_LOG_ERR,
@@ -394,6 +430,8 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
 
     case PROF_UPLOAD_FAILED_5XX:
         prof_counter_add(d->uploads_failed_5xx, 1);
+        prof_uploader_note(u, "failed: the agent answered %ld (tries: %u)",
+                           status, up->attempts);
         prof_log_limited(log, PROF_CAUSE_UPLOAD_5XX, PROF_LOG_ERR,
                          "profiling: the agent at \"%s\" answered %ld "
                          "(tries: %u), profile %llu not uploaded",
@@ -403,6 +441,8 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
 
     case PROF_UPLOAD_FAILED_TIMEOUT:
         prof_counter_add(d->uploads_failed_timeout, 1);
+        prof_uploader_note(u, "failed: timed out after %lld ms (tries: %u)",
+                           (long long) u->conf.timeout_ms, up->attempts);
         prof_log_limited(log, PROF_CAUSE_UPLOAD_TIMEOUT, PROF_LOG_ERR,
                          "profiling: upload to \"%s\" timed out after "
                          "%lld ms (tries: %u), profile %llu not uploaded",
@@ -412,6 +452,8 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
 
     case PROF_UPLOAD_FAILED_CONNECT:
         prof_counter_add(d->uploads_failed_connect, 1);
+        prof_uploader_note(u, "failed: %s (tries: %u)",
+                           curl_easy_strerror(result), up->attempts);
         prof_log_limited(log, PROF_CAUSE_UPLOAD_CONNECT, PROF_LOG_ERR,
                          "profiling: upload to \"%s\" failed (%s, tries: "
                          "%u), profile %llu not uploaded", u->conf.url,
@@ -421,6 +463,8 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
 
     default:
         prof_counter_add(d->uploads_failed_other, 1);
+        prof_uploader_note(u, "failed: %s (HTTP %ld)",
+                           curl_easy_strerror(result), status);
         prof_log_limited(log, PROF_CAUSE_UPLOAD_OTHER, PROF_LOG_ERR,
                          "profiling: upload to \"%s\" failed (%s, status "
                          "%ld), profile %llu not uploaded", u->conf.url,
@@ -428,6 +472,7 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
                          (unsigned long long) up->sequence);
     }
 
+    prof_uploader_tell(u);
     prof_upload_free(up);
 }
 
@@ -509,9 +554,11 @@ static void
 prof_uploader_drop(prof_uploader_t *u, prof_upload_t *up, const char *why)
 {
     prof_counter_add(u->conf.diagnostics->uploads_dropped, 1);
+    prof_uploader_note(u, "dropped: %s", why);
     prof_log_limited(u->conf.log, PROF_CAUSE_UPLOAD_DROPPED, PROF_LOG_WARN,
                      "profiling: profile %llu dropped: %s",
                      (unsigned long long) up->sequence, why);
+    prof_uploader_tell(u);
     prof_upload_free(up);
 }
 
@@ -671,4 +718,13 @@ prof_uploader_close(prof_uploader_t *u, int64_t deadline_ms,
     }
 
     uv_timer_start(&u->deadline_timer, prof_on_deadline, deadline_ms, 0);
+}
+
+
+const char *
+prof_uploader_last(prof_uploader_t *u, int64_t *at_ns)
+{
+    *at_ns = u->last_ns;
+
+    return u->last;
 }

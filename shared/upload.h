@@ -75,6 +75,9 @@ typedef struct {
     const char          *entity_id;         /* -Entity-ID; NULL/"": none */
     prof_diagnostics_t  *diagnostics;
     prof_log_t          *log;
+    void               (*outcome)(void *data, const char *text);
+    void                *outcome_data;      /* each profile's end, as
+                                               prof_uploader_last() says */
 } prof_upload_conf_t;
 
 
@@ -108,6 +111,10 @@ void prof_uploader_close(prof_uploader_t *u, int64_t deadline_ms,
     void (*closed)(void *data), void *data);
 
 void prof_upload_free(prof_upload_t *up);
+
+/* What the last profile became ("uploaded", "failed: ...", "dropped:
+   ..."), and when (unix ns; 0: none yet). */
+const char *prof_uploader_last(prof_uploader_t *u, int64_t *at_ns);
 
 
 #endif /* PROF_UPLOAD_H */

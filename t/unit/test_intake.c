@@ -56,7 +56,7 @@ test_tags_are_sanitized_and_never_empty(void **state)
     assert_int_equal(prof_intake_tags(&b, &c, 7), 0);
     assert_string_equal((char *) b.data,
         "service:my_svc,env:prod,host:h1,language:native,runtime:nginx,"
-        "runtime_version:1.22.1,"
+        "runtime_version:1.22.1,format:pprof,"
         "runtime-id:0d9b2f3e-0000-4000-8000-000000000001,process_id:4242,"
         "profiler_version:0.1.0,profile_seq:7,team:edge,a:b_c,k_x:v");
 
@@ -257,7 +257,7 @@ test_tags_are_valid_utf8(void **state)
     assert_string_equal((char *) b.data,
         "service:web" FFFD ",env:pr" FFFD ",version:1.0" FFFD FFFD FFFD
         FFFD ",host:h1,language:native,runtime:nginx,"
-        "runtime_version:1.22.1,"
+        "runtime_version:1.22.1,format:pprof,"
         "runtime-id:0d9b2f3e-0000-4000-8000-000000000001,process_id:4242,"
         "profiler_version:0.1.0,profile_seq:7,path:/" FFFD FFFD "/a,"
         "cut:caf" FFFD ",ctl:a___b,k" FFFD FFFD "y:v" FFFD FFFD FFFD ","
