@@ -360,7 +360,8 @@ test_wake_up_after_idle_splits_the_time(void **state)
     /* On a busy machine the burn takes longer than its CPU time: the wall
        time it may have is its own, never the wait's. */
     assert_true(t.wall_ns_idle >= 550 * 1000 * 1000LL);
-    assert_true(t.wall_ns_in_burn <= burn_end - burn_start + 4 * INTERVAL_NS);
+    assert_true(t.wall_ns_in_burn
+                <= (int64_t) (burn_end - burn_start) + 4 * INTERVAL_NS);
 }
 
 
