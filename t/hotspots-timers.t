@@ -1,0 +1,172 @@
+#!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
+
+# Code that a timer resumes belongs to its request: Lua after ngx.sleep,
+# an njs setTimeout callback, a request limit_req delayed. Clients send
+# them at once, each request with ids of its own that say which path it
+# asked for; the CPU spent after the timer carries that request's ids and
+# endpoint, never another's.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use POSIX ();
+use Test::More;
+use ProfTest;
+
+my @MODULES = ProfTest::jit_workload_modules();
+plan(skip_all => "Debian's nginx modules (libnginx-mod-http-lua, -ndk, -js, "
+                 . '-brotli-filter) are missing: ci/install-deps')
+    unless @MODULES;
+
+my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $p = $t->prefix;
+
+open(my $fh, '>', "$p/timer.js") or die "$p/timer.js: $!";
+print $fh <<'EOF';
+function later(r) {
+    setTimeout(function () {
+        var s = 0;
+        for (var i = 0; i < 200000; i++) {
+            s += Math.sin(i);
+        }
+        r.return(200, "njs " + s + "\n");
+    }, 2);
+}
+export default { later };
+EOF
+close($fh);
+chmod(0644, "$p/timer.js");
+
+# The loops call sin (libm): the CPU of each path after its timer.
+$t->write_config(<<"EOF");
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 2s;
+    profiling_interval 1ms;
+
+    js_import timer from $p/timer.js;
+    limit_req_zone \$server_port zone=slow:1m rate=50r/s;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+
+        location /lua {
+            content_by_lua_block {
+                jit.off()
+                ngx.sleep(0.002)
+                local s = 0
+                for i = 1, 200000 do s = s + math.sin(i) end
+                ngx.say(s)
+            }
+        }
+        location /njs { js_content timer.later; }
+        location /limited {
+            limit_req zone=slow burst=100;
+            profiling_burn 5ms;
+        }
+    }
+EOF
+$t->run;
+
+# A request's span id: 1, 2 or 3 (its path), its client, its number.
+my @PATHS = ('/lua', '/njs', '/limited');
+
+sub span_hex {
+    my ($path_no, $client, $n) = @_;
+    return sprintf('%x%03x%012x', $path_no + 1, $client, $n);
+}
+
+my @clients;
+for my $client (1 .. 3) {
+    my $pid = fork();
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        my $http = HTTP::Tiny->new(timeout => 30, keep_alive => 1);
+        my $end = time() + 4;
+        my $n = 0;
+        while (time() < $end) {
+            my $k = ($n + $client) % @PATHS;
+            my $span = span_hex($k, $client, ++$n);
+            my $r = $t->get_with($PATHS[$k],
+                                 { traceparent => ProfTest::traceparent($span) },
+                                 $http);
+            POSIX::_exit(1) unless $r->{status} == 200;
+        }
+        POSIX::_exit(0);
+    }
+    push @clients, $pid;
+}
+
+my $failed = 0;
+for my $pid (@clients) {
+    waitpid($pid, 0);
+    $failed++ if $? != 0;
+}
+is($failed, 0, 'every request was answered 200');
+
+ok($t->stop, 'stopped');
+my @samples = ProfTest::hotspot_samples(
+                  ProfTest::decode_dump_dir($t->dump_dir));
+
+# Which path a span id was sent for (its first hex digit), or undef.
+sub path_of_span {
+    my ($span) = @_;
+    return undef unless defined $span;
+    my $hex = sprintf('%016x', $span);
+    my $k = hex(substr($hex, 0, 1)) - 1;
+    return $k >= 0 && $k < @PATHS ? $PATHS[$k] : undef;
+}
+
+my %marker = (
+    '/lua'     => sub { grep { /libm\.so/ } @{ $_[0]{objects} } },
+    '/njs'     => sub { grep { /libm\.so/ } @{ $_[0]{objects} } },
+    '/limited' => sub { ProfTest::stack_has($_[0],
+                                            'ngx_http_profiling_burn_spin') },
+);
+
+# The sin loops run in /lua and /njs alone; the burn in /limited alone.
+my @work = grep {
+    $_->{cpu} > 0 && ($marker{'/lua'}->($_) || $marker{'/limited'}->($_))
+} @samples;
+
+my ($total, $right, $wrong) = (0, 0, 0);
+my (%by_path, %unlabelled);
+for my $s (@work) {
+    $total += $s->{cpu};
+    my $sent = path_of_span($s->{span});
+    my $ok = defined $sent && defined $s->{endpoint}
+             && $s->{endpoint} eq "GET $sent"
+             && $marker{$sent}->($s)
+             && same_root($s);
+    if ($ok) {
+        $right += $s->{cpu};
+        $by_path{$sent} += $s->{cpu};
+    } elsif (defined $s->{span}) {
+        $wrong += $s->{cpu};
+    } else {
+        $unlabelled{ $s->{leaf} } += $s->{cpu};
+    }
+}
+
+sub same_root {
+    my ($s) = @_;
+    return defined $s->{root} && $s->{root} eq $s->{span};
+}
+
+diag(sprintf('%s: %.0fms', $_, ($by_path{$_} // 0) / 1e6)) for @PATHS;
+ok($total > 200e6, sprintf('%.0fms of CPU after the timers', $total / 1e6));
+ok($right >= 0.95 * $total,
+   sprintf('%.1f%% of it carries the ids and endpoint of its own request',
+           $total ? 100 * $right / $total : 0))
+    or diag('unlabelled by leaf: '
+            . ProfTest::format_cpu_by(\%unlabelled));
+is($wrong, 0, 'none carries another request\'s ids');
+for my $path (@PATHS) {
+    ok(($by_path{$path} // 0) > 20e6, "$path has its share");
+}
+
+done_testing();
