@@ -151,6 +151,10 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
     ngx_http_profiling_process_posted(&ngx_posted_events);
 
+    /* What nginx runs after us (events those handlers posted) is no
+       request's that we know of. */
+    ngx_http_profiling_request_leave();
+
     return rc;
 }
 

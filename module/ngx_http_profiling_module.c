@@ -979,7 +979,8 @@ ngx_http_profiling_postconfiguration(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
-    return ngx_http_profiling_request_init(cf);
+    return ngx_http_profiling_request_init(cf,
+                              ngx_http_profiling_tracer_found(pmcf->tracer));
 }
 
 

@@ -64,7 +64,7 @@ void ngx_http_profiling_events_stop(void);
 
 /* ngx_http_profiling_request.c */
 ngx_int_t ngx_http_profiling_request_vars(ngx_conf_t *cf);
-ngx_int_t ngx_http_profiling_request_init(ngx_conf_t *cf);
+ngx_int_t ngx_http_profiling_request_init(ngx_conf_t *cf, ngx_uint_t traced);
 void ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle);
 
 /* init_process: whether a tracer runs beside (its resource names). */
@@ -91,6 +91,7 @@ void ngx_http_profiling_status_release(struct prof_status_slot_s *slot);
 /* ngx_http_profiling_tracer.c */
 void *ngx_http_profiling_tracer_create(ngx_conf_t *cf);
 ngx_uint_t ngx_http_profiling_tracer_use(void *tracer);
+ngx_uint_t ngx_http_profiling_tracer_found(void *tracer);
 ngx_uint_t ngx_http_profiling_tracer_caller(ngx_http_request_t *r);
 ngx_int_t ngx_http_profiling_tracer_ids(ngx_http_request_t *r,
     uint64_t *span_id, uint64_t *root_id);

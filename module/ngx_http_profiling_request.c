@@ -53,13 +53,11 @@ prof_endpoint_writer_t           *ngx_http_profiling_endpoints;
 
 /*
  * The main request executing now (alive: its log phase clears it before
- * it is freed), and its tag. Before the first request is logged, nginx's
- * HTTP log handler (how an event tells its request) is unknown: an event
- * then gets a tag for its log, claimed by the request logged in it.
+ * it is freed), and its tag; nginx's HTTP log handler (how an event tells
+ * its request), learned at the first client connection's first event.
  */
 static ngx_http_request_t        *ngx_http_profiling_current;
 static uint64_t                   ngx_http_profiling_current_tag;
-static ngx_log_t                 *ngx_http_profiling_unknown_log;
 
 static ngx_uint_t                 ngx_http_profiling_account;
 static ngx_uint_t                 ngx_http_profiling_traced;
@@ -82,12 +80,14 @@ ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf, size_t len)
 }
 
 
+/* The worker's CPU time: what its handlers cost, however busy the
+   machine. */
 static uint64_t
 ngx_http_profiling_now_ns(void)
 {
     struct timespec  ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -362,6 +362,129 @@ ngx_http_profiling_resolve(ngx_http_request_t *r, uint64_t tag)
 }
 
 
+/*
+ * An event of a connection whose request is not known when it begins (a
+ * new connection's first request, a keep-alive connection's next one,
+ * pipelined ones) runs under a tag of its own, "pending": the request
+ * logged in it (the log handler), or else the connection's request when
+ * the event ends (ngx_http_profiling_request_leave), takes the samples it
+ * carried.
+ */
+static ngx_log_t                 *ngx_http_profiling_pending_log;
+static ngx_connection_t          *ngx_http_profiling_pending_conn;
+static ngx_atomic_uint_t          ngx_http_profiling_pending_number;
+
+
+/* The connection of an event, when it is one of nginx's: else NULL. */
+static ngx_inline ngx_connection_t *
+ngx_http_profiling_event_connection(ngx_event_t *ev)
+{
+    ngx_connection_t  *c;
+
+    c = ev->data;
+
+    if (c < ngx_cycle->connections
+        || c >= ngx_cycle->connections + ngx_cycle->connection_n
+        || (c->read != ev && c->write != ev))
+    {
+        return NULL;
+    }
+
+    return c;
+}
+
+
+static void
+ngx_http_profiling_pend(ngx_event_t *ev, ngx_log_t *log)
+{
+    ngx_connection_t  *c;
+
+    ngx_http_profiling_request_leave();
+
+    c = ngx_http_profiling_event_connection(ev);
+
+    ngx_http_profiling_pending_log = log;
+    ngx_http_profiling_pending_conn = c;
+    ngx_http_profiling_pending_number = (c != NULL) ? c->number : 0;
+    ngx_http_profiling_current_tag = prof_request_enter(ngx_http_profiling_hot);
+}
+
+
+/* The pending tag's samples go to r (alive). */
+static void
+ngx_http_profiling_claim(ngx_http_request_t *r)
+{
+    if (prof_request_sampled(ngx_http_profiling_hot,
+                             ngx_http_profiling_current_tag))
+    {
+        ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
+    }
+}
+
+
+/*
+ * A pending event ends: its samples go to the request its connection has
+ * now, if the connection is still the same and open (then its log and the
+ * request are alive).
+ */
+static void
+ngx_http_profiling_pending_end(void)
+{
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+
+    c = ngx_http_profiling_pending_conn;
+
+    if (c != NULL
+        && prof_request_sampled(ngx_http_profiling_hot,
+                                ngx_http_profiling_current_tag)
+        && c->number == ngx_http_profiling_pending_number
+        && c->fd != (ngx_socket_t) -1 && !c->destroyed
+        && c->log == ngx_http_profiling_pending_log
+        && c->log->handler == ngx_http_profiling_http_log)
+    {
+        r = ((ngx_http_log_ctx_t *) c->log->data)->request;
+
+        if (r != NULL && r == r->main && r->connection == c) {
+            ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
+        }
+    }
+
+    ngx_http_profiling_pending_log = NULL;
+    ngx_http_profiling_pending_conn = NULL;
+}
+
+
+/*
+ * nginx's HTTP log handler (static in nginx) is learned from the first
+ * event of a connection an HTTP listening socket accepted: its log is the
+ * one ngx_http_init_connection() made. Whether ev's log is one now.
+ */
+static ngx_uint_t
+ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
+{
+    ngx_connection_t  *c;
+
+    if (ngx_http_profiling_http_log != ngx_http_profiling_no_log_handler
+        || log->handler == NULL)
+    {
+        return 0;
+    }
+
+    c = ngx_http_profiling_event_connection(ev);
+
+    if (c == NULL || c->log != log || c->listening == NULL
+        || c->listening->handler != ngx_http_init_connection)
+    {
+        return 0;
+    }
+
+    ngx_http_profiling_http_log = log->handler;
+
+    return 1;
+}
+
+
 /* Publishes the main request r (alive) as the one executing. */
 static ngx_inline void
 ngx_http_profiling_enter(ngx_http_request_t *r)
@@ -370,11 +493,7 @@ ngx_http_profiling_enter(ngx_http_request_t *r)
         return;
     }
 
-    if (ngx_http_profiling_current != NULL
-        || ngx_http_profiling_unknown_log != NULL)
-    {
-        ngx_http_profiling_request_leave();
-    }
+    ngx_http_profiling_request_leave();
 
     ngx_http_profiling_current = r;
     ngx_http_profiling_current_tag = prof_request_enter(ngx_http_profiling_hot);
@@ -385,7 +504,10 @@ ngx_http_profiling_enter(ngx_http_request_t *r)
 }
 
 
-/* The request executing leaves: resolved if a sample carried it. */
+/*
+ * No request executes any more (the event loop, another event, the
+ * request's end): the labels of the one that did, if a sample carried it.
+ */
 void
 ngx_http_profiling_request_leave(void)
 {
@@ -395,8 +517,8 @@ ngx_http_profiling_request_leave(void)
     r = ngx_http_profiling_current;
 
     if (r == NULL) {
-        if (ngx_http_profiling_unknown_log != NULL) {
-            ngx_http_profiling_unknown_log = NULL;
+        if (ngx_http_profiling_pending_log != NULL) {
+            ngx_http_profiling_pending_end();
             prof_request_leave(ngx_http_profiling_hot);
         }
         return;
@@ -422,29 +544,13 @@ ngx_http_profiling_request_leave(void)
 
 
 /*
- * The first request seen tells nginx's HTTP log handler; the event that
- * runs now, when its log is the request's, works for it.
- */
-static void
-ngx_http_profiling_learn(ngx_http_request_t *r)
-{
-    ngx_http_profiling_http_log = r->connection->log->handler;
-
-    if (ngx_http_profiling_unknown_log == r->connection->log) {
-        ngx_http_profiling_unknown_log = NULL;
-        ngx_http_profiling_current = r;
-
-        if (ngx_http_profiling_account) {
-            ngx_http_profiling_since_ns = ngx_http_profiling_now_ns();
-        }
-    }
-}
-
-
-/*
  * Runs an event's handler with its request published: the request its
  * log says it works for (client and upstream connections, timers and
  * posted events of modules that give their events the request's log).
+ * The request stays published after the handler, until another event or
+ * the event loop's wait: a store less an event. (Its log handler leaves
+ * before it is freed; any other handler that runs meanwhile is
+ * dispatched, and leaves it first.)
  */
 void
 ngx_http_profiling_dispatch(ngx_event_t *ev)
@@ -454,26 +560,24 @@ ngx_http_profiling_dispatch(ngx_event_t *ev)
 
     log = ev->log;
 
-    if (log != NULL && log->handler == ngx_http_profiling_http_log) {
+    if (log != NULL
+        && (log->handler == ngx_http_profiling_http_log
+            || ngx_http_profiling_learn(ev, log)))
+    {
         r = ((ngx_http_log_ctx_t *) log->data)->request;
 
         if (r != NULL) {
             ngx_http_profiling_enter(r);
+
+        } else {
+            ngx_http_profiling_pend(ev, log);
         }
 
-    } else if (ngx_http_profiling_http_log
-               == ngx_http_profiling_no_log_handler
-               && log != NULL && log->handler != NULL)
-    {
-        /* Until the first request is logged: maybe one, see the log. */
-        ngx_http_profiling_unknown_log = log;
-        ngx_http_profiling_current_tag =
-                                  prof_request_enter(ngx_http_profiling_hot);
+    } else {
+        ngx_http_profiling_request_leave();
     }
 
     ev->handler(ev);
-
-    ngx_http_profiling_request_leave();
 }
 
 
@@ -490,12 +594,15 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
         return NGX_OK;
     }
 
-    if (ngx_http_profiling_http_log == ngx_http_profiling_no_log_handler) {
-        ngx_http_profiling_learn(r);
-    }
-
     if (r == ngx_http_profiling_current) {
         ngx_http_profiling_request_leave();
+
+    } else if (r->connection->log == ngx_http_profiling_pending_log) {
+        /* Made in this event: the pending samples are its. The next
+           request of the connection (pipelined) gets a tag of its own. */
+        ngx_http_profiling_claim(r);
+        ngx_http_profiling_current_tag =
+                                  prof_request_enter(ngx_http_profiling_hot);
     }
 
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
@@ -547,9 +654,9 @@ ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
 
 
 /*
- * A request made inside an event handler (the next one on a keep-alive
- * or pipelined connection, an HTTP/2 stream's) was not published when the
- * event began: its first phase publishes it.
+ * Where registered (see ngx_http_profiling_request_init): a request made
+ * inside an event handler (an HTTP/2 stream's, the next one on a
+ * keep-alive or pipelined connection) is published from its first phase.
  */
 static ngx_int_t
 ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
@@ -566,16 +673,14 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
         }
     }
 
-    if (r->main != ngx_http_profiling_current
-        && ngx_http_profiling_hot != NULL)
+    if (r->main == ngx_http_profiling_current
+        || ngx_http_profiling_hot == NULL)
     {
-        if (ngx_http_profiling_http_log == ngx_http_profiling_no_log_handler)
-        {
-            ngx_http_profiling_learn(r->main);
-        }
-
-        ngx_http_profiling_enter(r->main);
+        return NGX_DECLINED;
     }
+
+    /* Made in a pending event: leaving it gives its samples to r. */
+    ngx_http_profiling_enter(r->main);
 
     return NGX_DECLINED;
 }
@@ -724,15 +829,41 @@ ngx_http_profiling_http2(ngx_http_core_main_conf_t *cmcf)
 }
 
 
+/* Whether $profiling_request_cpu is used (the handlers are timed). */
+static ngx_uint_t
+ngx_http_profiling_cpu_variable_used(ngx_http_core_main_conf_t *cmcf)
+{
+    ngx_uint_t            i;
+    ngx_http_variable_t  *v;
+
+    v = cmcf->variables.elts;
+
+    for (i = 0; i < cmcf->variables.nelts; i++) {
+        if (v[i].name.len == sizeof("profiling_request_cpu") - 1
+            && ngx_strncmp(v[i].name.data, "profiling_request_cpu",
+                           v[i].name.len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 /*
  * postconfiguration, when profiling is on somewhere: the log phase
- * handler (the end of each request), a handler of the first phase (the
- * start of a request made inside an event); for HTTP/2, whose streams'
- * output resumes from their connection's events, a body filter.
+ * handler (the end of each request). A handler of the first phase (the
+ * start of a request made inside an event, for those its connection's
+ * pending event cannot tell: HTTP/2 streams; the caller's context a
+ * tracer's request came with; the time of its handlers) only when needed.
+ * For HTTP/2, whose streams' output resumes from their connection's
+ * events, a body filter.
  */
 ngx_int_t
-ngx_http_profiling_request_init(ngx_conf_t *cf)
+ngx_http_profiling_request_init(ngx_conf_t *cf, ngx_uint_t traced)
 {
+    ngx_uint_t                  http2;
     ngx_http_handler_pt        *h;
     ngx_http_core_main_conf_t  *cmcf;
 
@@ -744,13 +875,17 @@ ngx_http_profiling_request_init(ngx_conf_t *cf)
     }
     *h = ngx_http_profiling_log_handler;
 
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_POST_READ_PHASE].handlers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
-    *h = ngx_http_profiling_post_read_handler;
+    http2 = ngx_http_profiling_http2(cmcf);
 
-    if (!ngx_http_profiling_http2(cmcf)) {
+    if (http2 || traced || ngx_http_profiling_cpu_variable_used(cmcf)) {
+        h = ngx_array_push(&cmcf->phases[NGX_HTTP_POST_READ_PHASE].handlers);
+        if (h == NULL) {
+            return NGX_ERROR;
+        }
+        *h = ngx_http_profiling_post_read_handler;
+    }
+
+    if (!http2) {
         return NGX_OK;
     }
 
@@ -766,37 +901,23 @@ ngx_http_profiling_request_start(ngx_uint_t traced)
 {
     ngx_http_profiling_traced = traced;
     ngx_http_profiling_current = NULL;
-    ngx_http_profiling_unknown_log = NULL;
+    ngx_http_profiling_pending_log = NULL;
+    ngx_http_profiling_pending_conn = NULL;
     ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
 }
 
 
 /*
- * The handlers are timed (vDSO clock, tens of nanoseconds) only when
+ * The handlers are timed (the thread's CPU clock) only when
  * $profiling_request_cpu is used, e.g. in a log_format.
  */
 void
 ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle)
 {
-    ngx_uint_t                  i;
-    ngx_http_variable_t        *v;
     ngx_http_core_main_conf_t  *cmcf;
 
-    ngx_http_profiling_account = 0;
-
     cmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module);
-    if (cmcf == NULL) {
-        return;
-    }
 
-    v = cmcf->variables.elts;
-
-    for (i = 0; i < cmcf->variables.nelts; i++) {
-        if (v[i].name.len == sizeof("profiling_request_cpu") - 1
-            && ngx_strncmp(v[i].name.data, "profiling_request_cpu",
-                           v[i].name.len) == 0)
-        {
-            ngx_http_profiling_account = 1;
-        }
-    }
+    ngx_http_profiling_account = (cmcf != NULL)
+                                 && ngx_http_profiling_cpu_variable_used(cmcf);
 }

@@ -179,6 +179,15 @@ ngx_http_profiling_tracer_create(ngx_conf_t *cf)
 }
 
 
+/* Whether a tracer is loaded in the configuration of tracer. */
+ngx_uint_t
+ngx_http_profiling_tracer_found(void *tracer)
+{
+    return ((ngx_http_profiling_tracer_t *) tracer)->kind
+           != NGX_HTTP_PROFILING_NO_TRACER;
+}
+
+
 /* init_process: the tracer of the cycle this process runs. */
 ngx_uint_t
 ngx_http_profiling_tracer_use(void *tracer)

@@ -73,9 +73,11 @@ is(pstr($p, $p->{period_type}{type}) . '/' . pstr($p, $p->{period_type}{unit}),
    'cpu-time/nanoseconds', 'period type is cpu-time/nanoseconds');
 is($p->{period}, 10_000_000, 'period is the 10ms sampling interval');
 
+# The closing timer runs on nginx's event loop: a busy machine delays the
+# worker's wake-up by up to a scheduling slice or a few.
 my $dur = $p->{duration_nanos};
-ok(abs($dur - $PERIOD_NS) <= 50_000_000,
-   "duration_nanos $dur is the 2s period within 50ms");
+ok(abs($dur - $PERIOD_NS) <= 250_000_000,
+   "duration_nanos $dur is the 2s period within 250ms");
 
 my $start = $p->{time_nanos};
 ok($start <= $now_ns && $now_ns - $start < 10e9,
