@@ -74,7 +74,20 @@ void ngx_http_profiling_request_start(ngx_uint_t traced);
 void ngx_http_profiling_dispatch(ngx_event_t *ev);
 
 /* No request is executing (back in the event loop). */
-void ngx_http_profiling_request_leave(void);
+extern ngx_http_request_t  *ngx_http_profiling_current;
+extern ngx_log_t           *ngx_http_profiling_pending_log;
+
+void ngx_http_profiling_request_leave_slow(void);
+
+static ngx_inline void
+ngx_http_profiling_request_leave(void)
+{
+    if (ngx_http_profiling_current != NULL
+        || ngx_http_profiling_pending_log != NULL)
+    {
+        ngx_http_profiling_request_leave_slow();
+    }
+}
 
 /* Whether the request came with a caller's trace context (a tracer runs). */
 ngx_uint_t ngx_http_profiling_request_caller(ngx_http_request_t *r);

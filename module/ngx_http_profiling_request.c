@@ -56,7 +56,7 @@ prof_endpoint_writer_t           *ngx_http_profiling_endpoints;
  * it is freed), and its tag; nginx's HTTP log handler (how an event tells
  * its request), learned at the first client connection's first event.
  */
-static ngx_http_request_t        *ngx_http_profiling_current;
+ngx_http_request_t               *ngx_http_profiling_current;
 static uint64_t                   ngx_http_profiling_current_tag;
 
 static ngx_uint_t                 ngx_http_profiling_account;
@@ -370,7 +370,7 @@ ngx_http_profiling_resolve(ngx_http_request_t *r, uint64_t tag)
  * the event ends (ngx_http_profiling_request_leave), takes the samples it
  * carried.
  */
-static ngx_log_t                 *ngx_http_profiling_pending_log;
+ngx_log_t                        *ngx_http_profiling_pending_log;
 static ngx_connection_t          *ngx_http_profiling_pending_conn;
 static ngx_atomic_uint_t          ngx_http_profiling_pending_number;
 
@@ -509,7 +509,7 @@ ngx_http_profiling_enter(ngx_http_request_t *r)
  * request's end): the labels of the one that did, if a sample carried it.
  */
 void
-ngx_http_profiling_request_leave(void)
+ngx_http_profiling_request_leave_slow(void)
 {
     ngx_http_request_t        *r;
     ngx_http_profiling_ctx_t  *ctx;
