@@ -700,7 +700,7 @@ prof_loop_main(void *arg)
     (void) uv_run(&p->loop, UV_RUN_DEFAULT);
 
     uv_mutex_lock(&p->done_mutex);
-    p->done = 1;
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
     uv_cond_signal(&p->done_cond);
     uv_mutex_unlock(&p->done_mutex);
 }
@@ -1160,6 +1160,23 @@ prof_flush(prof_t *p)
 }
 
 
+/*
+ * At exit, after prof_stop() gave up waiting for the loop thread: if it
+ * still runs (libcurl, OpenSSL), the exit handlers registered before this
+ * one (OpenSSL's cleanup, libraries' destructors) would free what it is
+ * using. The process ends as exit() would, without them.
+ */
+static void
+prof_exit_abandoned(int status, void *arg)
+{
+    prof_t  *p = arg;
+
+    if (!__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) {
+        _exit(status);
+    }
+}
+
+
 int
 prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms)
 {
@@ -1177,6 +1194,7 @@ prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms)
          */
         prof_log(&p->log, PROF_LOG_WARN, "profiling: the last profile was "
                  "not exported within %lld ms", (long long) wait_ms);
+        (void) on_exit(prof_exit_abandoned, p);
         return -ETIMEDOUT;
     }
 

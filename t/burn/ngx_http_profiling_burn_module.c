@@ -11,7 +11,21 @@
  * modulo N. N ids give about N distinct stacks (16^8 chains per depth), for
  * measuring what many distinct stacks cost the profiler. Without
  * profiling_burn in the location the spin lasts 1 ms.
+ *
+ * "profiling_burn_jit MS [frame_pointer];" makes the handler spin for MS
+ * milliseconds in machine code written by hand into an anonymous executable
+ * mapping, as a JIT compiler would: code of no object, without .eh_frame,
+ * that runs with garbage in rbp and junk words between sp and its return
+ * address. It is called by ngx_http_profiling_burn_jit_call, whose call
+ * frame information finds its caller from rsp, or with frame_pointer by
+ * ngx_http_profiling_burn_jit_call_fp, which finds it from rbp (as code
+ * built with frame pointers does); both are written in assembly below, and
+ * the C functions below them are built without frame pointers even in a
+ * build with them (-fno-omit-frame-pointer, ASan's), so that every build
+ * gives the stack under the JIT code the same frames.
  */
+
+#include <sys/mman.h>
 
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -26,6 +40,8 @@
 typedef struct {
     ngx_msec_t  burn;
     ngx_uint_t  stacks;         /* 0: spin called directly */
+    ngx_msec_t  jit;
+    ngx_flag_t  jit_frame_pointer;
 } ngx_http_profiling_burn_loc_conf_t;
 
 
@@ -42,9 +58,13 @@ static char *ngx_http_profiling_burn(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_profiling_burn_stacks(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
+static char *ngx_http_profiling_burn_jit(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static void *ngx_http_profiling_burn_create_loc_conf(ngx_conf_t *cf);
 
 uint64_t ngx_http_profiling_burn_spin(ngx_msec_t ms);
+ngx_int_t ngx_http_profiling_burn_jit_run(ngx_msec_t ms,
+    ngx_flag_t frame_pointer);
 
 
 static ngx_command_t  ngx_http_profiling_burn_commands[] = {
@@ -61,6 +81,13 @@ static ngx_command_t  ngx_http_profiling_burn_commands[] = {
       ngx_http_profiling_burn_stacks,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_profiling_burn_loc_conf_t, stacks),
+      NULL },
+
+    { ngx_string("profiling_burn_jit"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
+      ngx_http_profiling_burn_jit,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_profiling_burn_loc_conf_t, jit),
       NULL },
 
       ngx_null_command
@@ -108,6 +135,166 @@ ngx_http_profiling_burn_spin(ngx_msec_t ms)
              + (now.tv_nsec - start.tv_nsec) / 1000000 < (long) ms);
 
     return x;
+}
+
+
+/*
+ * The JIT code, x86-64, called as void f(uint64_t iterations):
+ *
+ *   mov   r8, rbp                  keep the caller's rbp in a register only
+ *   movabs rax, 0x4141414141414141
+ *   mov   rbp, rax                 rbp: garbage (not even canonical)
+ *   push  rax                      junk words above sp, below the return
+ *   push  rsp                      address: garbage, a stack address,
+ *   lea   rcx, [rip]               an address in this code, 0, -1,
+ *   push  rcx                      garbage again and, nearest sp, the
+ *   push  0                        entry of a libc function (a pointer a
+ *   push  -1                       JIT's frame may well hold, but no
+ *   push  rax                      return address); no saved rbp among
+ *   movabs rdx, DECOY              them
+ *   push  rdx
+ * loop:
+ *   dec   rdi                      the spin (iterations >= 1)
+ *   jnz   loop
+ *   add   rsp, 56
+ *   mov   rbp, r8
+ *   ret
+ *
+ * DECOY, the 8 bytes at NGX_HTTP_PROFILING_BURN_JIT_DECOY, is written when
+ * the code is copied.
+ */
+static const u_char  ngx_http_profiling_burn_jit_code[] = {
+    0x49, 0x89, 0xe8,                                   /* mov r8, rbp */
+    0x48, 0xb8, 0x41, 0x41, 0x41, 0x41,
+                0x41, 0x41, 0x41, 0x41,                 /* movabs rax */
+    0x48, 0x89, 0xc5,                                   /* mov rbp, rax */
+    0x50,                                               /* push rax */
+    0x54,                                               /* push rsp */
+    0x48, 0x8d, 0x0d, 0x00, 0x00, 0x00, 0x00,           /* lea rcx, [rip] */
+    0x51,                                               /* push rcx */
+    0x6a, 0x00,                                         /* push 0 */
+    0x6a, 0xff,                                         /* push -1 */
+    0x50,                                               /* push rax */
+    0x48, 0xba, 0, 0, 0, 0, 0, 0, 0, 0,                 /* movabs rdx */
+    0x52,                                               /* push rdx */
+    0x48, 0xff, 0xcf,                                   /* loop: dec rdi */
+    0x75, 0xfb,                                         /* jnz loop */
+    0x48, 0x83, 0xc4, 0x38,                             /* add rsp, 56 */
+    0x4c, 0x89, 0xc5,                                   /* mov rbp, r8 */
+    0xc3                                                /* ret */
+};
+
+#define NGX_HTTP_PROFILING_BURN_JIT_DECOY  33
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER                             \
+    __attribute__((optimize("omit-frame-pointer")))
+#else
+#define NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER
+#endif
+
+typedef void (*ngx_http_profiling_burn_jit_pt)(uint64_t iterations);
+
+/* Call code(iterations): the JIT code's callers. */
+void ngx_http_profiling_burn_jit_call(ngx_http_profiling_burn_jit_pt code,
+    uint64_t iterations);
+void ngx_http_profiling_burn_jit_call_fp(ngx_http_profiling_burn_jit_pt code,
+    uint64_t iterations);
+
+__asm__ (
+    "    .pushsection .text\n"
+    "    .globl  ngx_http_profiling_burn_jit_call\n"
+    "    .type   ngx_http_profiling_burn_jit_call, @function\n"
+    "ngx_http_profiling_burn_jit_call:\n"
+    "    .cfi_startproc\n"
+    "    sub     $8, %rsp\n"                /* CFA = rsp + 16 */
+    "    .cfi_def_cfa_offset 16\n"
+    "    mov     %rdi, %rax\n"
+    "    mov     %rsi, %rdi\n"
+    "    call    *%rax\n"
+    "    add     $8, %rsp\n"
+    "    .cfi_def_cfa_offset 8\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   ngx_http_profiling_burn_jit_call, "
+                 ".-ngx_http_profiling_burn_jit_call\n"
+    "\n"
+    "    .globl  ngx_http_profiling_burn_jit_call_fp\n"
+    "    .type   ngx_http_profiling_burn_jit_call_fp, @function\n"
+    "ngx_http_profiling_burn_jit_call_fp:\n"
+    "    .cfi_startproc\n"
+    "    push    %rbp\n"
+    "    .cfi_def_cfa_offset 16\n"
+    "    .cfi_offset %rbp, -16\n"
+    "    mov     %rsp, %rbp\n"              /* CFA = rbp + 16 */
+    "    .cfi_def_cfa_register %rbp\n"
+    "    mov     %rdi, %rax\n"
+    "    mov     %rsi, %rdi\n"
+    "    call    *%rax\n"
+    "    pop     %rbp\n"
+    "    .cfi_def_cfa %rsp, 8\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   ngx_http_profiling_burn_jit_call_fp, "
+                 ".-ngx_http_profiling_burn_jit_call_fp\n"
+    "    .popsection\n"
+);
+
+
+/*
+ * Spins for ms milliseconds of the thread's CPU time in the JIT code, a
+ * million iterations (under a millisecond) a call: the code is mapped for
+ * this call only and unmapped after, as a JIT discards code. Returns
+ * NGX_ERROR when the mapping cannot be made.
+ */
+NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER __attribute__((noinline)) ngx_int_t
+ngx_http_profiling_burn_jit_run(ngx_msec_t ms, ngx_flag_t frame_pointer)
+{
+    u_char                          *code;
+    size_t                           size;
+    uintptr_t                        decoy;
+    struct timespec                  start, now;
+    ngx_http_profiling_burn_jit_pt   spin;
+
+    size = ngx_pagesize;
+
+    code = mmap(NULL, size, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS,
+                -1, 0);
+    if (code == MAP_FAILED) {
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(code, ngx_http_profiling_burn_jit_code,
+               sizeof(ngx_http_profiling_burn_jit_code));
+
+    decoy = (uintptr_t) getppid;
+    ngx_memcpy(code + NGX_HTTP_PROFILING_BURN_JIT_DECOY, &decoy,
+               sizeof(decoy));
+
+    if (mprotect(code, size, PROT_READ|PROT_EXEC) != 0) {
+        munmap(code, size);
+        return NGX_ERROR;
+    }
+
+    spin = (ngx_http_profiling_burn_jit_pt) (uintptr_t) code;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+
+    do {
+        if (frame_pointer) {
+            ngx_http_profiling_burn_jit_call_fp(spin, 1000000);
+
+        } else {
+            ngx_http_profiling_burn_jit_call(spin, 1000000);
+        }
+
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000
+             + (now.tv_nsec - start.tv_nsec) / 1000000 < (long) ms);
+
+    munmap(code, size);
+
+    return NGX_OK;
 }
 
 
@@ -225,7 +412,7 @@ ngx_http_profiling_burn_chain(ngx_http_request_t *r,
 }
 
 
-static ngx_int_t
+NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER static ngx_int_t
 ngx_http_profiling_burn_handler(ngx_http_request_t *r)
 {
     uint64_t                             x;
@@ -249,7 +436,19 @@ ngx_http_profiling_burn_handler(ngx_http_request_t *r)
 
     ms = (blcf->burn == NGX_CONF_UNSET_MSEC) ? 1 : blcf->burn;
 
-    if (blcf->stacks == NGX_CONF_UNSET_UINT) {
+    if (blcf->jit != NGX_CONF_UNSET_MSEC) {
+        if (ngx_http_profiling_burn_jit_run(blcf->jit,
+                                            blcf->jit_frame_pointer)
+            != NGX_OK)
+        {
+            ngx_log_error(NGX_LOG_ALERT, r->connection->log, ngx_errno,
+                          "profiling_burn_jit: mmap() or mprotect() failed");
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        x = 0;
+
+    } else if (blcf->stacks == NGX_CONF_UNSET_UINT) {
         x = ngx_http_profiling_burn_spin(ms);
 
     } else {
@@ -311,6 +510,43 @@ ngx_http_profiling_burn_stacks(ngx_conf_t *cf, ngx_command_t *cmd,
 }
 
 
+static char *
+ngx_http_profiling_burn_jit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_str_t                           *value;
+    ngx_http_core_loc_conf_t            *clcf;
+    ngx_http_profiling_burn_loc_conf_t  *blcf = conf;
+
+    if (blcf->jit != NGX_CONF_UNSET_MSEC) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    blcf->jit = ngx_parse_time(&value[1], 0);
+    if (blcf->jit == (ngx_msec_t) NGX_ERROR) {
+        return "invalid value";
+    }
+
+    blcf->jit_frame_pointer = 0;
+
+    if (cf->args->nelts == 3) {
+        if (ngx_strcmp(value[2].data, "frame_pointer") != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\"", &value[2]);
+            return NGX_CONF_ERROR;
+        }
+
+        blcf->jit_frame_pointer = 1;
+    }
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_profiling_burn_handler;
+
+    return NGX_CONF_OK;
+}
+
+
 static void *
 ngx_http_profiling_burn_create_loc_conf(ngx_conf_t *cf)
 {
@@ -323,6 +559,8 @@ ngx_http_profiling_burn_create_loc_conf(ngx_conf_t *cf)
 
     conf->burn = NGX_CONF_UNSET_MSEC;
     conf->stacks = NGX_CONF_UNSET_UINT;
+    conf->jit = NGX_CONF_UNSET_MSEC;
+    conf->jit_frame_pointer = NGX_CONF_UNSET;
 
     return conf;
 }

@@ -1218,3 +1218,313 @@ sub add_events_directives {
 }
 
 1;
+
+
+# Safety tests (t/safety-*.t): modules of Debian's nginx packages, load
+# with wrk, workers that die, core files, an agent that never answers. Not
+# exported: call them as ProfTest::x.
+
+# A module of Debian's nginx packages (e.g. "ngx_http_lua_module"), or
+# undef when its package is not installed.
+sub debian_module {
+    my ($name) = @_;
+    my $path = "/usr/lib/nginx/modules/$name.so";
+    return -f $path ? $path : undef;
+}
+
+# Main-context directives that make a crashing worker leave a core file in
+# a directory of the prefix (cores/, writable by the workers), for
+# core_files() and for diagnosis: put them in new(main => ...).
+sub core_main {
+    my ($self) = @_;
+    my $dir = "$self->{prefix}/cores";
+    mkdir($dir) unless -d $dir;
+    chmod(0777, $dir);
+    return "worker_rlimit_core 2g;\nworking_directory $dir;\n";
+}
+
+# The core files left in the prefix's cores/ (see core_main).
+sub core_files {
+    my ($self) = @_;
+    opendir(my $dh, "$self->{prefix}/cores") or return ();
+    my @f = map { "$self->{prefix}/cores/$_" } grep { /^core/ } readdir($dh);
+    closedir($dh);
+    return @f;
+}
+
+# Lines of the error log that tell of a worker that died: killed by a
+# signal, or exiting with a non-zero status (a sanitizer report).
+sub worker_deaths {
+    my ($self) = @_;
+    return grep { /exited on signal|process \d+ exited with code [1-9]/ }
+           split /\n/, $self->error_log;
+}
+
+# A test: no worker died (worker_deaths), and no core file was left; on
+# failure, says which and where the cores are (and copies them to
+# $PROFILING_CORE_DIR when it is set, since the prefix is removed at exit).
+sub ok_no_worker_died {
+    my ($self, $name) = @_;
+    my @deaths = $self->worker_deaths;
+    my @cores = $self->core_files;
+    my $ok = ok(!@deaths && !@cores, "$name: no worker died");
+    unless ($ok) {
+        diag("  $_") for @deaths;
+        diag("  core file: $_") for @cores;
+        if (@cores && $ENV{PROFILING_CORE_DIR}) {
+            system('cp', @cores, $ENV{PROFILING_CORE_DIR});
+            diag("  copied to $ENV{PROFILING_CORE_DIR}");
+        }
+    }
+    return $ok;
+}
+
+# Runs wrk against this nginx: $o{path} (default /) or $o{script} (a Lua
+# file for wrk -s), $o{seconds}, $o{connections} (default 4), $o{threads}
+# (default 2), $o{headers} (e.g. ["Connection: close"]). Returns
+# { requests, non2xx, socket_errors, output }.
+sub wrk {
+    my ($self, %o) = @_;
+    my @cmd = ('wrk', '-t', $o{threads} // 2, '-c', $o{connections} // 4,
+               '-d', ($o{seconds} // 5) . 's', '--timeout', '30s');
+    push @cmd, '-s', $o{script} if $o{script};
+    push @cmd, map { ('-H', $_) } @{ $o{headers} // [] };
+    push @cmd, "http://127.0.0.1:$self->{port}" . ($o{path} // '/');
+
+    my ($rc, $out) = _run_capture(@cmd);
+    croak "wrk failed (exit $rc): $out" if $rc != 0;
+
+    my %r = (requests => 0, non2xx => 0, socket_errors => 0, output => $out);
+    $r{requests} = $1 if $out =~ /(\d+) requests in /;
+    $r{non2xx} = $1 if $out =~ /Non-2xx or 3xx responses: (\d+)/;
+    $r{socket_errors} = $1 + $2 + $3 + $4 if $out =~
+        /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/;
+    return \%r;
+}
+
+# Requests of an access log written with the format '$uri $status':
+# { uri => { status => count } }.
+sub access_counts {
+    my ($path) = @_;
+    my %h;
+    for (file_lines($path)) {
+        my ($uri, $status) = split ' ';
+        $h{$uri}{$status}++ if defined $status;
+    }
+    return \%h;
+}
+
+# Whether a frame of a flattened sample (hotspot_samples) is in code of no
+# loaded object (JIT code): no mapping, no function, only an address.
+sub is_jit_frame {
+    my ($s, $i) = @_;
+    return $s->{objects}[$i] eq '' && $s->{funcs}[$i] =~ /^0x[0-9a-f]+$/;
+}
+
+# A server on a free loopback port that accepts every connection, reads
+# what it is sent and never answers: an agent that hangs. Returns
+# { pid, port, accepted }: accepted() is how many connections it accepted.
+# Stop it with stop_silent_server (or it goes at exit).
+my %SILENT;
+
+sub start_silent_server {
+    require IO::Select;
+    my $listen = IO::Socket::INET->new(Listen => 128, LocalAddr => '127.0.0.1',
+                                       LocalPort => 0, Proto => 'tcp',
+                                       ReuseAddr => 1)
+        or croak "listen: $!";
+    my $port = $listen->sockport;
+    my $log = File::Temp->new(TEMPLATE => 'silent-XXXXXX', TMPDIR => 1);
+    my $path = $log->filename;
+
+    my $pid = fork();
+    croak "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        my @held;
+        my $sel = IO::Select->new($listen);
+        open(my $fh, '>>', $path) or POSIX::_exit(1);
+        $fh->autoflush(1);
+        for (;;) {
+            for my $s ($sel->can_read(1)) {
+                if ($s == $listen) {
+                    my $c = $listen->accept or next;
+                    push @held, $c;
+                    $sel->add($c);
+                    print $fh "accepted\n";
+                } elsif (!sysread($s, my $buf, 65536)) {
+                    $sel->remove($s);   # closed by the client: forget it
+                    @held = grep { $_ != $s } @held;
+                    close($s);
+                }
+            }
+        }
+    }
+    close($listen);
+    $SILENT{$pid} = 1;
+    return { pid => $pid, port => $port, log => $log,
+             accepted => sub { scalar(() = file_lines($path)) } };
+}
+
+sub stop_silent_server {
+    my ($server) = @_;
+    kill('KILL', $server->{pid});
+    waitpid($server->{pid}, 0);
+    delete $SILENT{ $server->{pid} };
+}
+
+END {
+    my $status = $?;
+    for my $pid (keys %SILENT) {
+        kill('KILL', $pid);
+        waitpid($pid, 0);
+    }
+    $? = $status;
+}
+
+# The pids of the nginx processes that are children of $ppid, by their
+# title: { pid => title } (e.g. "nginx: worker process is shutting down").
+sub nginx_children {
+    my ($ppid) = @_;
+    my %h;
+    for my $pid (children_of($ppid)) {
+        my $cmd = proc_cmdline($pid);
+        $SEEN{$pid} = 1 if $cmd =~ /^nginx: /;
+        $h{$pid} = $cmd;
+    }
+    return \%h;
+}
+
+# Makes $pid the master of this instance (after a binary upgrade: the new
+# master), for worker_pids, stop and kill_all; the old one is forgotten.
+sub adopt_master {
+    my ($self, $pid) = @_;
+    delete $RUNNING{ $self->{master} } if $self->{master};
+    $self->{master} = $pid;
+    delete $self->{foreground};
+    $RUNNING{$pid} = $self;
+    return $self;
+}
+
+# The JIT workload of t/safety-jit.t and ci/soak, for an nginx that loads
+# Debian's ndk, lua, js and brotli modules: writes its files into the
+# prefix (html/big.txt, spin.js) and returns the http-level directives
+# ({http}, to put before the server) and the locations ({locations}):
+#   /jit     profiling_burn_jit $jit_ms: hand-written code of no object,
+#            rbp garbage, called from a function that finds its caller from
+#            rsp
+#   /jitfp   the same, called from a function that finds its caller from
+#            rbp (as code built with frame pointers does)
+#   /lua     a loop LuaJIT compiles into a trace (calling math.sin)
+#   /luaoff  the same loop, the JIT off for the request
+#   /luanew  a chunk whose constant differs on every request: new traces
+#            every request (and machine code flushed when LuaJIT's area is
+#            full)
+#   /njs     a loop in njs
+#   /big.txt 200 KB of text, brotli level 11
+sub jit_workload {
+    my ($self, %o) = @_;
+    my $jit_ms = $o{jit_ms} // 20;
+    my $p = $self->{prefix};
+
+    mkdir("$p/html") unless -d "$p/html";
+    chmod(0755, "$p/html");
+    $self->write_words_file("$p/html/big.txt", 200_000);
+
+    open(my $fh, '>', "$p/spin.js") or croak "$p/spin.js: $!";
+    print $fh <<'EOF';
+function spin(r) {
+    var s = 0;
+    for (var i = 0; i < 300000; i++) {
+        s += Math.sin(i) * (i % 7);
+    }
+    r.return(200, "njs " + s + "\n");
+}
+export default { spin };
+EOF
+    close($fh);
+    chmod(0644, "$p/spin.js");
+
+    return {
+        http => "js_import spin from $p/spin.js;\n",
+        locations => <<"EOF",
+        root $p/html;
+        location /jit { profiling_burn_jit ${jit_ms}ms; }
+        location /jitfp { profiling_burn_jit ${jit_ms}ms frame_pointer; }
+        location /lua {
+            content_by_lua_block {
+                local s = 0
+                for i = 1, 1000000 do s = s + math.sin(i) end
+                ngx.say(s)
+            }
+        }
+        location /luaoff {
+            content_by_lua_block {
+                jit.off()
+                local s = 0
+                for i = 1, 1000000 do s = s + math.sin(i) end
+                ngx.say(s)
+            }
+        }
+        location /luanew {
+            content_by_lua_block {
+                local k = tostring(math.random(1, 1000000000))
+                local f = loadstring("local s = 0 for i = 1, 200000 do "
+                                     .. "s = s + (i % " .. k .. ") * 1.5 "
+                                     .. "end return s")
+                ngx.say(f())
+            }
+        }
+        location /njs { js_content spin.spin; }
+        location = /big.txt {
+            brotli on;
+            brotli_comp_level 11;
+            brotli_types text/plain;
+        }
+EOF
+    };
+}
+
+# The modules the JIT workload needs, in load order (the ndk before lua),
+# after the profiling and burn modules; () when a package is missing.
+sub jit_workload_modules {
+    my @m = map { debian_module($_) }
+            qw(ndk_http_module ngx_http_lua_module ngx_http_js_module
+               ngx_http_brotli_filter_module);
+    return () if grep { !defined } @m;
+    return ('ngx_http_profiling_module', 'ngx_http_profiling_burn_module',
+            @m);
+}
+
+# A Lua script for wrk (wrk(script => ...)) that requests @paths in turn,
+# accepting brotli. Returns its path (in the prefix).
+sub wrk_paths_script {
+    my ($self, @paths) = @_;
+    my $file = "$self->{prefix}/wrk-paths.lua";
+    open(my $fh, '>', $file) or croak "$file: $!";
+    print $fh 'local paths = { ' . join(', ', map { "\"$_\"" } @paths)
+              . " }\n" . <<'EOF';
+local i = 0
+request = function()
+    i = i + 1
+    return wrk.format("GET", paths[(i % #paths) + 1],
+                      { ["Accept-Encoding"] = "br" })
+end
+EOF
+    close($fh);
+    return $file;
+}
+
+# The counters each worker logged as its profiler stopped ("profiling:
+# stopped: name=value ..."): { pid => { name => value } }.
+sub profiler_counters {
+    my ($self) = @_;
+    my %c;
+    for (split /\n/, $self->error_log) {
+        next unless /(\d+)#\d+: profiling: stopped: (.*)$/;
+        my ($pid, $rest) = ($1, $2);
+        $c{$pid}{$1} = $2 while $rest =~ /(\w+)=(\S+)/g;
+    }
+    return \%c;
+}
+
+1;

@@ -1,0 +1,140 @@
+#!/usr/bin/perl
+
+# Signals from outside: a SIGPROF sent to a worker (kill -PROF) while it is
+# idle and while it is busy neither kills it nor counts as CPU time in its
+# profile; without a master (master_process off), a reload (SIGHUP) applies
+# the new profiling settings.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use POSIX ();
+use Test::More;
+
+use ProfTest;
+
+my $BURN_MS = 1500;
+
+
+subtest 'a foreign SIGPROF, idle and busy' => sub {
+    my $t = ProfTest->new(workers => 1);
+    $t->write_config(<<"EOF", main => $t->core_main);
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 10m;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / { return 204; }
+        location /burn { profiling_burn ${BURN_MS}ms; }
+    }
+EOF
+    $t->run;
+    my ($worker) = $t->worker_pids;
+    my $sent = 0;
+
+    # Idle: 30 signals, 20 ms apart.
+    for (1 .. 30) {
+        $sent += kill('PROF', $worker);
+        ProfTest::poll_sleep(0.02);
+    }
+    ok(process_alive($worker), "the idle worker lives after $sent SIGPROF");
+    is($t->get('/')->{status}, 204, 'and serves');
+
+    # Busy: signals every 5 ms while it burns.
+    my $pid = fork();
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        my $r = ProfTest::get_with($t, '/burn');
+        POSIX::_exit($r->{status} == 200 ? 0 : 1);
+    }
+    my $cpu0 = thread_cpu_ns($worker);
+    wait_until(sub { thread_cpu_ns($worker) - $cpu0 > 20e6 }, 5, 0.005);
+    my $busy_sent = 0;
+    while (waitpid($pid, POSIX::WNOHANG()) == 0) {
+        $busy_sent += kill('PROF', $worker);
+        ProfTest::poll_sleep(0.005);
+    }
+    is($?, 0, 'the busy request is answered');
+    ok($busy_sent >= 100, "$busy_sent SIGPROF sent while the worker burned");
+    ok(process_alive($worker), 'the busy worker lives');
+
+    for (1 .. 30) {
+        $sent += kill('PROF', $worker);
+        ProfTest::poll_sleep(0.02);
+    }
+    is($t->get('/')->{status}, 204, 'the worker serves after '
+       . ($sent + $busy_sent) . ' SIGPROF');
+
+    my $used_ns = thread_cpu_ns($worker);
+    is_deeply([ $t->worker_pids ], [ $worker ], 'the same worker throughout');
+    ok($t->stop, 'nginx quits');
+    $t->ok_no_worker_died('SIGPROF');
+
+    my ($file) = profile_files($t->dump_dir, qr/^nginx\.$worker\.0\.pprof$/);
+    my $p = $file ? decode_profile($file) : undef;
+    my $cpu_ns = $p ? profile_total($p, 'cpu-time') : 0;
+    my $burn_ns = 0;
+    if ($p) {
+        $burn_ns = ProfTest::sum_cpu(ProfTest::burn_samples(
+            ProfTest::hotspot_samples($p)));
+    }
+
+    # The worker's CPU clock read before it quit (it used a little more
+    # while quitting); the profile counts CPU in 10 ms intervals.
+    ok($cpu_ns <= $used_ns * 1.1 + 30e6,
+       sprintf('the profile counts %.0fms of cpu-time, the worker used '
+               . '%.0fms: not more (signals are not samples)', $cpu_ns / 1e6,
+               $used_ns / 1e6));
+    ok($burn_ns >= 0.8 * $BURN_MS * 1e6 && $burn_ns <= 1.1 * $BURN_MS * 1e6,
+       sprintf('the burn counts %.0fms of cpu-time for %dms burned',
+               $burn_ns / 1e6, $BURN_MS));
+};
+
+
+subtest 'master_process off: a reload applies the profiling settings' => sub {
+    my $t = ProfTest->new(master_process => 0, daemon => 0);
+    my $http = <<'EOF';
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 1s;
+    profiling_service before-reload;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /burn { profiling_burn 5ms; }
+    }
+EOF
+    $t->write_config($http, main => $t->core_main);
+    $t->run;
+    my $pid = $t->master_pid;
+    is($t->get('/burn')->{status}, 200, 'a single process serves');
+    ok($t->wait_for_files(qr/^before-reload\.$pid\.\d+\.pprof$/, 1, 5),
+       'it writes profiles named before-reload.*');
+
+    $t->write_config($http =~ s/before-reload/after-reload/r
+                           =~ s/profiling_period 1s/profiling_period 2s/r,
+                     main => $t->core_main);
+    $t->reload;
+
+    my @f = $t->wait_for_files(qr/^after-reload\.$pid\.\d+\.pprof$/, 2, 10);
+    ok(@f == 2, 'after SIGHUP it writes profiles named after-reload.*');
+    my $p = @f ? eval { decode_profile($f[-1]) } : undef;
+    ok($p && abs($p->{duration_nanos} - 2e9) < 0.2e9,
+       'every 2s, the new period (' . ($p ? $p->{duration_nanos} / 1e9
+                                          : 'none') . 's)');
+    ok(process_alive($pid), 'the process lives');
+
+    my $before = () = profile_files($t->dump_dir, qr/^before-reload\./);
+    ok($t->stop, 'it quits on SIGQUIT');
+    is(scalar(() = profile_files($t->dump_dir, qr/^before-reload\./)),
+       $before, 'no profile of the old settings after the reload');
+    unlike($t->error_log, qr/\[(?:alert|emerg|crit)\]|exited on signal/,
+           'no alert in the error log');
+    ok(!$t->core_files, 'no core file');
+};
+
+done_testing();
