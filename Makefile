@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Builds ngx_http_profiling_module.so against the nginx tree found by
 # ./configure, and runs the tests. BUILD selects the build directory.
 

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * The event loop wrapper: brackets the event wait for the sampler, then
  * runs what the wait made ready in nginx's own order, publishing for each

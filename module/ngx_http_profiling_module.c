@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * ngx_http_profiling_module: directives, and the profiler's life in a
  * worker process: started in init_process, a profile closed by a timer

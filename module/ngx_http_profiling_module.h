@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * What the files of ngx_http_profiling_module share: configuration, the
  * profiler of this worker, the event loop wrapper, the request hooks

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Code hotspots: which request the worker executes, published to the
  * sampler at the cost of a few stores an event; the labels of a request

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * A tracer in the same worker (nginx-datadog, nginx-otel): found by the
  * directives its module declares, read through its variables and, for

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Aggregator: interns stacks and (stack, request tag) keys of the open
  * profile, sums the values, symbolizes each address once, when first

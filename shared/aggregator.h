@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Aggregator: turns the ordered stream of sample batches into profiles.
  * Stacks are deduplicated, values summed per (stack, request tag),

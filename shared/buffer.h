@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Growable byte buffer, with the JSON string escaping the intake needs.
  *

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * The container id from /proc/self/cgroup, and the cgroup's inode.
  */

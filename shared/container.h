@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * The container this process runs in, as Datadog's clients tell the agent
  * (headers Datadog-Container-ID and Datadog-Entity-ID, with which the

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Diagnostics: histogram arithmetic and the one-line summary for the log.
  */

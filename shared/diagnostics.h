@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Diagnostics: counters of what the profiler did and lost, and a
  * histogram of the cost of one sample in the worker.

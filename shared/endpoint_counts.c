@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Endpoint counts: an interning table of names with a count each, and the
  * raw logs the server's thread appends to.

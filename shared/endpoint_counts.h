@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Endpoint counts: how many requests each endpoint served in a profile's
  * period, sent as event.json's endpoint_counts.

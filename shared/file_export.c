@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Dump directory: profiles written under random temporary names relative
  * to one directory descriptor, renamed, and kept within count and size.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Dump directory: writes encoded profiles to <dir>/<service>.<pid>.<seq>.pprof
  * and keeps the directory within a bound on the count and size of profiles.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Intake documents: tags, event.json, code-provenance.json (with the dpkg
  * package and version of each loaded object), runtime id.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Intake documents: the tags, event.json and code-provenance.json that go
  * with each profile uploaded to a Datadog agent.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Interning table: open addressing over dense entries, keys in one arena.
  */

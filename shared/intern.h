@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Interning table: gives each distinct byte string (a stack, a sample key,
  * an address, a name) a dense index 0, 1, 2, ... in order of first sight.

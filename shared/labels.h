@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Request labels: what the server resolves, off the signal path, for a
  * request a sample carried (by its tag): which request it is (the same

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Logging through the server's handler, on the server's thread only, and
  * rate-limited per cause.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Logging from the profiler: through the embedding server's log, with at
  * most one line a minute per cause for what can repeat (export failures).

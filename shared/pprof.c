@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * pprof encoder: builds the string, mapping, location and function tables
  * of a profile, then streams the nanopb encoding through gzip.

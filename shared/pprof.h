@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * pprof encoder: writes a closed profile as a gzip-compressed pprof
  * (perftools.profiles.Profile, encoded with nanopb).

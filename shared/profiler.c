@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Profiler: wires the sampler to the profiler loop thread, where batches
  * are aggregated and closed profiles are encoded and exported; carries

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Profiler: one per process. Owns the sampler, the sample queue, and the
  * profiler loop thread (libuv) where batches are aggregated and closed

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * The raw sample record and the batch that carries samples, in order, from
  * the sampler thread to the aggregator (one writer, then one reader).

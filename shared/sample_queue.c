@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Sample queue: a mutex-protected FIFO of batches with a pool and a ceiling.
  */

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Sample queue: batches flow in order from the sampler thread (producer)
  * to the profiler loop thread (consumer), under a hard byte ceiling.

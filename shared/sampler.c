@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Sampler: arms the CPU timer and the SIGPROF handler (signal_path.c) on
  * the sampled thread, and runs the sampler thread, which turns the ring's

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Sampler: records where the worker's main thread burns CPU and spends wall
  * time, into batches for the aggregator. One per process.

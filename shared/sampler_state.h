@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * The sampler's state, shared by the sampler thread's code (sampler.c)
  * and the signal path (signal_path.c). Not a public interface: see

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * The signal path: everything that runs in the SIGPROF handler. The table
  * walk, the stack scan past code the table does not know, and the

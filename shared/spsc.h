@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * A bounded single-producer single-consumer ring of fixed-size items,
  * without locks: how the server's thread hands request labels and

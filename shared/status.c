@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Status slots: claimed by pid, written under a seqlock, read without
  * waiting, rendered as JSON or text.

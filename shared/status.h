@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Status slots: what each worker's profiler says of itself, in memory
  * shared by the workers, so that any worker can answer for all of them

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Symbolizer: finds the ELF object (path, build id, load bias) mapping a pc
  * of this process from /proc/self/maps, and the function containing it.

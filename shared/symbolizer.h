@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Symbolizer: maps instruction addresses of this process to the loaded
  * object (file, build id, ELF virtual address) and to a function name.

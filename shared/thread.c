@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Profiler-owned threads: every signal blocked from their first instruction.
  */

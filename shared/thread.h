@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Profiler-owned threads: created with every signal blocked, so that they
  * never run a handler of the process (SIGPROF, nginx's SIGHUP, SIGQUIT...).

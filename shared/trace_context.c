@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Trace context parsing: hex and decimal ids, traceparent.
  */

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Trace context parsing: the ids that link samples to traces, from W3C
  * traceparent, Datadog's x-datadog-* headers, or a tracer's variables.

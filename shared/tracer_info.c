@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * The Datadog tracer's self-description: found among this process's file
  * descriptors, read with pread (the file's offset is the tracer's), and

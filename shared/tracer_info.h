@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * What a Datadog tracer in this process says of itself: Datadog's tracers
  * (dd-trace-cpp, in nginx-datadog, among them) publish a sealed memory

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Unwind tables built from .eh_frame_hdr/.eh_frame, in one anonymous
  * mapping per table.

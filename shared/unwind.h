@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Unwind tables: the call frame information (.eh_frame) of every loaded
  * object, turned ahead of time into sorted rows "from this pc on, the

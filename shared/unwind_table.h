@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * The layout of an unwind table, shared by its builder (unwind.c) and its
  * walker (signal_path.c, which runs in the signal handler). Not a public

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Agent uploader: libcurl multi-socket driven by libuv poll and timer
  * handles on the profiler loop, one transfer at a time.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Agent uploader: POSTs each profile to <agent>/profiling/v1/input as
  * multipart (event.json, profile.pprof, code-provenance.json), driving

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * UTF-8 hygiene: validation with an ASCII fast path, substitution of
  * maximal ill-formed subparts with U+FFFD, JSON string escaping.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * UTF-8 hygiene: every string that leaves the profiler (pprof strings,
  * event.json, tags) is valid UTF-8, whatever bytes it came from (a

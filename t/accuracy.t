@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # The CPU time in the profiles is the CPU time the worker used, and each
 # profile accounts for all the wall time of its period.

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 # A stand-in for the Datadog agent's profiling endpoint, for the tests.
 #
 #   t/agent.pl --listen 127.0.0.1:PORT|unix:/path --dir DIR [--mode MODE]

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Configuration: nginx -t accepts every directive with valid values and
 # names the directive and the bad value when it rejects one; profiler

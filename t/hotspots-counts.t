@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Code hotspots: event.json's endpoint_counts, as the stand-in agent
 # (t/agent.pl) receives it, counts the requests each endpoint completed in

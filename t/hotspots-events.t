@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Code hotspots for request work that does not start from a plain ready
 # event of the request's connection: requests resumed by a timer

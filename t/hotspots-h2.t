@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Code hotspots over HTTP/2 (cleartext, prior knowledge): every stream is a
 # request of its own, with its own ids, even when the streams of one

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Code hotspots: malformed trace context (headers, the tracer's variables)
 # never crashes a worker and never changes a response: the same request

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Code hotspots through proxying and body filters: the upstream connection
 # events of a proxied request carry the client request's ids, a backend

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Code hotspots across a request's life: a keep-alive connection's next
 # request does not inherit the previous one's ids, internal redirects,

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Code hotspots: while a worker executes a request, its samples carry the
 # request's span ids (from traceparent, x-datadog-* or the tracer's

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # An idle worker stays idle: the profiler neither wakes it nor charges it
 # CPU, and its profiles still account for the wall time spent waiting.

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # The profiler follows nginx's processes: it runs in workers (and in a
 # single process), not in helpers; every worker leaves its last profile

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # A worker busy in a known function writes, every period, a pprof profile
 # that any pprof reader can open and that shows where its CPU went.

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # accept_mutex on, two workers: while one worker is busy in a request's
 # handler for 2 s, new connections are served by the other one, as quickly

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Libraries loaded and unloaded at run time while the profiler samples
 # every 1 ms: under load for 60 s, every request of a Lua location loads

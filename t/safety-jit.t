@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # JIT code never crashes a worker: LuaJIT (with the JIT on, off per request
 # or for the whole VM, and compiling new traces on every request), njs,

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Processes replaced under the profiler: a worker killed with SIGKILL is
 # respawned by the master and the new worker profiles, the other worker

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # An agent that accepts connections and never answers, uploads bounded at
 # 60 s: a fast shutdown (SIGTERM, "nginx -s stop") still ends nginx within

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Signals from outside: a SIGPROF sent to a worker (kill -PROF) while it is
 # idle and while it is busy neither kills it nor counts as CPU time in its

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 # Stops one thread of a running process -- only that thread, the others
 # run on -- for a while, then lets it go:
 #

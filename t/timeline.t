@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # The timeline: by default every sample carries when its time ended
 # (label end_timestamp_ns, unix ns, inside the profile's window), as

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 
 # Beside Datadog's nginx tracer (nginx-datadog, prebuilt in the team's
 # fixtures) with "profiling on" and no other directive: every profile has

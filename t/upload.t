@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Uploads to a Datadog agent: a stand-in agent (t/agent.pl) records what
 # each worker sends; healthy over TCP and a unix socket, the defaults taken
 # from DD_* variables, and each way an agent can fail.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Cold-path benchmark: what the profiler loop thread costs, in process, on
  * one core. It measures how many samples a second the aggregator takes in

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Writes the seed corpus of t/fuzz/fuzz_elf.c into DIR: a small shared
 # object built here (whole, compact, truncated, stripped, and its debug
 # file), and the first bytes of some of the system's own ELF objects, cut

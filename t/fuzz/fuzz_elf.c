@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * libFuzzer target: the symbolizer's ELF parsing (program headers, build id
  * notes, section headers, symbol and string tables) on arbitrary bytes as

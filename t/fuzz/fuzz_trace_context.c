@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * libFuzzer target: every trace context parser on arbitrary bytes. Build
  * with clang -fsanitize=fuzzer,address,undefined (make fuzz).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ProfAgent;
 
 # The stand-in agent (t/agent.pl) for the tests: start it on a TCP port or

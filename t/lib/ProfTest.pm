@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ProfTest;
 
 # A small harness for the profiling module's integration tests, in the

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Unit tests of shared/aggregator.c: stacks are deduplicated, request
  * labels make separate samples, caller frames are moved back into the call,

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of the container detection (shared/container.h) on cgroup v1 and
  * v2 texts as Docker, containerd, CRI-O, Kubernetes, ECS and systemd

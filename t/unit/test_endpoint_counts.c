@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of the endpoint counts (shared/endpoint_counts.h): a bounded
  * table, whatever the number of distinct endpoints a server sees.

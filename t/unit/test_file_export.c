@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of the dump directory (shared/file_export.h): files created only
  * under new random names and renamed without following planted links,

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of the intake documents (shared/intake.h): tags, event.json,
  * code-provenance.json, runtime id, timestamps; and JSON escaping

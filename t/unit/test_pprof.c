@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Unit tests of shared/pprof.c: a profile built through the aggregator
  * (real symbolizer; frames in functions of this binary, in libc, and the

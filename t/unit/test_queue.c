@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Unit tests of shared/sample_queue.c: batches come out in push order, pool
  * batches are reused, the byte ceiling refuses batches and gives their

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of the sampler (shared/sampler.h) with real signals and threads:
  * CPU samples where the thread burns CPU, wall time accounted on the

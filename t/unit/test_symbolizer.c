@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Unit tests of shared/symbolizer.c. Build and run from the repository root:
  *

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of trace context parsing (shared/trace_context.h).
  */

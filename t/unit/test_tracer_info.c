@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of the Datadog tracer's self-description (shared/tracer_info.h):
  * the MessagePack map as dd-trace-cpp writes it, found among the

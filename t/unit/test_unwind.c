@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of the unwind tables (shared/unwind.h): stacks walked from a
  * SIGPROF handler while the thread runs real code (zlib, qsort with a

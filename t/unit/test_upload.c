@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of shared/upload.h: the real uploader on a real libuv loop
  * against an agent played by a thread of this process on 127.0.0.1,

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Tests of shared/utf8.h: what is valid, what becomes U+FFFD and how
  * many of them (Unicode's substitution of maximal subparts), JSON

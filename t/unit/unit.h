@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
 /*
  * Helpers shared by the unit tests of the aggregator and the pprof encoder:
  * batches built by hand in the layout of sample.h, and an aggregator whose
