@@ -749,29 +749,39 @@ ngx_http_profiling_env_tags(ngx_conf_t *cf,
 static ngx_int_t
 ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
 {
-    char             *value, *host, *port;
+    char             *value, *path, *host, *port;
+    ngx_str_t         s;
     const char       *err;
     ngx_file_info_t   fi;
 
     value = ngx_http_profiling_getenv(cf, "DD_TRACE_AGENT_URL");
 
     if (value != NULL && value[0] != '\0') {
-        if (ngx_strncmp(value, "unix://", 7) == 0) {
-            value += 7;
+        /* "/path" and "unix:///path" name a unix socket: "unix:/path". */
+        path = value;
+
+        if (ngx_strncmp(path, "unix://", 7) == 0) {
+            path += 7;
         }
 
-        if (value[0] == '/') {
-            url->len = ngx_strlen(value) + 5;
+        if (path != value || path[0] == '/') {
+            url->len = ngx_strlen(path) + 5;
             url->data = ngx_pnalloc(cf->pool, url->len + 1);
             if (url->data == NULL) {
                 return NGX_ERROR;
             }
-            ngx_sprintf(url->data, "unix:%s%Z", value);
-            return NGX_OK;
-        }
+            ngx_sprintf(url->data, "unix:%s%Z", path);
 
-        url->len = ngx_strlen(value);
-        url->data = (u_char *) value;
+        } else {
+            s.len = ngx_strlen(value);
+            s.data = (u_char *) value;
+
+            url->len = s.len;
+            url->data = ngx_pstrdup(cf->pool, &s);
+            if (url->data == NULL) {
+                return NGX_ERROR;
+            }
+        }
 
         err = ngx_http_profiling_check_url(cf->pool, url);
         if (err != NULL) {
@@ -783,8 +793,7 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
             return NGX_ERROR;
         }
 
-        url->data = ngx_pstrdup(cf->pool, url);
-        return (url->data != NULL) ? NGX_OK : NGX_ERROR;
+        return NGX_OK;
     }
 
     host = ngx_http_profiling_getenv(cf, "DD_AGENT_HOST");
@@ -803,6 +812,26 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
 
     if (port == NULL || port[0] == '\0') {
         port = "8126";
+    }
+
+    /* A host name, an IPv4 or IPv6 address; a port number. */
+    if (host[strspn(host, "abcdefghijklmnopqrstuvwxyz"
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:[]%")]
+        != '\0')
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%s\" in the DD_AGENT_HOST "
+                           "environment variable (the profiling_agent_url "
+                           "default): not a host name or address", host);
+        return NGX_ERROR;
+    }
+
+    if (port[strspn(port, "0123456789")] != '\0') {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%s\" in the DD_TRACE_AGENT_PORT "
+                           "environment variable (the profiling_agent_url "
+                           "default): not a port number", port);
+        return NGX_ERROR;
     }
 
     url->data = ngx_pnalloc(cf->pool, ngx_strlen(host) + ngx_strlen(port)
@@ -1065,12 +1094,18 @@ ngx_http_profiling_make_dump_dir(ngx_cycle_t *cycle, u_char *path)
     fd = open((char *) path, O_RDONLY|O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC);
     if (fd == -1) {
         err = ngx_errno;
+
+        if (lstat((char *) path, &st) == 0 && S_ISLNK(st.st_mode)) {
+            ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
+                          "profiling_dump_dir \"%s\" is a symbolic link, "
+                          "which is not followed (name the directory it "
+                          "points to): profiles will not be written", path);
+            return;
+        }
+
         ngx_log_error(NGX_LOG_ERR, cycle->log, err,
-                      "profiling_dump_dir \"%s\" cannot be opened%s, "
-                      "profiles will not be written", path,
-                      (lstat((char *) path, &st) == 0 && S_ISLNK(st.st_mode))
-                      ? " (a symbolic link is not followed: name the "
-                        "directory it points to)" : "");
+                      "profiling_dump_dir \"%s\" cannot be opened, "
+                      "profiles will not be written", path);
         return;
     }
 

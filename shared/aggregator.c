@@ -41,6 +41,7 @@ struct prof_aggregator_s {
     prof_intern_t            addresses;         /* uint64_t pc */
     prof_address_t          *address_info;      /* by address index */
     size_t                   address_capacity;
+    size_t                   unknown_addresses; /* in no object: JIT */
 
     uint64_t                 stack[PROF_MAX_FRAMES_LIMIT];
 };
@@ -176,7 +177,54 @@ prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
                                       &info->function);
     }
 
+    agg->unknown_addresses += (info->object == NULL);
+
     return 0;
+}
+
+
+/*
+ * Addresses in no object (JIT code) are not kept past their profile: new
+ * ones come for as long as code is compiled, and nothing is learned of
+ * them. The others keep what the symbolizer said. Returns how many went.
+ */
+static size_t
+prof_aggregator_forget_unknown(prof_aggregator_t *agg)
+{
+    int            inserted;
+    size_t         evicted;
+    int64_t        index;
+    uint32_t       i;
+    uint64_t       pc;
+    prof_intern_t  kept;
+
+    prof_intern_init(&kept);
+
+    for (i = 0; i < agg->addresses.count; i++) {
+        if (agg->address_info[i].object == NULL) {
+            continue;
+        }
+
+        memcpy(&pc, prof_intern_key(&agg->addresses, i, NULL), sizeof(pc));
+
+        /* Dense and in order: index <= i, the entry moves down. */
+        index = prof_intern(&kept, &pc, sizeof(pc), &inserted);
+        if (index < 0) {
+            prof_intern_free(&kept);
+            prof_intern_init(&kept);
+            break;
+        }
+
+        agg->address_info[index] = agg->address_info[i];
+    }
+
+    evicted = agg->addresses.count - kept.count;
+
+    prof_intern_free(&agg->addresses);
+    agg->addresses = kept;
+    agg->unknown_addresses = 0;
+
+    return evicted;
 }
 
 
@@ -551,6 +599,11 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
         evicted = agg->addresses.count;
         prof_intern_free(&agg->addresses);
         prof_intern_init(&agg->addresses);
+        agg->unknown_addresses = 0;
+        prof_counter_add(agg->conf.diagnostics->addresses_evicted, evicted);
+
+    } else if (agg->unknown_addresses > 0) {
+        evicted = prof_aggregator_forget_unknown(agg);
         prof_counter_add(agg->conf.diagnostics->addresses_evicted, evicted);
     }
 

@@ -9,8 +9,10 @@
  * for it, or, when those have no ids, the request's latest that have
  * some (labels.h); values are summed per (stack, labels).
  *
- * Bounds: the address cache is emptied after a profile is closed once it
- * holds PROF_ADDRESSES_MAX addresses (JIT code makes new ones forever);
+ * Bounds: addresses in no loaded object (JIT code, which makes new ones
+ * for as long as it compiles) are forgotten once their profile is closed
+ * and encoded; the address cache is emptied after a profile is closed
+ * once it holds PROF_ADDRESSES_MAX addresses;
  * at most PROF_LABELS_MAX resolutions wait for their profile. What these
  * bounds drop is counted (addresses_evicted, labels_dropped).
  *
@@ -117,7 +119,9 @@ int prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b,
 int prof_aggregator_add_labels(prof_aggregator_t *agg,
     const prof_labels_t *labels);
 
-/* What is known of an address seen in a closed profile's stacks. */
+/* What is known of an address seen in a profile's stacks: from
+   on_profile, for the profile being closed; valid until the next
+   consume. */
 const prof_address_t *prof_aggregator_address(prof_aggregator_t *agg,
     uint64_t pc);
 

@@ -391,10 +391,14 @@ prof_dump_oldest_first(const void *a, const void *b)
 }
 
 
-/* Deletes the oldest profiles past the bounds, never the one named keep. */
+/*
+ * Deletes the oldest profiles past the bounds, counting the profile of
+ * length bytes about to be added, if adding (so that the directory never
+ * holds more than the bounds, even for a moment).
+ */
 static void
 prof_dump_retain(prof_dump_dir_t *d, prof_dump_list_t *list,
-    const char *keep)
+    unsigned adding, size_t length)
 {
     size_t              i;
     uint64_t            files, bytes;
@@ -404,8 +408,8 @@ prof_dump_retain(prof_dump_dir_t *d, prof_dump_list_t *list,
         return;
     }
 
-    files = list->count;
-    bytes = 0;
+    files = list->count + adding;
+    bytes = adding ? length : 0;
 
     for (i = 0; i < list->count; i++) {
         bytes += list->entries[i].size;
@@ -424,10 +428,6 @@ prof_dump_retain(prof_dump_dir_t *d, prof_dump_list_t *list,
 
         e = &list->entries[i];
 
-        if (keep != NULL && strcmp(e->name, keep) == 0) {
-            continue;
-        }
-
         /*
          * ENOENT: another worker deleted it first. Any other failure: it
          * is not ours to delete; it is not counted either, so that it
@@ -445,10 +445,10 @@ prof_dump_retain(prof_dump_dir_t *d, prof_dump_list_t *list,
 
 /*
  * One bounded pass over the directory: removes stale temporary files and
- * collects this service's profiles for retention.
+ * makes room, by retention, for a profile of length bytes if adding.
  */
 static void
-prof_dump_scan(prof_dump_dir_t *d, const char *keep)
+prof_dump_scan(prof_dump_dir_t *d, unsigned adding, size_t length)
 {
     int                fd;
     DIR               *dir;
@@ -525,7 +525,7 @@ prof_dump_scan(prof_dump_dir_t *d, const char *keep)
      * A partial scan (capped, or a read error) only undercounts: it may
      * keep more than the bounds, never delete more.
      */
-    prof_dump_retain(d, &list, keep);
+    prof_dump_retain(d, &list, adding, length);
 
 done:
 
@@ -689,7 +689,7 @@ prof_dump_dir_open(const char *path, const prof_dump_conf_t *conf,
         return NULL;
     }
 
-    prof_dump_scan(d, NULL);
+    prof_dump_scan(d, 0, 0);
 
     return d;
 }
@@ -720,6 +720,11 @@ prof_dump_dir_write(prof_dump_dir_t *d, pid_t pid, uint64_t sequence,
         rc = -errno;
     }
 
+    /* Room for it first: the bounds hold at every moment. */
+    if (rc == 0) {
+        prof_dump_scan(d, 1, length);
+    }
+
     /*
      * renameat() never follows a symbolic link at the new name: a planted
      * link or file there is replaced as an entry, its target untouched.
@@ -732,8 +737,6 @@ prof_dump_dir_write(prof_dump_dir_t *d, pid_t pid, uint64_t sequence,
         (void) unlinkat(d->fd, tmp, 0);
         return rc;
     }
-
-    prof_dump_scan(d, name);
 
     return 0;
 }

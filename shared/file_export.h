@@ -15,14 +15,16 @@
  * symbolic link) is never followed, written or read; a planted final name
  * is replaced as a directory entry, what it pointed to is untouched.
  *
- * Retention: after each profile (and at open) the directory is scanned,
+ * Retention: before each profile is renamed in (and at open) the
+ * directory is scanned,
  * reading at most keep_files (PROF_DUMP_KEEP_FILES_MAX when 0) +
  * PROF_DUMP_SCAN_SLACK entries: a scan cut short keeps more than the
  * bounds, never deletes more. Regular files owned by this process's
  * effective user and named <service>.<pid>.<seq>.pprof for this service,
  * whichever worker wrote them, are counted; past keep_files files or
- * keep_bytes bytes the oldest (by mtime, then name) are deleted, never
- * the one just written. The same scan deletes this module's temporary
+ * keep_bytes bytes, counting the profile about to be added, the oldest
+ * (by mtime, then name) are deleted: the directory never holds more than
+ * the bounds (but the new profile alone, when it is larger). The same scan deletes this module's temporary
  * files (of any service) older than PROF_DUMP_STALE_TEMP_S seconds, left
  * by a process that died while writing. Nothing else is ever deleted;
  * symbolic links and other non-regular files are skipped. Several

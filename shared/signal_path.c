@@ -180,7 +180,9 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         cfa = ((row->cfa == PROF_CFA_RSP) ? sp : fp)
               + (intptr_t) row->cfa_slots * 8;
 
-        if (cfa < sp + 8 || cfa > regs->stack_high || cfa < regs->stack_low) {
+        if ((cfa & 7) != 0 || cfa < sp + 8 || cfa > regs->stack_high
+            || cfa < regs->stack_low)
+        {
             status = PROF_UNWIND_BAD_STACK;
             break;
         }
@@ -279,7 +281,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         fp = 0;
         if (slot >= regs->sp + 8) {
             fp = *(const uintptr_t *) (slot - 8);
-            if (fp <= sp || fp >= regs->stack_high) {
+            if (fp <= sp || fp >= regs->stack_high || (fp & 7) != 0) {
                 fp = 0;
             }
         }

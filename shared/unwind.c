@@ -284,6 +284,21 @@ prof_read_entry(prof_cursor_t *c, const uint8_t **entry_end)
 }
 
 
+/* A factored offset times the CIE's alignment; overflow is corrupt data. */
+static int64_t
+prof_scale(prof_cursor_t *c, int64_t value, int64_t align)
+{
+    int64_t  result;
+
+    if (__builtin_mul_overflow(value, align, &result)) {
+        c->bad = 1;
+        return 0;
+    }
+
+    return result;
+}
+
+
 /*
  * Runs call frame instructions from pc (NULL rows: a CIE's initial ones).
  * Rows are emitted through emit() at every advance of the location.
@@ -316,7 +331,8 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
 
         case 2:                                 /* offset */
             reg = op & 0x3f;
-            offset = (int64_t) prof_read_uleb(c) * cie->data_align;
+            offset = prof_scale(c, (int64_t) prof_read_uleb(c),
+                                cie->data_align);
             goto set_offset;
 
         case 3:                                 /* restore */
@@ -346,7 +362,8 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
 
         case 0x05:                              /* offset_extended */
             reg = prof_read_uleb(c);
-            offset = (int64_t) prof_read_uleb(c) * cie->data_align;
+            offset = prof_scale(c, (int64_t) prof_read_uleb(c),
+                                cie->data_align);
             goto set_offset;
 
         case 0x06:                              /* restore_extended */
@@ -411,17 +428,19 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
 
         case 0x11:                              /* offset_extended_sf */
             reg = prof_read_uleb(c);
-            offset = prof_read_sleb(c) * cie->data_align;
+            offset = prof_scale(c, prof_read_sleb(c), cie->data_align);
             goto set_offset;
 
         case 0x12:                              /* def_cfa_sf */
             state->cfa_reg = (int) prof_read_uleb(c);
-            state->cfa_offset = prof_read_sleb(c) * cie->data_align;
+            state->cfa_offset = prof_scale(c, prof_read_sleb(c),
+                                           cie->data_align);
             state->cfa_ok = 1;
             break;
 
         case 0x13:                              /* def_cfa_offset_sf */
-            state->cfa_offset = prof_read_sleb(c) * cie->data_align;
+            state->cfa_offset = prof_scale(c, prof_read_sleb(c),
+                                           cie->data_align);
             break;
 
         case 0x14:                              /* val_offset */
@@ -440,7 +459,8 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
 
         case 0x2f:                              /* GNU_negative_offset_ext */
             reg = prof_read_uleb(c);
-            offset = -(int64_t) prof_read_uleb(c) * cie->data_align;
+            offset = prof_scale(c, (int64_t) prof_read_uleb(c),
+                                -cie->data_align);
             goto set_offset;
 
         default:
@@ -534,6 +554,9 @@ prof_parse_cie(const uint8_t *address, const uint8_t *limit, prof_cie_t *cie)
 
     cie->code_align = prof_read_uleb(&c);
     cie->data_align = prof_read_sleb(&c);
+    if (cie->data_align == INT64_MIN) {
+        return -1;
+    }
     cie->ra_reg = (version == 1) ? prof_read_bytes(&c, 1) : prof_read_uleb(&c);
 
     if (aug[0] == 'z') {

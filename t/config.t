@@ -212,4 +212,110 @@ is($threads, 3, 'with profiling on, a worker has 3 threads '
 like($log, qr/profiling: sampling every 10ms, a profile every 60000ms/,
      'the worker logs the profiler start with the defaults');
 
+
+# Agent URLs: every form nginx -t must refuse names the directive and the
+# value; the forms the README gives pass. A unix socket path holds at most
+# 107 bytes (sun_path).
+
+my $SUN_PATH_MAX = 107;
+my $long_path = '/' . ('s' x $SUN_PATH_MAX);           # 108 bytes
+my $longest_path = '/' . ('s' x ($SUN_PATH_MAX - 1));  # 107 bytes
+
+for my $url ('http://127.0.0.1:8126', 'http://[::1]:8126',
+             'https://agent.example.com', 'unix:/var/run/datadog/apm.socket',
+             "unix:$longest_path", 'off')
+{
+    $t->write_config(http_with(qq{profiling_agent_url "$url";}));
+    ($rc, $out) = $t->test_config;
+    is($rc, 0, "nginx -t accepts profiling_agent_url $url") or diag($out);
+}
+
+for my $url ('http://[::1', 'http://a b', 'http://h:99999', 'ftp://h:1',
+             'unix:relative', "unix:$long_path", 'http://h:1?x',
+             "http://h\x01:1", "unix:/s\x7f")
+{
+    $t->write_config(http_with(qq{profiling_agent_url "$url";}));
+    ($rc, $out) = $t->test_config;
+    (my $shown = $url) =~ s/([^\x20-\x7e])/sprintf('\\x%02x', ord($1))/ge;
+    isnt($rc, 0, "nginx -t rejects profiling_agent_url $shown") or next;
+    like($out, qr/"profiling_agent_url"/, "the error for $shown names the "
+         . 'directive') or diag($out);
+    like($out, qr/\Q"$url"\E/, "the error for $shown names the value")
+        or diag($out);
+}
+
+# The same through the environment the master starts with (the harness
+# removes DD_*: set here for nginx -t only), without profiling_agent_url.
+
+my $e = ProfTest->new(workers => 1, agent_url => undef);
+$e->write_config(http_with(''));
+
+for my $env ([ DD_TRACE_AGENT_URL => 'http://127.0.0.1:8126' ],
+             [ DD_TRACE_AGENT_URL => 'unix:/var/run/datadog/apm.socket' ],
+             [ DD_TRACE_AGENT_URL => '/var/run/datadog/apm.socket' ],
+             [ DD_TRACE_AGENT_URL => $longest_path ],
+             [ DD_AGENT_HOST => '::1' ],
+             [ DD_AGENT_HOST => 'agent.example.com',
+               DD_TRACE_AGENT_PORT => '8126' ])
+{
+    my %vars = @$env;
+    local @ENV{ keys %vars } = values %vars;
+    ($rc, $out) = $e->test_config;
+    my $what = join(' ', map { "$_=$vars{$_}" } sort keys %vars);
+    is($rc, 0, "nginx -t accepts $what") or diag($out);
+}
+
+for my $env ([ DD_TRACE_AGENT_URL => 'http://[::1' ],
+             [ DD_TRACE_AGENT_URL => 'http://a b' ],
+             [ DD_TRACE_AGENT_URL => 'http://h:99999' ],
+             [ DD_TRACE_AGENT_URL => 'ftp://h:1' ],
+             [ DD_TRACE_AGENT_URL => 'unix:relative' ],
+             [ DD_TRACE_AGENT_URL => 'unix://relative' ],
+             [ DD_TRACE_AGENT_URL => "unix:$long_path" ],
+             [ DD_TRACE_AGENT_URL => $long_path ],
+             [ DD_TRACE_AGENT_URL => "unix://$long_path" ],
+             [ DD_TRACE_AGENT_URL => "/s\x01s" ],
+             [ DD_TRACE_AGENT_URL => 'http://h:1?x' ],
+             [ DD_AGENT_HOST => 'a b' ],
+             [ DD_AGENT_HOST => '[::1' ],
+             [ DD_AGENT_HOST => 'h/x' ],
+             [ DD_AGENT_HOST => 'h?x' ],
+             [ DD_TRACE_AGENT_PORT => '99999' ],
+             [ DD_TRACE_AGENT_PORT => 'x' ])
+{
+    my ($var, $value) = @$env;
+    local $ENV{$var} = $value;
+    ($rc, $out) = $e->test_config;
+    (my $shown = $value) =~ s/([^\x20-\x7e])/sprintf('\\x%02x', ord($1))/ge;
+    isnt($rc, 0, "nginx -t rejects $var=$shown") or next;
+    like($out, qr/\Q$var\E/, "the error for $var=$shown names the variable")
+        or diag($out);
+    like($out, qr/\Q$value\E/, "the error for $var=$shown names the value")
+        or diag($out);
+}
+
+
+# profiling_dump_keep: a count and/or a size, or off; a bad one is named
+# (the offending word of several).
+
+for my $keep ('5', '64k', '10 1m', '1m 10', 'off', '100000') {
+    $t->write_config(http_with("profiling_dump_keep $keep;"));
+    ($rc, $out) = $t->test_config;
+    is($rc, 0, "nginx -t accepts profiling_dump_keep $keep") or diag($out);
+}
+
+for my $bad ([ 'x', 'x' ], [ '0', '0' ], [ '10 20', '20' ], [ '1k', '1k' ],
+             [ 'off 5', 'off' ], [ '5 off', 'off' ], [ '100001', '100001' ],
+             [ '1m 2m', '2m' ], [ '-1', '-1' ])
+{
+    my ($keep, $word) = @$bad;
+    $t->write_config(http_with("profiling_dump_keep $keep;"));
+    ($rc, $out) = $t->test_config;
+    isnt($rc, 0, "nginx -t rejects profiling_dump_keep $keep") or next;
+    like($out, qr/"profiling_dump_keep"/, "the error for profiling_dump_keep "
+         . "$keep names the directive") or diag($out);
+    like($out, qr/\Q"$word"\E/, "the error for profiling_dump_keep $keep "
+         . "names \"$word\"") or diag($out);
+}
+
 done_testing();

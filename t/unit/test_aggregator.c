@@ -241,6 +241,13 @@ test_caller_frames_move_back_into_the_call(void **state)
                    frames, 5, NULL);
     unit_consume(u, b);
 
+    /* the moved addresses are the ones learned (in no object, they are
+       kept until their profile closes) */
+
+    assert_non_null(prof_aggregator_address(u->agg, 0x401fff));
+    assert_non_null(prof_aggregator_address(u->agg, 0x402fff));
+    assert_null(prof_aggregator_address(u->agg, 0x402000));
+
     p = unit_flush(u, UNIT_START_REALTIME_NS + 1, UNIT_START_MONOTONIC_NS + 1);
 
     assert_int_equal(p->stacks.count, 1);
@@ -249,11 +256,6 @@ test_caller_frames_move_back_into_the_call(void **state)
     assert_int_equal(length, sizeof(expected));
     assert_memory_equal(stack, expected, sizeof(expected));
 
-    /* the moved addresses are the ones learned */
-
-    assert_non_null(prof_aggregator_address(u->agg, 0x401fff));
-    assert_non_null(prof_aggregator_address(u->agg, 0x402fff));
-    assert_null(prof_aggregator_address(u->agg, 0x402000));
     marker = prof_aggregator_address(u->agg, PROF_FRAME_TRUNCATED);
     assert_non_null(marker);
     assert_null(marker->object);
@@ -649,6 +651,49 @@ test_labels_wait_for_their_profile(void **state)
 }
 
 
+/*
+ * JIT code: addresses in no object are forgotten with their profile (new
+ * ones come forever), the others keep what was learned of them.
+ */
+static void
+test_addresses_of_no_object_go_with_their_profile(void **state)
+{
+    int                    round;
+    uint64_t               frames[2], known_pc;
+    unit_agg_t            *u = *state;
+    prof_batch_t          *b;
+    const prof_address_t  *known;
+
+    known_pc = (uintptr_t) unit_agg_leaf + 2;
+
+    for (round = 0; round < 3; round++) {
+        frames[0] = 0x10000 + 0x100 * round;    /* no object: "JIT" */
+        frames[1] = known_pc + 1;               /* a return address */
+
+        b = unit_batch(UNIT_BATCH_BYTES);
+        unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1, .cpu_samples = 1 },
+                       frames, 2, NULL);
+        unit_consume(u, b);
+
+        assert_non_null(prof_aggregator_address(u->agg, frames[0]));
+        known = prof_aggregator_address(u->agg, known_pc);
+        assert_non_null(known);
+        assert_non_null(known->object);
+
+        (void) unit_flush(u, UNIT_START_REALTIME_NS + round + 1,
+                          UNIT_START_MONOTONIC_NS + round + 1);
+
+        assert_null(prof_aggregator_address(u->agg, frames[0]));
+        known = prof_aggregator_address(u->agg, known_pc);
+        assert_non_null(known);
+        assert_string_equal(known->function, "unit_agg_leaf");
+    }
+
+    assert_int_equal(u->diag.addresses_evicted, 3);
+    assert_int_equal(u->profiles[u->nprofiles - 1]->stacks.count, 1);
+}
+
+
 int
 main(void)
 {
@@ -665,6 +710,9 @@ main(void)
             test_values_are_summed_per_key, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_addresses_are_symbolized_once, setup_symbolized, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_addresses_of_no_object_go_with_their_profile,
+            setup_symbolized, teardown),
         cmocka_unit_test_setup_teardown(
             test_request_labels_reach_every_tag_of_it, setup, teardown),
         cmocka_unit_test_setup_teardown(
