@@ -105,6 +105,7 @@ struct prof_s {
     uv_async_t           batches_ready;
     uv_async_t           stop_requested;
     uv_timer_t           status_timer;          /* with a status slot */
+    int                  status_due;            /* publish it now */
     int64_t              started_ns;            /* unix ns */
     uv_thread_t          loop_thread;
 
@@ -117,7 +118,8 @@ struct prof_s {
 
 /* The upload of an encoded profile: event.json, pprof, provenance. */
 static void
-prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof)
+prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
+    int remote_symbols)
 {
     int                     rc;
     size_t                  i, n;
@@ -146,6 +148,7 @@ prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof)
     ip.sequence = profile->sequence;
     ip.start_realtime_ns = profile->start_realtime_ns;
     ip.duration_ns = profile->duration_ns;
+    ip.remote_symbols = remote_symbols;
 
     n = prof_endpoint_counts_size(profile->endpoint_counts);
     names = calloc(n + 1, sizeof(char *));
@@ -281,11 +284,12 @@ prof_resolve_identity(prof_t *p)
 static void
 prof_export(void *data, prof_profile_t *profile)
 {
-    int             rc;
-    prof_t         *p = data;
-    prof_buffer_t   out = { NULL, 0, 0 };
+    int                 rc;
+    prof_t             *p = data;
+    prof_buffer_t       out = { NULL, 0, 0 };
+    prof_pprof_info_t   info;
 
-    rc = prof_pprof_encode(profile, p->aggregator, &out);
+    rc = prof_pprof_encode_info(profile, p->aggregator, &out, &info);
 
     if (rc != 0) {
         prof_counter_add(p->diagnostics.encode_failures, 1);
@@ -315,7 +319,9 @@ prof_export(void *data, prof_profile_t *profile)
 
     if (p->uploader != NULL) {
         prof_resolve_identity(p);
-        prof_upload(p, profile, &out);
+        /* A frame in an object but without a name: the backend may have
+           the object's symbols (by its build id). */
+        prof_upload(p, profile, &out, info.unnamed_locations > 0);
     }
 
 done:
@@ -470,10 +476,19 @@ prof_drain(prof_t *p)
 }
 
 
+static void prof_publish_status(prof_t *p);
+
+
 static void
 prof_on_batches_ready(uv_async_t *handle)
 {
-    prof_drain(handle->data);
+    prof_t  *p = handle->data;
+
+    prof_drain(p);
+
+    if (__atomic_exchange_n(&p->status_due, 0, __ATOMIC_ACQ_REL)) {
+        prof_publish_status(p);
+    }
 }
 
 
@@ -610,10 +625,6 @@ prof_identify(prof_t *p, const char *agent)
                                  : strncmp(agent, "uploaded", 8) == 0
                                  ? "reachable" : "not reachable",
                                  agent ? agent : "no profile yet");
-    }
-
-    if (p->dump_dir != NULL) {
-        rc |= prof_buffer_printf(&b, "; files: %s", p->dump_dir);
     }
 
     if (rc == 0 && prof_buffer_append(&b, "", 1) == 0) {
@@ -884,8 +895,8 @@ prof_start_loop(prof_t *p)
     if (p->conf.status_slot != NULL) {
         (void) uv_timer_init(&p->loop, &p->status_timer);
         p->status_timer.data = p;
-        (void) uv_timer_start(&p->status_timer, prof_on_status_timer, 0,
-                              PROF_STATUS_EVERY_MS);
+        (void) uv_timer_start(&p->status_timer, prof_on_status_timer,
+                              PROF_STATUS_EVERY_MS, PROF_STATUS_EVERY_MS);
     }
 
     rc = prof_thread_create(&p->loop_thread, prof_loop_main, p);
@@ -1143,6 +1154,12 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
         prof_queue_destroy(&p->queue);
         prof_free(p);
         return rc;
+    }
+
+    /* The status page shows it now, unwind tables and all. */
+    if (p->conf.status_slot != NULL) {
+        __atomic_store_n(&p->status_due, 1, __ATOMIC_RELEASE);
+        (void) uv_async_send(&p->batches_ready);
     }
 
     *profiler = p;

@@ -7,7 +7,8 @@
  * and how long the encoding of a profile of 10,000 distinct stacks to a
  * gzip-compressed pprof takes, and its size.
  *
- * Usage: coldpath [repetitions]       (default 5)
+ * Usage: coldpath [repetitions [file]]   (default 5 repetitions; file:
+ *        where to write the encoded profile, e.g. to decode it with protoc)
  *
  * Prints one figure a line, "name median=X min=X max=X" over the
  * repetitions, or "name X" for what does not vary. Exits 1 on any error.
@@ -20,8 +21,10 @@
  *
  * The samples are made as the sampler thread makes them for a busy worker
  * (a CPU sample and a wall sample of the same stack at each tick, half of
- * them during a request), in batches as large as the profiler's queue
- * batches, with a flush barrier every 60 s of ticks. Their addresses are
+ * them during a request: they carry its tag, and the request's labels
+ * reach the aggregator as the server resolves them), in batches as large
+ * as the profiler's queue batches, with a flush barrier every 60 s of
+ * ticks. Their addresses are
  * real code addresses of this program and of libc, so that symbolization
  * reads the same ELF symbol tables as in production. The random numbers
  * have a fixed seed: every run builds the same stacks and samples.
@@ -30,6 +33,7 @@
 #define _GNU_SOURCE
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +44,7 @@
 #include "buffer.h"
 #include "diagnostics.h"
 #include "intern.h"
+#include "labels.h"
 #include "pprof.h"
 #include "sample.h"
 #include "symbolizer.h"
@@ -69,12 +74,23 @@ typedef struct {
 } bench_stack_t;
 
 
-/* Batches in order, as the sampler pushes them to the queue. */
+/*
+ * Batches in order, as the sampler pushes them to the queue, and the
+ * labels of the requests their samples carried: those of a batch reach
+ * the aggregator before it (the server resolves a request when it leaves
+ * it, the sampler thread pushes a batch later).
+ */
 
 typedef struct {
-    prof_batch_t  *head;
-    prof_batch_t  *last;
-    uint64_t       samples;
+    prof_batch_t   *head;
+    prof_batch_t   *last;
+    uint64_t        samples;
+    uint64_t        epoch;              /* the last request tag */
+    prof_labels_t  *labels;
+    uint32_t       *labels_batch;       /* the batch each comes before */
+    size_t          labels_count;
+    size_t          labels_capacity;
+    uint32_t        batches;
 } bench_batches_t;
 
 
@@ -242,6 +258,7 @@ bench_batch_new(bench_batches_t *l)
     }
 
     b->capacity = BENCH_BATCH_BYTES;
+    l->batches++;
 
     if (l->last == NULL) {
         l->head = b;
@@ -256,19 +273,18 @@ bench_batch_new(bench_batches_t *l)
 }
 
 
-/* Appends a sample laid out as prof_sampler_append() lays it out. */
+/* Appends a sample laid out as the sampler thread lays it out. */
 
 static void
 bench_append(bench_batches_t *l, const prof_sample_t *values,
-    const bench_stack_t *stack, uint64_t span_id, const char *endpoint)
+    const bench_stack_t *stack, uint64_t tag)
 {
-    size_t          size, endpoint_length;
+    size_t          size;
     prof_batch_t   *b;
     prof_sample_t  *s;
     unsigned char  *p;
 
-    endpoint_length = endpoint ? strlen(endpoint) : 0;
-    size = prof_sample_size(stack->frame_count, endpoint_length);
+    size = prof_sample_size(stack->frame_count);
 
     b = l->last;
 
@@ -280,22 +296,59 @@ bench_append(bench_batches_t *l, const prof_sample_t *values,
     s = (prof_sample_t *) p;
     *s = *values;
     s->frame_count = stack->frame_count;
-    s->endpoint_length = endpoint_length;
-    s->span_id = span_id;
-    s->local_root_span_id = span_id;
+    s->request = tag;
 
     memcpy(p + sizeof(prof_sample_t), stack->frames,
            stack->frame_count * sizeof(uint64_t));
 
-    if (endpoint_length > 0) {
-        memcpy(p + sizeof(prof_sample_t)
-               + stack->frame_count * sizeof(uint64_t),
-               endpoint, endpoint_length);
-    }
-
     b->used += size;
     b->sample_count++;
     l->samples++;
+}
+
+
+/* A new request: its tag, and its labels (resolved: a sample carried it). */
+
+static uint64_t
+bench_request(bench_batches_t *l, uint64_t span_id, const char *endpoint)
+{
+    size_t          cap;
+    uint32_t       *batch;
+    prof_labels_t  *labels, *r;
+
+    if (l->labels_count == l->labels_capacity) {
+        cap = l->labels_capacity ? l->labels_capacity * 2 : 1024;
+        labels = realloc(l->labels, cap * sizeof(prof_labels_t));
+        if (labels == NULL) {
+            bench_fail("no memory for labels");
+        }
+        l->labels = labels;
+
+        batch = realloc(l->labels_batch, cap * sizeof(uint32_t));
+        if (batch == NULL) {
+            bench_fail("no memory for labels");
+        }
+        l->labels_batch = batch;
+        l->labels_capacity = cap;
+    }
+
+    l->epoch++;
+
+    r = &l->labels[l->labels_count];
+    memset(r, 0, offsetof(prof_labels_t, endpoint));
+    r->tag = l->epoch;
+    r->request = l->epoch;
+    r->span_id = span_id;
+    r->local_root_span_id = span_id;
+    r->endpoint_length = strlen(endpoint);
+    memcpy(r->endpoint, endpoint, r->endpoint_length);
+
+    /* The batch its samples go to: the last one, or a new one. */
+    l->labels_batch[l->labels_count++] =
+        (l->last == NULL || l->last->flush_after) ? l->batches
+                                                  : l->batches - 1;
+
+    return l->epoch;
 }
 
 
@@ -312,9 +365,8 @@ bench_ticks(bench_batches_t *l, const bench_stack_t *stacks, unsigned n,
 {
     double                u;
     int64_t               now_ns;
-    uint64_t              span_id;
+    uint64_t              tag;
     unsigned              t;
-    const char           *endpoint;
     prof_sample_t         cpu, wall;
     const bench_stack_t  *stack;
 
@@ -340,22 +392,22 @@ bench_ticks(bench_batches_t *l, const bench_stack_t *stacks, unsigned n,
          * Half the ticks land in a request; requests are far shorter than
          * a tick, so each has a span of its own.
          */
-        span_id = 0;
-        endpoint = NULL;
+        tag = 0;
 
         if (bench_random() & 1) {
-            span_id = bench_random() | 1;
-            endpoint = bench_endpoints[bench_random() % BENCH_ENDPOINTS];
+            tag = bench_request(l, bench_random() | 1,
+                          bench_endpoints[bench_random() % BENCH_ENDPOINTS]);
         }
 
         wall.off_cpu_ns = bench_random() % (BENCH_INTERVAL_NS / 10);
 
-        bench_append(l, &cpu, stack, span_id, endpoint);
-        bench_append(l, &wall, stack, span_id, endpoint);
+        bench_append(l, &cpu, stack, tag);
+        bench_append(l, &wall, stack, tag);
 
         if (t % profile_ticks == 0) {
             now_ns = t * BENCH_INTERVAL_NS;
             l->last->flush_after = 1;
+            l->last->flush_last_tag = l->epoch;
             l->last->flush_monotonic_ns = now_ns;
             l->last->flush_realtime_ns = BENCH_START_REALTIME_NS + now_ns;
         }
@@ -373,6 +425,8 @@ bench_batches_free(bench_batches_t *l)
         free(b);
     }
 
+    free(l->labels);
+    free(l->labels_batch);
     memset(l, 0, sizeof(bench_batches_t));
 }
 
@@ -450,18 +504,44 @@ bench_agg_destroy(bench_agg_t *b)
 static double
 bench_consume(bench_agg_t *b, const bench_batches_t *l)
 {
+    size_t               next;
     double               start;
+    uint32_t             i;
     const prof_batch_t  *batch;
 
     start = bench_cpu_seconds();
+    next = 0;
 
-    for (batch = l->head; batch != NULL; batch = batch->next) {
-        if (prof_aggregator_consume(b->agg, batch) != 0) {
+    for (batch = l->head, i = 0; batch != NULL; batch = batch->next, i++) {
+        while (next < l->labels_count && l->labels_batch[next] <= i) {
+            if (prof_aggregator_add_labels(b->agg, &l->labels[next++])
+                != 0)
+            {
+                bench_fail("labels dropped");
+            }
+        }
+
+        if (prof_aggregator_consume(b->agg, batch, NULL) != 0) {
             bench_fail("aggregation failed");
         }
     }
 
     return bench_cpu_seconds() - start;
+}
+
+
+static void
+bench_write(const char *path, const prof_buffer_t *out)
+{
+    FILE  *f;
+
+    f = fopen(path, "w");
+    if (f == NULL
+        || fwrite(out->data, 1, out->length, f) != out->length
+        || fclose(f) != 0)
+    {
+        bench_fail("cannot write the profile");
+    }
 }
 
 
@@ -508,11 +588,11 @@ main(int argc, char **argv)
 
     reps = BENCH_REPETITIONS;
 
-    if (argc > 2) {
-        bench_fail("usage: coldpath [repetitions]");
+    if (argc > 3) {
+        bench_fail("usage: coldpath [repetitions [file]]");
     }
 
-    if (argc == 2) {
+    if (argc >= 2) {
         n = strtol(argv[1], &end, 10);
         if (*argv[1] == '\0' || *end != '\0' || n < 1 || n > 1000) {
             bench_fail("repetitions: a number from 1 to 1000");
@@ -608,6 +688,10 @@ main(int argc, char **argv)
 
         size = out.length;
         encode[r] = seconds * 1000;
+
+        if (r == reps - 1 && argc == 3) {
+            bench_write(argv[2], &out);
+        }
 
         prof_buffer_free(&out);
     }

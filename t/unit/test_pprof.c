@@ -63,9 +63,10 @@ struct node_s {
 /* A profile encoded and decoded. */
 
 typedef struct {
-    char           path[64];
-    prof_buffer_t  gzip;
-    node_t        *root;
+    char               path[64];
+    prof_buffer_t      gzip;
+    prof_pprof_info_t  info;
+    node_t            *root;
 } decoded_t;
 
 
@@ -472,7 +473,7 @@ encode(decoded_t *d, const prof_profile_t *p, prof_aggregator_t *a)
 
     memset(d, 0, sizeof(decoded_t));
 
-    assert_int_equal(prof_pprof_encode(p, a, &d->gzip), 0);
+    assert_int_equal(prof_pprof_encode_info(p, a, &d->gzip, &d->info), 0);
     assert_true(d->gzip.length > 0);
 
     strcpy(d->path, "/tmp/test-pprof-XXXXXX");
@@ -847,6 +848,139 @@ test_functions_and_mappings(void **state)
     }
 
     assert_int_equal(checked, 2);                       /* A and B */
+
+    /* every location has a function: so has every mapping, and the
+       profile needs no symbols from elsewhere */
+
+    for (i = 0; (m = field(root, "mapping", i)) != NULL; i++) {
+        assert_non_null(field(m, "has_functions", 0));
+        assert_string_equal(field(m, "has_functions", 0)->value, "true");
+    }
+    assert_int_equal(i, 2);
+
+    assert_int_equal(main_profile.info.locations, 5);
+    assert_int_equal(main_profile.info.unnamed_locations, 0);
+    assert_int_equal(main_profile.info.unmapped_locations, 0);
+}
+
+
+/* A pc of this binary's code that no symbol covers (the PLT, padding). */
+
+static uint64_t
+unnamed_pc(prof_symbolizer_t *sym, const prof_object_t **obj)
+{
+    uint64_t              pc;
+    const char           *fn;
+    const prof_object_t  *self;
+
+    self = prof_symbolize(sym, leaf_pc, NULL);
+    assert_non_null(self);
+
+    for (pc = self->start; pc < self->end; pc++) {
+        if (prof_symbolize(sym, pc, &fn) == self && fn == NULL) {
+            *obj = self;
+            return pc;
+        }
+    }
+
+    fail_msg("no address without a symbol in %s", self->path);
+
+    return 0;
+}
+
+
+/*
+ * A frame without a function keeps its mapping (file name, build id) and
+ * its ELF virtual address, so that a backend can name it; its mapping no
+ * longer claims has_functions (libc's, all named, still does), and the
+ * encoder says there are such frames (the upload's remote_symbols tag).
+ * A frame in no object has neither.
+ */
+
+static void
+test_unnamed_frames_keep_their_mapping(void **state)
+{
+    node_t               *root, *loc, *m, *n;
+    uint64_t              pc, pcs[3], unmapped;
+    unsigned              i, found;
+    decoded_t             d;
+    unit_agg_t           *u;
+    prof_batch_t         *b;
+    prof_profile_t       *p;
+    const prof_object_t  *self;
+
+    u = unit_agg_create(1);
+
+    self = NULL;
+    pc = unnamed_pc(u->sym, &self);
+    assert_non_null(self);
+
+    /* far below any mapping of a PIE process */
+    unmapped = 0x10000;
+    assert_null(prof_symbolize(u->sym, unmapped, NULL));
+
+    pcs[0] = pc;                /* the leaf: its address as it is */
+    pcs[1] = caller_pc;
+    pcs[2] = libc_pc;
+
+    b = unit_batch(UNIT_BATCH_BYTES);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1000, .cpu_samples = 1 },
+                   pcs, 3, NULL);
+    unit_batch_add(b, &(unit_sample_t) { .cpu_ns = 1000, .cpu_samples = 1 },
+                   &unmapped, 1, NULL);
+    unit_batch_barrier(b, T1_REALTIME_NS, T1_MONOTONIC_NS);
+    unit_consume(u, b);
+
+    assert_int_equal(u->nprofiles, 1);
+    p = u->profiles[0];
+
+    encode(&d, p, u->agg);
+    decode(&d);
+    root = d.root;
+
+    assert_int_equal(d.info.locations, 4);
+    assert_int_equal(d.info.unnamed_locations, 1);
+    assert_int_equal(d.info.unmapped_locations, 1);
+
+    found = 0;
+
+    for (i = 0; (loc = field(root, "location", i)) != NULL; i++) {
+        if (location_function(root, loc) != NULL) {
+            continue;
+        }
+
+        if (field_uint(loc, "mapping_id") == 0) {
+            /* the unmapped frame: its runtime address, nothing else */
+            found |= 2;
+            assert_int_equal(field_uint(loc, "address"), unmapped);
+            continue;
+        }
+
+        found |= 1;
+        assert_int_equal(field_uint(loc, "address"), pc - self->load_bias);
+
+        m = by_id(root, "mapping", field_uint(loc, "mapping_id"));
+        assert_string_equal(string_at(root, field_int(m, "filename")),
+                            self->path);
+        assert_string_equal(string_at(root, field_int(m, "build_id")),
+                            self->build_id);
+        assert_true(strlen(self->build_id) >= 16);
+        assert_null(field(m, "has_functions", 0));
+    }
+
+    assert_int_equal(found, 3);
+
+    /* libc's mapping: every location in it is named */
+
+    loc = location_of(root, prof_aggregator_address(u->agg,
+                                                    libc_pc - 1)->function);
+    m = by_id(root, "mapping", field_uint(loc, "mapping_id"));
+    n = field(m, "has_functions", 0);
+    assert_non_null(n);
+    assert_string_equal(n->value, "true");
+
+    decoded_free(&d);
+    unit_agg_destroy(u);
 }
 
 
@@ -1140,6 +1274,7 @@ main(void)
         cmocka_unit_test(test_decoded_by_protoc_has_the_sample_types),
         cmocka_unit_test(test_samples_carry_values_and_labels),
         cmocka_unit_test(test_functions_and_mappings),
+        cmocka_unit_test(test_unnamed_frames_keep_their_mapping),
         cmocka_unit_test(test_empty_profile_encodes),
         cmocka_unit_test(test_python_decodes_the_strings_strictly),
         cmocka_unit_test(test_invalid_utf8_becomes_replacement_characters),
