@@ -558,7 +558,10 @@ prof_sampler_main(void *arg)
         prof_sampler_watch(s, now_ns);
         prof_sampler_update_table(s, now_ns);
 
-        next_ns = s->watch_ns + PROF_WATCH_BUSY_NS;
+        /* The next look: when prof_sampler_watch() will take it */
+        next_ns = s->watch_ns
+                  + (__atomic_load_n(&s->hot.waiting, __ATOMIC_RELAXED)
+                     ? PROF_WATCH_IDLE_NS : PROF_WATCH_BUSY_NS);
 
         if (s->batch != NULL && s->batch->sample_count > 0) {
             if (now_ns - s->last_push_ns >= s->conf.push_every_ns) {

@@ -32,11 +32,23 @@ ok($worker, "a worker runs (pid $worker)");
 
 # Busy about 60% of the time: 30ms of CPU, then 20ms of nothing, for 7s,
 # across two complete 3s periods and part of a third.
+my $sampler;
+wait_until(sub { $sampler = thread_named($worker, 'prof-sampler') }, 5);
+my $sampler_ns = thread_cpu_ns($worker, $sampler) // 0;
 my $t0 = time();
 my $served = $t->drive('/burn', 7, 0.020);
 my $elapsed = time() - $t0;
 ok($served > 50, "$served requests burning 30ms each in "
    . sprintf('%.1fs', $elapsed));
+
+# The sampler thread looks at a busy worker ten times a second: the goal
+# is under 0.05% of a core; this fails only well above it (a sampler
+# thread that spins or ticks at the sampling rate takes 0.2-10%).
+$sampler_ns = (thread_cpu_ns($worker, $sampler) // 1e12) - $sampler_ns;
+ok($sampler_ns / 1e9 / $elapsed < 0.002,
+   sprintf('the sampler thread took %.3f%% of a core (%.2fms in %.1fs)',
+           100 * $sampler_ns / 1e9 / $elapsed, $sampler_ns / 1e6,
+           $elapsed));
 
 # What the worker's main thread used in its whole life, just before it
 # quits; it writes its last, partial, profile as it exits.

@@ -35,6 +35,10 @@ ok($worker, "a worker runs (pid $worker)");
 my $status = proc_status($worker, $worker);
 my $before = $status->{voluntary_ctxt_switches};
 my $cpu_before = thread_cpu_ns($worker);
+my $sampler;
+wait_until(sub { $sampler = thread_named($worker, 'prof-sampler') }, 5);
+ok($sampler, 'the worker has its sampler thread');
+my $sampler_before = thread_cpu_ns($worker, $sampler);
 my $t0 = time();
 
 # Meanwhile the first two profiles are written (at 2s and 4s).
@@ -47,6 +51,7 @@ ProfTest::wait_until(sub { time() >= $window_end }, 5, 0.05);
 $status = proc_status($worker, $worker);
 my $after = $status->{voluntary_ctxt_switches};
 my $cpu_after = thread_cpu_ns($worker);
+my $sampler_after = thread_cpu_ns($worker, $sampler);
 my $window = time() - $t0;
 
 ok($after - $before <= 3,
@@ -55,6 +60,15 @@ ok($after - $before <= 3,
 diag(sprintf('worker main thread: %d voluntary switches, %.2fms CPU in '
              . '%.1fs', $after - $before, ($cpu_after - $cpu_before) / 1e6,
              $window));
+
+# The sampler thread looks at an idle worker four times a second: well
+# under 0.1% of a core (a thread that spins between looks takes 20-60%).
+my $share = ($sampler_after - $sampler_before) / 1e9 / $window;
+ok($share < 0.001, sprintf('the sampler thread took %.3f%% of a core '
+                           . '(%.2fms in %.1fs; less than 0.1%%)',
+                           100 * $share,
+                           ($sampler_after - $sampler_before) / 1e6,
+                           $window));
 
 @files = $t->wait_for_files(qr/^nginx\.$worker\.[12]\.pprof$/, 2, 10);
 is(scalar(@files), 2, 'two profiles are written without traffic');

@@ -56,7 +56,7 @@ use Time::HiRes qw(time sleep);
 our @EXPORT = qw(
     wait_until poll_sleep
     process_alive children_of proc_cmdline proc_uid proc_status
-    thread_ids thread_count thread_cpu_ns
+    thread_ids thread_count thread_named thread_cpu_ns
     decode_profile decode_profile_text
     pstr sample_types value_index profile_total leaf_totals
     function_names sample_labels leaf_function
@@ -206,6 +206,17 @@ sub thread_ids {
 }
 
 sub thread_count { scalar(thread_ids($_[0])) }
+
+# The id of a process's thread of that name (/proc/.../comm), or undef.
+sub thread_named {
+    my ($pid, $name) = @_;
+    for my $tid (thread_ids($pid)) {
+        my $comm = _slurp("/proc/$pid/task/$tid/comm") // next;
+        chomp $comm;
+        return $tid if $comm eq $name;
+    }
+    return undef;
+}
 
 # CPU time a thread used, in ns: schedstat's first field (the scheduler's
 # sum_exec_runtime, what the thread's CPU clock reads), else utime + stime
