@@ -78,6 +78,12 @@ FUZZ_ELF_SECONDS ?= $(FUZZ_SECONDS)
 FUZZER = $(BUILD_DIR)/fuzz/fuzz_trace_context
 FUZZER_ELF = $(BUILD_DIR)/fuzz/fuzz_elf
 
+# The unwind tables' .eh_frame_hdr/.eh_frame parsing and the walk over them
+# for FUZZ_UNWIND_SECONDS (seeds: images of the system's own libraries,
+# made by t/fuzz/unwind-seeds.py).
+FUZZ_UNWIND_SECONDS ?= $(FUZZ_SECONDS)
+FUZZER_UNWIND = $(BUILD_DIR)/fuzz/fuzz_unwind
+
 $(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/trace_context.c \
         $(TOP)/shared/trace_context.h
 	mkdir -p $(BUILD_DIR)/fuzz/corpus
@@ -92,13 +98,27 @@ $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(TOP)/shared/symbolizer.c \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
 	    $(TOP)/shared/symbolizer.c
 
-fuzz: $(FUZZER) $(FUZZER_ELF)
+$(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(TOP)/shared/unwind.c \
+        $(TOP)/shared/signal_path.c $(TOP)/shared/unwind.h \
+        $(TOP)/shared/unwind_table.h
+	mkdir -p $(BUILD_DIR)/fuzz/unwind-corpus
+	clang -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
+	    $(TOP)/shared/unwind.c $(TOP)/shared/signal_path.c
+
+fuzz: $(FUZZER) $(FUZZER_ELF) $(FUZZER_UNWIND)
 	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=256 \
 	    $(BUILD_DIR)/fuzz/corpus $(TOP)/t/fuzz/seeds
 	rm -rf $(BUILD_DIR)/fuzz/elf-seeds
 	CC=clang $(TOP)/t/fuzz/elf-seeds.sh $(BUILD_DIR)/fuzz/elf-seeds
 	$(FUZZER_ELF) -max_total_time=$(FUZZ_ELF_SECONDS) -max_len=65536 \
 	    $(BUILD_DIR)/fuzz/elf-corpus $(BUILD_DIR)/fuzz/elf-seeds
+	rm -rf $(BUILD_DIR)/fuzz/unwind-seeds
+	CC=clang $(TOP)/t/fuzz/unwind-seeds.py $(BUILD_DIR)/fuzz/unwind-seeds
+	$(FUZZER_UNWIND) -max_total_time=$(FUZZ_UNWIND_SECONDS) \
+	    -max_len=262144 -rss_limit_mb=4096 \
+	    -artifact_prefix=$(BUILD_DIR)/fuzz/unwind- \
+	    $(BUILD_DIR)/fuzz/unwind-corpus $(BUILD_DIR)/fuzz/unwind-seeds
 
 # Cold-path benchmark of the profiler loop thread (aggregation, pprof
 # encoding), optimised as the packaged nginx is: build only, run it by hand.
@@ -110,6 +130,16 @@ $(BUILD_DIR)/bench/coldpath: $(TOP)/t/bench/coldpath.c $(SHARED_SRCS) \
 	    $(EXTRA_LDFLAGS)
 
 bench-cold: $(BUILD_DIR)/bench/coldpath
+
+# The request path's instructions under callgrind against the budget
+# (ci/bench-instructions --check), and the signal path's external symbols
+# against the async-signal-safe list (ci/check-signal-path).
+.PHONY: bench-instructions check-signal-path
+bench-instructions: module
+	$(TOP)/ci/bench-instructions --check --module $(MODULE)
+
+check-signal-path: module
+	$(TOP)/ci/check-signal-path $(BUILD_DIR)
 
 test: unit integration fuzz
 
