@@ -552,7 +552,8 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     slot->handler_ns = prof_signal_clock_ns(CLOCK_MONOTONIC) - entry_ns;
 
     __atomic_store_n(&slot->state, PROF_SLOT_READY, __ATOMIC_RELEASE);
-    s->write_index++;
+    /* Only this thread writes it; the sampler thread reads it. */
+    __atomic_store_n(&s->write_index, s->write_index + 1, __ATOMIC_RELEASE);
 
     /* Half full: the sampler thread drains it before it overflows. */
     if (s->write_index - __atomic_load_n(&s->read_index, __ATOMIC_ACQUIRE)
