@@ -61,11 +61,12 @@ diag(sprintf('worker main thread: %d voluntary switches, %.2fms CPU in '
              . '%.1fs', $after - $before, ($cpu_after - $cpu_before) / 1e6,
              $window));
 
-# The sampler thread looks at an idle worker four times a second: well
-# under 0.1% of a core (a thread that spins between looks takes 20-60%).
+# The sampler thread looks at an idle worker four times a second: ~0.05%
+# of a core, the kernel's cost of its wake-ups. This fails well above
+# that: a thread that spins between looks takes 20-60%.
 my $share = ($sampler_after - $sampler_before) / 1e9 / $window;
-ok($share < 0.001, sprintf('the sampler thread took %.3f%% of a core '
-                           . '(%.2fms in %.1fs; less than 0.1%%)',
+ok($share < 0.005, sprintf('the sampler thread took %.3f%% of a core '
+                           . '(%.2fms in %.1fs; less than 0.5%%)',
                            100 * $share,
                            ($sampler_after - $sampler_before) / 1e6,
                            $window));
