@@ -23,6 +23,7 @@ use Time::HiRes qw(time);
 
 use ProfTest;
 use ProfHostile;
+use ProfAgent qw(slurp);
 
 plan(skip_all => 'run as root: the workers run as nobody') unless $> == 0;
 plan(skip_all => 'python3 is missing')
@@ -60,15 +61,6 @@ sub write_file {
     close($fh);
     chmod($mode // 0644, $path);
     chown($uid // 0, $gid // 0, $path);
-}
-
-sub slurp {
-    my ($path) = @_;
-    open(my $fh, '<', $path) or return undef;
-    local $/;
-    my $s = <$fh>;
-    close($fh);
-    return $s;
 }
 
 # Error log lines naming the dump path, by pid: { pid => [lines] }.
