@@ -6,9 +6,9 @@
  * event the request it works for.
  */
 
-#include <sys/epoll.h>
-
 #include "ngx_http_profiling_module.h"
+
+#include <sys/epoll.h>
 
 
 static ngx_int_t (*ngx_http_profiling_orig_process_events)(

@@ -7,11 +7,11 @@
  * deadlines; the profiler's messages logged from the event loop.
  */
 
-#include <sys/eventfd.h>
-
 #include "ngx_http_profiling_module.h"
 #include "file_export.h"
 #include "status.h"
+
+#include <sys/eventfd.h>
 
 
 #define NGX_HTTP_PROFILING_APM_SOCKET  "/var/run/datadog/apm.socket"

@@ -27,11 +27,11 @@
  * gives the stack under the JIT code the same frames.
  */
 
-#include <sys/mman.h>
-
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
+
+#include <sys/mman.h>
 
 
 #define NGX_HTTP_PROFILING_BURN_LINKS      16
