@@ -801,14 +801,32 @@ ngx_http_profiling_request_vars(ngx_conf_t *cf)
 }
 
 
-/* Whether any listen of the configuration speaks HTTP/2. */
+/*
+ * Whether the configuration speaks HTTP/2: a listen option (every
+ * version), or "http2 on" in a server (nginx 1.25.1 and later).
+ */
 static ngx_uint_t
 ngx_http_profiling_http2(ngx_http_core_main_conf_t *cmcf)
 {
 #if (NGX_HTTP_V2)
-    ngx_uint_t             p, a;
-    ngx_http_conf_port_t  *port;
-    ngx_http_conf_addr_t  *addr;
+    ngx_uint_t                  p, a;
+    ngx_http_conf_port_t       *port;
+    ngx_http_conf_addr_t       *addr;
+#if (nginx_version >= 1025001)
+    ngx_uint_t                  s;
+    ngx_http_v2_srv_conf_t     *h2scf;
+    ngx_http_core_srv_conf_t  **cscfp;
+
+    cscfp = cmcf->servers.elts;
+
+    for (s = 0; s < cmcf->servers.nelts; s++) {
+        h2scf = cscfp[s]->ctx->srv_conf[ngx_http_v2_module.ctx_index];
+
+        if (h2scf->enable == 1) {
+            return 1;
+        }
+    }
+#endif
 
     if (cmcf->ports == NULL) {
         return 0;

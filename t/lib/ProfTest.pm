@@ -84,6 +84,29 @@ sub build_dir {
 
 sub nginx_binary { $ENV{PROFILING_NGINX} || '/usr/sbin/nginx' }
 
+# What nginx -V says of the nginx under test (version, configure
+# arguments, modules built in).
+my $NGINX_V;
+sub nginx_v {
+    $NGINX_V //= (_run_capture(nginx_binary(), '-V'))[1];
+    return $NGINX_V;
+}
+
+# Its version as nginx_version is in C (1.25.1: 1025001).
+sub nginx_version {
+    my ($maj, $min, $pat) = nginx_v() =~ m{nginx/(\d+)\.(\d+)\.(\d+)}
+        or croak "no version in nginx -V: " . nginx_v();
+    return $maj * 1000000 + $min * 1000 + $pat;
+}
+
+# Whether it was configured with $arg (e.g. "--with-http_v3_module", or
+# a module added: "lua-nginx-module").
+sub nginx_has {
+    my ($arg) = @_;
+    my ($args) = nginx_v() =~ /^configure arguments: (.*)$/m;
+    return defined $args && index($args, $arg) >= 0;
+}
+
 # A module built by the tests, or any module by its path.
 sub module_path {
     my ($name) = @_;
