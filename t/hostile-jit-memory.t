@@ -31,8 +31,7 @@ my $ALLOWANCE_KB = 256;
 # Under a sanitizer (t/sanitizer-nginx) the allocator is the sanitizer's
 # (freed memory held in quarantine): the RSS says nothing of the
 # profiler's. The workload then runs for a while, for the sanitizer.
-my $SANITIZED = length($ENV{PROFILING_NGINX} // '')
-                && $ENV{PROFILING_NGINX} ne '/usr/sbin/nginx';
+my $SANITIZED = ProfTest::nginx_wrapped();
 $END_S = 20 if $SANITIZED;
 
 sub lua_modules {

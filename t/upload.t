@@ -9,6 +9,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use Cwd ();
 use File::Temp qw(tempdir);
 use JSON::PP;
 use POSIX ();
@@ -121,7 +122,9 @@ EOF
     ok(length $tags->{host}, 'host tag');
     is($tags->{language}, 'native', 'language tag');
     is($tags->{runtime}, 'nginx', 'runtime tag');
-    is($tags->{runtime_version}, '1.22.1', 'runtime_version tag');
+    my ($nginx_version) = ProfTest::nginx_v() =~ m{nginx/([0-9.]+)};
+    is($tags->{runtime_version}, $nginx_version,
+       'runtime_version tag: the version of the nginx under test');
     like($tags->{'runtime-id'},
          qr/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
          'runtime-id is a UUID');
@@ -137,15 +140,25 @@ EOF
     ok(profile_total($p, 'cpu-time') > 0, 'it has CPU time');
 
     # Frames of an object (with its build id) left without a name, e.g.
-    # the static functions of the stripped nginx: the backend may name
-    # them, and the upload says so.
+    # the static functions of a stripped nginx (Debian's): the backend may
+    # name them, and the upload says so; an nginx with its symbols (built
+    # from source) leaves none, and the upload does not say so.
     my %mapping = map { $_->{id} => $_ } @{ $p->{mapping} || [] };
     my $unnamed = grep {
         !@{ $_->{line} || [] } && $_->{mapping_id}
         && length pstr($p, $mapping{ $_->{mapping_id} }{build_id})
     } @{ $p->{location} || [] };
-    ok($unnamed > 0, "$unnamed locations in an object without a function");
-    is($tags->{remote_symbols}, 'yes', 'tagged remote_symbols:yes');
+    my $stripped = `nm '@{[ ProfTest::nginx_real() ]}' 2>&1`
+                   =~ /no symbols/;
+    if ($stripped) {
+        ok($unnamed > 0, "$unnamed locations in the stripped nginx without "
+           . "a function");
+        is($tags->{remote_symbols}, 'yes', 'tagged remote_symbols:yes');
+    } else {
+        is($tags->{remote_symbols}, $unnamed ? 'yes' : undef,
+           "$unnamed locations without a function: remote_symbols "
+           . ($unnamed ? 'yes' : 'absent'));
+    }
     my @wrong = grep { $_->{has_functions} } grep {
         my $id = $_->{id};
         grep { !@{ $_->{line} || [] } && ($_->{mapping_id} // 0) == $id }
@@ -155,14 +168,17 @@ EOF
 
     my $prov = eval { decode_json(slurp("$u->{dir}/code-provenance.json")) };
     ok($prov && ref $prov->{v1} eq 'ARRAY', 'code-provenance.json is JSON');
-    my ($nginx) = grep { $_->{paths}[0] eq '/usr/sbin/nginx' }
-                  @{ $prov->{v1} };
-    ok($nginx, 'provenance lists the nginx binary') or return;
+    my $binary = Cwd::realpath(ProfTest::nginx_real());
+    my ($nginx) = grep { $_->{paths}[0] eq $binary } @{ $prov->{v1} };
+    ok($nginx, "provenance lists the nginx binary $binary") or return;
     like($nginx->{build_id}, qr/^[0-9a-f]{40}$/, 'with its build id');
-    my $version = `dpkg-query -W -f='\${Version}' nginx 2>/dev/null`;
-    $version = `dpkg-query -W -f='\${Version}' nginx-core 2>/dev/null`
-        unless length $version;
-    is($nginx->{version}, $version, 'and its package version');
+    # Its package's version, or none for an nginx built by hand.
+    my $version = '';
+    my ($package) = `dpkg-query -S '$binary' 2>/dev/null` =~ /^([^:]+):/;
+    $version = `dpkg-query -W -f='\${Version}' '$package' 2>/dev/null`
+        if defined $package;
+    is($nginx->{version}, $version, 'and its package version ('
+       . ($package // 'in no package') . ')');
 
     # Each profile once, in order, then the worker's last one at quit.
     $t->stop;

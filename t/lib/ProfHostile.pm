@@ -364,25 +364,17 @@ sub nginx_named {
 
     my $link = "$dir/$name";
     unlink($link);
-    symlink('/usr/sbin/nginx', $link) or croak "symlink $link: $!";
+    symlink(ProfTest::nginx_real(), $link) or croak "symlink $link: $!";
 
-    my $wrapper = $ENV{PROFILING_NGINX};
-    return $link unless defined $wrapper && length $wrapper
-                        && $wrapper ne '/usr/sbin/nginx';
+    return $link unless ProfTest::nginx_wrapped();
 
-    open(my $in, '<', $wrapper) or croak "$wrapper: $!";
-    local $/;
-    my $text = <$in>;
-    close($in);
-    $text =~ s{/usr/sbin/nginx}{$link}g
-        or croak "$wrapper does not run /usr/sbin/nginx";
-
-    my $copy = "$dir/wrapper";
-    open(my $out, '>', $copy) or croak "$copy: $!";
-    print $out $text;
+    my $wrapper = "$dir/wrapper";
+    open(my $out, '>', $wrapper) or croak "$wrapper: $!";
+    print $out "#!/bin/sh\nPROFILING_NGINX_REAL=$link exec "
+               . ProfTest::nginx_binary() . " \"\$@\"\n";
     close($out);
-    chmod(0755, $copy);
-    return $copy;
+    chmod(0755, $wrapper);
+    return $wrapper;
 }
 
 1;

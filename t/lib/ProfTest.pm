@@ -84,6 +84,22 @@ sub build_dir {
 
 sub nginx_binary { $ENV{PROFILING_NGINX} || '/usr/sbin/nginx' }
 
+# Whether nginx_binary() is a wrapper script (t/sanitizer-nginx) rather
+# than nginx itself.
+sub nginx_wrapped {
+    open(my $fh, '<', nginx_binary()) or return 0;
+    my $magic = '';
+    read($fh, $magic, 2);
+    return $magic eq '#!';
+}
+
+# The nginx binary that runs (under a wrapper, the one it runs:
+# $PROFILING_NGINX_REAL, as t/sanitizer-nginx reads it).
+sub nginx_real {
+    return nginx_binary() unless nginx_wrapped();
+    return $ENV{PROFILING_NGINX_REAL} || '/usr/sbin/nginx';
+}
+
 # What nginx -V says of the nginx under test (version, configure
 # arguments, modules built in).
 my $NGINX_V;
