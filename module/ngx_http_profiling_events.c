@@ -112,7 +112,9 @@ ngx_http_profiling_process_posted(ngx_queue_t *posted)
  * order of ngx_process_events_and_timers(): the accept events, the accept
  * mutex released, the expired timers, the other posted events; nginx then
  * finds nothing left to run (but what these handlers made ready meanwhile,
- * which it runs as it would have).
+ * which it runs as it would have, and OpenResty's delayed posted events,
+ * which its nginx runs last). ./configure checks that the nginx it builds
+ * against has this order.
  */
 static ngx_int_t
 ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,

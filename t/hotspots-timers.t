@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 
 # Code that a timer resumes belongs to its request: Lua after ngx.sleep,
-# an njs setTimeout callback, a request limit_req delayed. Clients send
+# an njs setTimeout callback (where Debian's js module loads), a request
+# limit_req delayed. Clients send
 # them at once, each request with ids of its own that say which path it
 # asked for; the CPU spent after the timer carries that request's ids and
 # endpoint, never another's.
@@ -18,9 +19,12 @@ use Test::More;
 use ProfTest;
 
 my @MODULES = ProfTest::jit_workload_modules();
-plan(skip_all => "Debian's nginx modules (libnginx-mod-http-lua, -ndk, -js, "
-                 . '-brotli-filter) are missing: ci/install-deps')
+plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
+                 . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
+
+# njs where Debian's js module loads (Debian's nginx).
+my $NJS = ProfTest::engines()->{njs};
 
 my $t = ProfTest->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
@@ -42,13 +46,15 @@ close($fh);
 chmod(0644, "$p/timer.js");
 
 # The loops call sin (libm): the CPU of each path after its timer.
+my $js_import = $NJS ? "js_import timer from $p/timer.js;" : '';
+my $js_location = $NJS ? 'location /njs { js_content timer.later; }' : '';
 $t->write_config(<<"EOF");
     profiling on;
     profiling_dump_dir %%DUMP%%;
     profiling_period 2s;
     profiling_interval 1ms;
 
-    js_import timer from $p/timer.js;
+    $js_import
     limit_req_zone \$server_port zone=slow:1m rate=50r/s;
 
     server {
@@ -63,7 +69,7 @@ $t->write_config(<<"EOF");
                 ngx.say(s)
             }
         }
-        location /njs { js_content timer.later; }
+        $js_location
         location /limited {
             limit_req zone=slow burst=100;
             profiling_burn 5ms;
@@ -73,7 +79,7 @@ EOF
 $t->run;
 
 # A request's span id: 1, 2 or 3 (its path), its client, its number.
-my @PATHS = ('/lua', '/njs', '/limited');
+my @PATHS = ('/lua', ($NJS ? '/njs' : ()), '/limited');
 
 sub span_hex {
     my ($path_no, $client, $n) = @_;

@@ -19,9 +19,17 @@ use Test::More;
 use ProfTest;
 
 my @MODULES = ProfTest::jit_workload_modules();
-plan(skip_all => "Debian's nginx modules (libnginx-mod-http-lua, -ndk, -js, "
-                 . '-brotli-filter) are missing: ci/install-deps')
+plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
+                 . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
+
+# The paths of the workload this nginx serves: njs and brotli where
+# Debian's modules load.
+my $ENGINES = ProfTest::engines();
+sub served {
+    return grep { ($_ !~ m{njs} || $ENGINES->{njs})
+                  && ($_ !~ m{big\.txt} || $ENGINES->{brotli}) } @_;
+}
 plan(skip_all => 'wrk is missing: ci/install-deps')
     unless grep { -x "$_/wrk" } split /:/, $ENV{PATH};
 
@@ -176,13 +184,13 @@ sub check_jit_page {
 subtest 'JIT on: LuaJIT traces, new traces every request, njs, brotli, '
         . 'hand-written JIT code' => sub {
     my $t = start_nginx('');
-    my @paths = qw(/jit /lua /luanew /luaoff /lua /luanew /njs /luanew
-                   /lua /luanew /big.txt /luanew /jitfp /luanew);
+    my @paths = served(qw(/jit /lua /luanew /luaoff /lua /luanew /njs /luanew
+                          /lua /luanew /big.txt /luanew /jitfp /luanew));
     my ($counts, @S) = load_and_check($t, 'JIT on', 8, 2, @paths);
 
     my %by = %{ ProfTest::cpu_by(sub { $_[0]{endpoint} }, @S) };
-    for my $e ('GET /lua', 'GET /luaoff', 'GET /luanew', 'GET /njs',
-               'GET /big.txt', 'GET /jit', 'GET /jitfp')
+    for my $e (served('GET /lua', 'GET /luaoff', 'GET /luanew', 'GET /njs',
+                      'GET /big.txt', 'GET /jit', 'GET /jitfp'))
     {
         ok(($by{$e} // 0) > 0, sprintf('the profiles hold %.0fms of '
            . 'cpu-time of %s', ($by{$e} // 0) / 1e6, $e));
@@ -206,7 +214,7 @@ subtest 'JIT on: LuaJIT traces, new traces every request, njs, brotli, '
 
 subtest 'JIT off for the whole VM (jit.off() in init_by_lua)' => sub {
     my $t = start_nginx('init_by_lua_block { jit.off() }');
-    my @paths = qw(/jit /lua /luanew /luaoff /njs /luanew);
+    my @paths = served(qw(/jit /lua /luanew /luaoff /njs /luanew));
     my (undef, @S) = load_and_check($t, 'JIT off', 4, 2, @paths);
 
     my %by = %{ ProfTest::cpu_by(sub { $_[0]{endpoint} }, @S) };

@@ -43,6 +43,7 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
+use Cwd ();
 use Exporter qw(import);
 use File::Basename qw(dirname);
 use File::Spec;
@@ -1456,10 +1457,11 @@ sub adopt_master {
     return $self;
 }
 
-# The JIT workload of t/safety-jit.t and ci/soak, for an nginx that loads
-# Debian's ndk, lua, js and brotli modules: writes its files into the
-# prefix (html/big.txt, spin.js) and returns the http-level directives
-# ({http}, to put before the server) and the locations ({locations}):
+# The JIT workload of t/safety-jit.t and ci/soak, for an nginx with lua
+# (and Debian's js and brotli modules where it can load them): writes its
+# files into the prefix (html/big.txt, spin.js) and returns the http-level
+# directives ({http}, to put before the server), the locations
+# ({locations}) and the paths among these that this nginx serves ({paths}):
 #   /jit     profiling_burn_jit $jit_ms: hand-written code of no object,
 #            rbp garbage, called from a function that finds its caller from
 #            rsp
@@ -1470,8 +1472,8 @@ sub adopt_master {
 #   /luanew  a chunk whose constant differs on every request: new traces
 #            every request (and machine code flushed when LuaJIT's area is
 #            full)
-#   /njs     a loop in njs
-#   /big.txt 200 KB of text, brotli level 11
+#   /njs     a loop in njs (with Debian's js module)
+#   /big.txt 200 KB of text, brotli level 11 (with Debian's brotli module)
 sub jit_workload {
     my ($self, %o) = @_;
     my $jit_ms = $o{jit_ms} // 20;
@@ -1481,6 +1483,7 @@ sub jit_workload {
     chmod(0755, "$p/html");
     $self->write_words_file("$p/html/big.txt", 200_000);
 
+    my $e = engines();
     open(my $fh, '>', "$p/spin.js") or croak "$p/spin.js: $!";
     print $fh <<'EOF';
 function spin(r) {
@@ -1495,8 +1498,15 @@ EOF
     close($fh);
     chmod(0644, "$p/spin.js");
 
+    my $njs = $e->{njs} ? "location /njs { js_content spin.spin; }" : '';
+    my $brotli = $e->{brotli} ? "brotli on;\n            brotli_comp_level 11;"
+                                . "\n            brotli_types text/plain;"
+                              : '';
     return {
-        http => "js_import spin from $p/spin.js;\n",
+        http => $e->{njs} ? "js_import spin from $p/spin.js;\n" : '',
+        paths => [ qw(/jit /jitfp /lua /luaoff /luanew),
+                   ($e->{njs} ? '/njs' : ()),
+                   ($e->{brotli} ? '/big.txt' : ()) ],
         locations => <<"EOF",
         root $p/html;
         location /jit { profiling_burn_jit ${jit_ms}ms; }
@@ -1525,25 +1535,40 @@ EOF
                 ngx.say(f())
             }
         }
-        location /njs { js_content spin.spin; }
+        $njs
         location = /big.txt {
-            brotli on;
-            brotli_comp_level 11;
-            brotli_types text/plain;
+            $brotli
         }
 EOF
     };
 }
 
+# The third-party engines the tests drive, for the nginx under test: name
+# (lua, njs, brotli) => the modules to load for it ([] when built in, as
+# OpenResty's lua); absent when there is none. Debian's packaged modules
+# load into Debian's nginx only.
+sub engines {
+    my %e;
+    $e{lua} = [] if nginx_has('lua-nginx-module');
+    if ((Cwd::realpath(nginx_real()) // '') eq '/usr/sbin/nginx') {
+        my @lua = map { debian_module($_) } qw(ndk_http_module
+                                                ngx_http_lua_module);
+        $e{lua} //= \@lua unless grep { !defined } @lua;
+        my $js = debian_module('ngx_http_js_module');
+        $e{njs} = [$js] if defined $js;
+        my $br = debian_module('ngx_http_brotli_filter_module');
+        $e{brotli} = [$br] if defined $br;
+    }
+    return \%e;
+}
+
 # The modules the JIT workload needs, in load order (the ndk before lua),
-# after the profiling and burn modules; () when a package is missing.
+# after the profiling and burn modules; () when there is no lua.
 sub jit_workload_modules {
-    my @m = map { debian_module($_) }
-            qw(ndk_http_module ngx_http_lua_module ngx_http_js_module
-               ngx_http_brotli_filter_module);
-    return () if grep { !defined } @m;
+    my $e = engines();
+    return () unless $e->{lua};
     return ('ngx_http_profiling_module', 'ngx_http_profiling_burn_module',
-            @m);
+            map { @{ $e->{$_} // [] } } qw(lua njs brotli));
 }
 
 # A Lua script for wrk (wrk(script => ...)) that requests @paths in turn,

@@ -1,0 +1,131 @@
+#!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
+
+# ./configure accepts an nginx whose event loop the wrapper reproduces,
+# decided from the source it is given, and refuses any other naming the
+# function that differs; a tree of headers only is decided on its
+# version; arguments without --with-compat are warned about.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use File::Temp qw(tempdir);
+use Test::More;
+
+use ProfTest;
+
+my $TOP = "$FindBin::Bin/..";
+my ($ARCHIVE) = sort glob("$TOP/../shared/fixtures/nginx-src/nginx-*.tar.gz");
+plan(skip_all => 'no nginx source in ../shared/fixtures/nginx-src')
+    unless $ARCHIVE;
+
+my $dir = tempdir('configure-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+system('tar', '-xzf', $ARCHIVE, '-C', $dir) == 0 or die "tar $ARCHIVE";
+my ($pristine) = glob("$dir/nginx-*");
+
+# A copy of the tree with $edit applied to the text of $file.
+sub variant {
+    my ($name, $file, $edit) = @_;
+    my $copy = "$dir/$name";
+    system('cp', '-a', $pristine, $copy) == 0 or die "cp";
+    my $path = "$copy/$file";
+    open(my $in, '<', $path) or die "$path: $!";
+    my $text = do { local $/; <$in> };
+    close($in);
+    $edit->($text) or die "$name: the edit did not apply to $file";
+    open(my $out, '>', $path) or die "$path: $!";
+    print $out $text;
+    close($out);
+    return $copy;
+}
+
+sub configure {
+    my ($tree, $args) = @_;
+    my $out = `cd '$TOP' && ./configure --with-nginx='$tree' --builddir='$dir/build' --nginx-configure-args='$args' 2>&1`;
+    return ($? >> 8, $out);
+}
+
+my ($rc, $out) = configure($pristine, '--with-compat');
+is($rc, 0, "the release's own source is accepted") or diag($out);
+like($out, qr/event loop wrapper reproduces this nginx\.\.\. yes/,
+     'and configure says why');
+unlike($out, qr/--with-compat/, 'no warning with --with-compat');
+
+my $swapped = variant('swapped', 'src/event/ngx_event.c', sub {
+    $_[0] =~ s/(\n    ngx_event_expire_timers\(\);\n)(\n    ngx_event_process_posted\(cycle, &ngx_posted_events\);\n)/$2$1/
+});
+($rc, $out) = configure($swapped, '--with-compat');
+isnt($rc, 0, 'timers run after the posted events: refused');
+like($out, qr/ngx_process_events_and_timers\(\) in \S+ngx_event\.c differs/,
+     'naming the function that differs') or diag($out);
+
+my $timers = variant('timers', 'src/event/ngx_event_timer.c', sub {
+    $_[0] =~ s/\n        ev->timedout = 1;\n/\n/
+});
+($rc, $out) = configure($timers, '--with-compat');
+isnt($rc, 0, 'an expired timer handled otherwise: refused');
+like($out, qr/ngx_event_expire_timers\(\) in \S+ngx_event_timer\.c differs/,
+     'naming it') or diag($out);
+
+my $posted = variant('posted', 'src/event/ngx_event_posted.c', sub {
+    $_[0] =~ s/\n        ngx_delete_posted_event\(ev\);\n/\n/
+});
+($rc, $out) = configure($posted, '--with-compat');
+isnt($rc, 0, 'a posted event left queued: refused');
+like($out, qr/ngx_event_process_posted\(\) in \S+ngx_event_posted\.c differs/,
+     'naming it') or diag($out);
+
+# OpenResty's bundle: one more queue drained after the posted events.
+my $delayed = variant('delayed', 'src/event/ngx_event.c', sub {
+    $_[0] =~ s/(\n    ngx_event_process_posted\(cycle, &ngx_posted_events\);\n)(\}\n)/$1
+    while (!ngx_queue_empty(&ngx_posted_delayed_events)) {
+        \/* the events of ngx.sleep(0) *\/
+        ngx_event_process_posted(cycle, &ngx_posted_delayed_events);
+    }
+$2/
+});
+($rc, $out) = configure($delayed, '--with-compat');
+is($rc, 0, 'a queue of delayed events after the posted ones (OpenResty): '
+   . 'accepted') or diag($out);
+
+my $other = variant('other', 'src/event/ngx_event.c', sub {
+    $_[0] =~ s/(\n    ngx_event_process_posted\(cycle, &ngx_posted_events\);\n)(\}\n)/$1    ngx_event_process_posted(cycle, &ngx_posted_next_events);\n$2/
+});
+($rc, $out) = configure($other, '--with-compat');
+isnt($rc, 0, 'any other queue after the posted events: refused')
+    or diag($out);
+
+# A tree of headers only, as Debian's nginx-dev.
+sub headers_only {
+    my ($name, $version) = @_;
+    my $tree = "$dir/$name";
+    system('cp', '-a', $pristine, $tree) == 0 or die "cp";
+    system("find '$tree/src' -name '*.c' -delete") == 0 or die "find";
+    my $h = "$tree/src/core/nginx.h";
+    open(my $in, '<', $h) or die "$h: $!";
+    my $text = do { local $/; <$in> };
+    close($in);
+    $text =~ s/(#define NGINX_VERSION +)"[0-9.]+"/$1"$version"/ or die;
+    open(my $out, '>', $h) or die "$h: $!";
+    print $out $text;
+    close($out);
+    return $tree;
+}
+
+($rc, $out) = configure(headers_only('h126', '1.26.3'), '--with-compat');
+is($rc, 0, 'headers only, 1.26.3 (Debian 13): accepted on its version')
+    or diag($out);
+($rc, $out) = configure(headers_only('h121', '1.21.6'), '--with-compat');
+isnt($rc, 0, 'headers only, 1.21.6: refused');
+like($out, qr/no src\/event\/ngx_event\.c .* 1\.21\.6 is not one whose sources were checked/s,
+     'saying why') or diag($out);
+
+($rc, $out) = configure($pristine, '--with-threads');
+is($rc, 0, 'arguments without --with-compat: configured');
+like($out, qr/warning: the nginx arguments lack --with-compat/,
+     'with a warning') or diag($out);
+
+done_testing();
