@@ -32,10 +32,8 @@ my %U64 = map { $_ => ProfTest::hex_to_u64($ID{$_}) } keys %ID;
 
 my $t = ProfTest->new(workers => 1);
 my $p = $t->prefix;
-system($OPENSSL, 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
-       'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', "$p/key.pem",
-       '-out', "$p/cert.pem", '-days', '30', '-subj', '/CN=localhost')
-    == 0 or die "openssl req failed";
+my $req = `$OPENSSL req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $p/key.pem -out $p/cert.pem -days 30 -subj /CN=localhost 2>&1`;
+$? == 0 or die "openssl req failed: $req";
 
 # A large page of SSI commands: the SSI filter parses it as it goes out.
 mkdir("$p/html") or die;

@@ -116,6 +116,16 @@ sub nginx_version {
     return $maj * 1000000 + $min * 1000 + $pat;
 }
 
+# OpenResty's Lua libraries (lua-resty-core, which its lua module loads
+# at start): the http directive that finds them, for an nginx with lua
+# built in; '' for any other.
+sub lua_package_path_directive {
+    return '' unless nginx_has('lua-nginx-module');
+    my ($prefix) = nginx_v() =~ /--prefix=(\S+)/;
+    return '' unless defined $prefix && -d "$prefix/lualib";
+    return "    lua_package_path \"$prefix/lualib/?.lua;;\";\n";
+}
+
 # Whether it was configured with $arg (e.g. "--with-http_v3_module", or
 # a module added: "lua-nginx-module").
 sub nginx_has {
@@ -416,6 +426,8 @@ sub write_config {
                       @{ $self->{modules} })
               && $http !~ /\bprofiling_agent_url\b/
               ? "    profiling_agent_url $self->{agent_url};\n" : '')
+           . ($http =~ /\blua_package_path\b/
+              ? '' : lua_package_path_directive())
            . "\n"
            . $self->_expand($http)
            . "\n}\n";
