@@ -16,6 +16,8 @@ endif
 MODULE = $(BUILD_DIR)/ngx_http_profiling_module.so
 TEST_MODULES = $(BUILD_DIR)/test/ngx_http_profiling_module.so \
                $(BUILD_DIR)/test/ngx_http_profiling_burn_module.so
+H3CLIENT = $(BUILD_DIR)/test/h3client
+QUIC_GO = /usr/share/gocode/src/github.com/lucas-clemente/quic-go
 
 SHARED_SRCS = $(wildcard $(TOP)/shared/*.c)
 SHARED_HDRS = $(wildcard $(TOP)/shared/*.h)
@@ -50,13 +52,24 @@ module: $(GEN) $(BUILD_DIR)/nginx/objs/Makefile
 	mv -f $(MODULE).tmp $(MODULE)
 	@echo "built $(MODULE)"
 
-test-modules: $(GEN) $(BUILD_DIR)/nginx-test/objs/Makefile
+test-modules: $(GEN) $(BUILD_DIR)/nginx-test/objs/Makefile $(H3CLIENT)
 	$(MAKE) -C $(BUILD_DIR)/nginx-test -f objs/Makefile modules
 	mkdir -p $(BUILD_DIR)/test
 	for so in $(BUILD_DIR)/nginx-test/objs/*.so; do \
 	    cp $$so $(BUILD_DIR)/test/.tmp.so && \
 	    mv -f $(BUILD_DIR)/test/.tmp.so $(BUILD_DIR)/test/$${so##*/}; \
 	done
+
+# The HTTP/3 client of t/hotspots-h3.t (Go, with Debian's quic-go),
+# where those are installed; else the test skips.
+$(H3CLIENT): $(TOP)/t/h3client/main.go
+	@if command -v go >/dev/null 2>&1 && [ -d $(QUIC_GO) ]; then \
+	    mkdir -p $(BUILD_DIR)/test $(BUILD_DIR)/go-cache && \
+	    cd $(TOP)/t/h3client && GOPATH=/usr/share/gocode GO111MODULE=off \
+	    GOCACHE=$(BUILD_DIR)/go-cache go build -o $@ . ; \
+	else \
+	    echo "note: no go or quic-go (golang-github-lucas-clemente-quic-go-dev): t/hotspots-h3.t will skip"; \
+	fi
 
 $(BUILD_DIR)/unit/%: $(TOP)/t/unit/%.c $(TOP)/t/unit/unit.h $(SHARED_SRCS) $(SHARED_HDRS) $(GEN)
 	mkdir -p $(BUILD_DIR)/unit

@@ -1,9 +1,11 @@
 #!/usr/bin/perl
 # SPDX-License-Identifier: BSD-2-Clause
 
-# Code hotspots over HTTP/3 (QUIC), with a real client (ngtcp2's
-# gtlsclient): each request's CPU, in its handler and in its filters (SSI
-# over a large file), carries its endpoint and its span ids.
+# Code hotspots over HTTP/3 (QUIC), with two real clients: t/h3client
+# (quic-go) sends trace headers, ngtcp2's gtlsclient sends none of ours
+# (its ids come from the query string). Each request's CPU, in its handler
+# and in its filters (SSI over a large page), carries its endpoint and its
+# span ids, streams of one connection each their own.
 
 use strict;
 use warnings;
@@ -19,15 +21,18 @@ use ProfTest;
 plan(skip_all => 'nginx without HTTP/3 (--with-http_v3_module)')
     unless ProfTest::nginx_has('--with-http_v3_module');
 
-my ($CLIENT) = grep { -x } map { "$_/gtlsclient" } split /:/, $ENV{PATH};
-plan(skip_all => 'no HTTP/3 client: install the Debian package '
-                 . 'ngtcp2-client') unless $CLIENT;
+my $H3CLIENT = ProfTest::build_dir() . '/test/h3client';
+plan(skip_all => "no $H3CLIENT: make test-modules with go and Debian's "
+                 . 'golang-github-lucas-clemente-quic-go-dev')
+    unless -x $H3CLIENT;
+my ($GTLSCLIENT) = grep { -x } map { "$_/gtlsclient" } split /:/, $ENV{PATH};
+plan(skip_all => 'no gtlsclient: install the Debian package ngtcp2-client')
+    unless $GTLSCLIENT;
 my ($OPENSSL) = grep { -x } map { "$_/openssl" } split /:/, $ENV{PATH};
 plan(skip_all => 'no openssl to make a certificate') unless $OPENSSL;
 
-# gtlsclient sends no headers of ours: the ids come from the query string.
 my %ID = (a => 'a3a3a3a3a3a3a3a3', b => '0b3b0b3b0b3b0b3b',
-          ssi => '5555555555555555');
+          ssi => '5555555555555555', ssiq => '7777777777777777');
 my %U64 = map { $_ => ProfTest::hex_to_u64($ID{$_}) } keys %ID;
 
 my $t = ProfTest->new(workers => 1);
@@ -51,10 +56,8 @@ $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
     profiling_period 10m;
-    profiling_span_id $arg_span;
 
-    log_format hotspots '$request_uri $server_protocol $status '
-                        '$profiling_span_id';
+    log_format hotspots '$uri $server_protocol $status $profiling_span_id';
 
     server {
         listen 127.0.0.1:%%PORT%% quic;
@@ -63,46 +66,64 @@ $t->write_config(<<'EOF');
         ssl_certificate %%PREFIX%%/cert.pem;
         ssl_certificate_key %%PREFIX%%/key.pem;
         access_log %%PREFIX%%/access.log hotspots;
+        root %%PREFIX%%/html;
 
         location /h3a { profiling_burn 30ms; }
         location /h3b { profiling_burn 30ms; }
         location /h3none { profiling_burn 30ms; }
-        location = /ssi.html {
-            root %%PREFIX%%/html;
+        location = /ssi.html { ssi on; }
+        location = /ssiq.html {
             ssi on;
+            profiling_span_id $arg_span;
+            alias %%PREFIX%%/html/ssi.html;
         }
     }
 EOF
 $t->run;
 my ($worker) = $t->worker_pids;
+my $base = 'https://127.0.0.1:' . $t->port;
 
-# One gtlsclient connection: its URIs as concurrent streams.
-sub h3 {
-    my (@uris) = @_;
-    my @urls = map { 'https://127.0.0.1:' . $t->port . $_ } @uris;
-    my $out = `$CLIENT -q --exit-on-all-streams-close --timeout=20s 127.0.0.1 @{[ $t->port ]} @urls 2>&1`;
+# One h3client run: its requests as concurrent streams of one connection.
+sub h3client {
+    my (@specs) = @_;
+    my $args = join(' ', map { "'$base$_'" } @specs);
+    my $out = `$H3CLIENT $args 2>&1`;
     return ($? >> 8, $out);
 }
 
+my $tp_a = ProfTest::traceparent($ID{a});
 for (1 .. 8) {
-    my ($rc, $out) = h3("/h3a?span=$ID{a}", "/h3none",
-                        "/h3b?span=$U64{b}");
-    is($rc, 0, 'gtlsclient: three streams on one connection')
-        or diag(substr($out, -2000));
+    my ($rc, $out) = h3client("/h3a|traceparent: $tp_a", '/h3none',
+                              "/h3b|x-datadog-trace-id: 77"
+                              . "|x-datadog-parent-id: $U64{b}");
+    is($rc . ($out =~ tr/\n//) . ($out =~ /^(\d \S+ \d+)/mg)[0],
+       '030 HTTP/3.0 200', 'h3client: three streams on one connection, '
+       . 'answered 200 over HTTP/3') or diag($out);
 }
-# Three clients at once, each fetching the SSI page on two streams.
+
+# Three clients of each kind at once, each fetching the SSI page twice.
 my @kids;
-for (1 .. 3) {
-    my $pid = fork() // die "fork: $!";
-    if ($pid == 0) {
-        my ($rc) = h3(("/ssi.html?span=$ID{ssi}") x 2);
-        POSIX::_exit($rc);
+for my $client ('h3client', 'gtlsclient') {
+    for (1 .. 3) {
+        my $pid = fork() // die "fork: $!";
+        if ($pid == 0) {
+            my $rc;
+            if ($client eq 'h3client') {
+                my $tp = ProfTest::traceparent($ID{ssi});
+                ($rc) = h3client(("/ssi.html|traceparent: $tp") x 2);
+            } else {
+                my $url = "$base/ssiq.html?span=$ID{ssiq}";
+                `$GTLSCLIENT -q --exit-on-all-streams-close --timeout=20s 127.0.0.1 @{[ $t->port ]} $url $url 2>&1`;
+                $rc = $? >> 8;
+            }
+            POSIX::_exit($rc);
+        }
+        push @kids, [ $pid, $client ];
     }
-    push @kids, $pid;
 }
-for my $pid (@kids) {
-    waitpid($pid, 0);
-    is($? >> 8, 0, "gtlsclient $pid: the SSI page, twice");
+for my $kid (@kids) {
+    waitpid($kid->[0], 0);
+    is($? >> 8, 0, "$kid->[1] $kid->[0]: the SSI page, twice");
 }
 
 is(join(',', $t->worker_pids), $worker, 'the same worker served them all');
@@ -110,15 +131,14 @@ ok($t->stop, 'nginx quits (and writes its last profile)');
 
 my @log = ProfTest::file_lines("$p/access.log");
 my %want = ('/h3a' => $U64{a}, '/h3b' => $U64{b}, '/h3none' => '-',
-            '/ssi.html' => $U64{ssi});
+            '/ssi.html' => $U64{ssi}, '/ssiq.html' => $U64{ssiq});
 my @wrong = grep {
     my ($uri, $proto, $status, $span) = split ' ';
-    $uri =~ s/\?.*//;
     $proto ne 'HTTP/3.0' || $status ne '200' || !defined $want{$uri}
     || $span ne $want{$uri}
 } @log;
-ok(@log == 30 && !@wrong, scalar(@log) . ' access log lines: HTTP/3.0, '
-   . '200, $profiling_span_id the request\'s')
+ok(@log == 36 && !@wrong, scalar(@log) . ' access log lines: HTTP/3.0, '
+   . '200, $profiling_span_id the request\'s ("-" without)')
     or diag(join("\n", @wrong[0 .. ($#wrong < 5 ? $#wrong : 5)]));
 
 my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
@@ -128,29 +148,51 @@ sub endpoint_is {
     return sub { ($_[0]{endpoint} // '') eq $e };
 }
 
-ProfTest::ok_burn_ids(name => 'HTTP/3 streams with ids',
+ProfTest::ok_burn_ids(name => 'streams with a traceparent',
                       samples => \@S, filter => endpoint_is('GET /h3a'),
                       span => $U64{a}, root => $U64{a});
-ProfTest::ok_burn_ids(name => 'HTTP/3 streams without, between them',
+ProfTest::ok_burn_ids(name => 'streams without trace headers, between them',
                       samples => \@S, filter => endpoint_is('GET /h3none'),
                       span => undef, root => undef);
-ProfTest::ok_burn_ids(name => 'HTTP/3 streams with decimal ids',
+ProfTest::ok_burn_ids(name => 'streams with x-datadog headers',
                       samples => \@S, filter => endpoint_is('GET /h3b'),
                       span => $U64{b}, root => $U64{b});
 
-# The CPU of the SSI filter, wherever QUIC resumed the stream from.
-my @f = grep { $_->{cpu} > 0 && ProfTest::stack_has($_, qr/^ngx_http_ssi/) }
-        @S;
-my $f_total = ProfTest::sum_cpu(@f);
-my $f_good = ProfTest::sum_cpu(grep {
-    ProfTest::same_value($_->{span}, $U64{ssi})
-    && ProfTest::same_value($_->{endpoint}, 'GET /ssi.html') } @f);
-ok($f_total >= 50e6 && $f_good >= 0.95 * $f_total,
-   sprintf('SSI over HTTP/3: %.1f%% of %.0fms of cpu-time in the SSI filter '
-           . 'has the request\'s span id and endpoint GET /ssi.html',
-           $f_total ? 100 * $f_good / $f_total : 0, $f_total / 1e6))
+# The CPU of the SSI filter, wherever QUIC resumed the stream from: each
+# page's carries its own ids, and together they are nearly all of it.
+my @ssi = grep { $_->{cpu} > 0 && ProfTest::stack_has($_, qr/^ngx_http_ssi/) }
+          @S;
+for my $case (['/ssi.html', 'ssi', 'h3client, traceparent'],
+              ['/ssiq.html', 'ssiq', 'gtlsclient, query string'])
+{
+    my ($uri, $id, $how) = @$case;
+    my @mine = grep { ($_->{endpoint} // '') eq "GET $uri" } @ssi;
+    my $good = ProfTest::sum_cpu(grep {
+        ProfTest::same_value($_->{span}, $U64{$id})
+        && ProfTest::same_value($_->{root}, $U64{$id}) } @mine);
+    ok($good >= 50e6 && $good == ProfTest::sum_cpu(@mine),
+       sprintf('SSI over HTTP/3 (%s): %.0fms of the SSI filter with '
+               . 'endpoint GET %s, all of it with its span id', $how,
+               $good / 1e6, $uri));
+}
+my $ssi_total = ProfTest::sum_cpu(@ssi);
+my $ssi_good = ProfTest::sum_cpu(grep {
+    my $s = $_;
+    grep { ProfTest::same_value($s->{span}, $U64{$_->[1]})
+           && ProfTest::same_value($s->{endpoint}, "GET $_->[0]") }
+         ['/ssi.html', 'ssi'], ['/ssiq.html', 'ssiq'] } @ssi);
+ok($ssi_good >= 0.95 * $ssi_total,
+   sprintf('%.1f%% of the SSI filter\'s %.0fms of cpu-time carries its own '
+           . 'request\'s span id and endpoint',
+           $ssi_total ? 100 * $ssi_good / $ssi_total : 0, $ssi_total / 1e6))
     or diag('SSI cpu-time by span / endpoint: ' . ProfTest::format_cpu_by(
         ProfTest::cpu_by(sub { ($_[0]{span} // '-') . ' / '
-                               . ($_[0]{endpoint} // '-') }, @f)));
+                               . ($_[0]{endpoint} // '-') }, @ssi)));
+
+my %sent = map { $_ => 1 } values %U64;
+my @unknown = grep { !$sent{$_} }
+              map { grep { defined } $_->{span}, $_->{root} } @S;
+is(scalar(@unknown), 0, 'no sample carries an id that was not sent')
+    or diag("unknown ids: @unknown[0 .. ($#unknown < 5 ? $#unknown : 5)]");
 
 done_testing();
