@@ -1454,7 +1454,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     ngx_http_profiling_endpoints =
                    prof_get_endpoint_writer(ngx_http_profiling_profiler);
 
-    ngx_http_profiling_request_start(traced);
+    ngx_http_profiling_request_start(cycle, traced);
     ngx_http_profiling_events_start();
 
     ngx_http_profiling_period_ms = pmcf->period;

@@ -70,7 +70,7 @@ ngx_int_t ngx_http_profiling_request_init(ngx_conf_t *cf, ngx_uint_t traced);
 void ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle);
 
 /* init_process: whether a tracer runs beside (its resource names). */
-void ngx_http_profiling_request_start(ngx_uint_t traced);
+void ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced);
 
 /* Runs an event's handler with its request published to the sampler. */
 void ngx_http_profiling_dispatch(ngx_event_t *ev);

@@ -487,6 +487,84 @@ ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
 }
 
 
+#if (NGX_QUIC)
+
+/*
+ * HTTP/3: the events of a QUIC connection itself (its packets' output,
+ * its timers) run for the request that last ran on one of its streams,
+ * while that request lives, as HTTP/2's output runs in its streams'
+ * handlers. One entry per connection of the worker, by the QUIC
+ * connection's place among them; allocated when a listen has "quic".
+ */
+typedef struct {
+    ngx_http_request_t       *request;
+    ngx_connection_t         *stream;
+    ngx_atomic_uint_t         number;       /* the stream's connection's */
+} ngx_http_profiling_quic_last_t;
+
+static ngx_http_profiling_quic_last_t  *ngx_http_profiling_quic_last;
+
+
+/* r (alive) runs on a stream of a QUIC connection. */
+static void
+ngx_http_profiling_quic_ran(ngx_http_request_t *r)
+{
+    ngx_uint_t                       i;
+    ngx_connection_t                *c;
+    ngx_http_profiling_quic_last_t  *last;
+
+    c = r->connection;
+    i = c->quic->parent - ngx_cycle->connections;
+
+    if (i >= ngx_cycle->connection_n) {
+        return;
+    }
+
+    last = &ngx_http_profiling_quic_last[i];
+    last->request = r;
+    last->stream = c;
+    last->number = c->number;
+}
+
+
+/*
+ * The request an event of a QUIC connection itself runs for: the last
+ * that ran on one of its streams if it still lives (its stream is open
+ * and its log still names it), else NULL.
+ */
+static ngx_http_request_t *
+ngx_http_profiling_quic_request(ngx_event_t *ev)
+{
+    ngx_uint_t                       i;
+    ngx_connection_t                *c, *sc;
+    ngx_http_profiling_quic_last_t  *last;
+
+    c = ev->data;
+    i = c - ngx_cycle->connections;
+
+    if (c < ngx_cycle->connections || i >= ngx_cycle->connection_n
+        || c->quic != NULL)
+    {
+        return NULL;
+    }
+
+    last = &ngx_http_profiling_quic_last[i];
+    sc = last->stream;
+
+    if (sc == NULL || sc->number != last->number
+        || sc->fd == (ngx_socket_t) -1 || sc->destroyed
+        || sc->log->handler != ngx_http_profiling_http_log
+        || ((ngx_http_log_ctx_t *) sc->log->data)->request != last->request)
+    {
+        return NULL;
+    }
+
+    return last->request;
+}
+
+#endif
+
+
 /* Publishes the main request r (alive) as the one executing. */
 static ngx_inline void
 ngx_http_profiling_enter(ngx_http_request_t *r)
@@ -494,6 +572,12 @@ ngx_http_profiling_enter(ngx_http_request_t *r)
     if (r == ngx_http_profiling_current) {
         return;
     }
+
+#if (NGX_QUIC)
+    if (r->connection->quic != NULL && ngx_http_profiling_quic_last != NULL) {
+        ngx_http_profiling_quic_ran(r);
+    }
+#endif
 
     ngx_http_profiling_request_leave();
 
@@ -567,6 +651,12 @@ ngx_http_profiling_dispatch(ngx_event_t *ev)
             || ngx_http_profiling_learn(ev, log)))
     {
         r = ((ngx_http_log_ctx_t *) log->data)->request;
+
+#if (NGX_QUIC)
+        if (r == NULL && ngx_http_profiling_quic_last != NULL) {
+            r = ngx_http_profiling_quic_request(ev);
+        }
+#endif
 
         if (r != NULL) {
             ngx_http_profiling_enter(r);
@@ -917,8 +1007,25 @@ ngx_http_profiling_request_init(ngx_conf_t *cf, ngx_uint_t traced)
 
 
 void
-ngx_http_profiling_request_start(ngx_uint_t traced)
+ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
 {
+#if (NGX_QUIC)
+    ngx_uint_t        i;
+    ngx_listening_t  *ls;
+
+    /* Without it (no memory), QUIC's own events are no request's. */
+    ngx_http_profiling_quic_last = NULL;
+    ls = cycle->listening.elts;
+
+    for (i = 0; i < cycle->listening.nelts; i++) {
+        if (ls[i].quic) {
+            ngx_http_profiling_quic_last = ngx_pcalloc(cycle->pool,
+                 cycle->connection_n * sizeof(ngx_http_profiling_quic_last_t));
+            break;
+        }
+    }
+#endif
+
     ngx_http_profiling_traced = traced;
     ngx_http_profiling_current = NULL;
     ngx_http_profiling_pending_log = NULL;

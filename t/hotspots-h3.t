@@ -189,6 +189,23 @@ ok($ssi_good >= 0.95 * $ssi_total,
         ProfTest::cpu_by(sub { ($_[0]{span} // '-') . ' / '
                                . ($_[0]{endpoint} // '-') }, @ssi)));
 
+# QUIC's output (the packets of the connection's streams, encrypted and
+# sent from the connection's own event) goes with the request that last
+# ran on one of its streams, as HTTP/2's output goes with its streams;
+# what it sends before the first request and after the last (the
+# handshake, the closing) is no request's.
+my @out = grep { $_->{cpu} > 0 && ProfTest::stack_has($_, 'ngx_quic_output') }
+          @S;
+my $out_total = ProfTest::sum_cpu(@out);
+my $out_good = ProfTest::sum_cpu(grep { defined $_->{endpoint} } @out);
+ok($out_total > 0 && $out_good >= 0.75 * $out_total,
+   sprintf('%.1f%% of QUIC\'s output, %.0fms of cpu-time, carries a '
+           . 'request\'s endpoint', $out_total ? 100 * $out_good / $out_total
+                                              : 0, $out_total / 1e6))
+    or diag('by leaf: ' . ProfTest::format_cpu_by(
+        ProfTest::cpu_by(sub { $_[0]{leaf} }, grep { !defined $_->{endpoint} }
+                         @out)));
+
 my %sent = map { $_ => 1 } values %U64;
 my @unknown = grep { !$sent{$_} }
               map { grep { defined } $_->{span}, $_->{root} } @S;
