@@ -123,6 +123,25 @@ isnt($rc, 0, 'headers only, 1.21.6: refused');
 like($out, qr/no src\/event\/ngx_event\.c .* 1\.21\.6 is not one whose sources were checked/s,
      'saying why') or diag($out);
 
+# No arguments given, an installed nginx of the same version: its own.
+{
+    my ($version) = $pristine =~ /nginx-([0-9.]+)$/;
+    mkdir("$dir/bin") or die;
+    open(my $fh, '>', "$dir/bin/nginx") or die;
+    print $fh "#!/bin/sh\necho 'nginx version: nginx/$version' >&2\n"
+              . "[ \"\$1\" = -V ] && echo 'configure arguments: "
+              . "--with-compat --with-threads' >&2\nexit 0\n";
+    close($fh);
+    chmod(0755, "$dir/bin/nginx");
+    my $out = `cd '$TOP' && PATH='$dir/bin':\$PATH ./configure --with-nginx='$pristine' --builddir='$dir/build' 2>&1`;
+    like($out, qr/the nginx arguments of \S+\/bin\/nginx \(nginx \Q$version\E\): --with-compat --with-threads/,
+         'no arguments given: those of the installed nginx of this version')
+        or diag($out);
+    my $script = do { local (@ARGV, $/) = "$dir/build/configure-nginx.sh"; <> };
+    like($script, qr/\.\/configure --with-compat --with-threads /,
+         'and nginx\'s configure runs with them');
+}
+
 ($rc, $out) = configure($pristine, '--with-threads');
 is($rc, 0, 'arguments without --with-compat: configured');
 like($out, qr/warning: the nginx arguments lack --with-compat/,
