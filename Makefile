@@ -104,12 +104,16 @@ $(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/trace_context.c \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
 	    $(TOP)/shared/trace_context.c
 
-$(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(TOP)/shared/symbolizer.c \
-        $(TOP)/shared/symbolizer.h
+FUZZ_ELF_SRCS = $(TOP)/shared/symbolizer.c $(TOP)/shared/elf_file.c \
+                $(TOP)/shared/debug_info.c
+
+$(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
+        $(TOP)/shared/symbolizer.h $(TOP)/shared/elf_file.h \
+        $(TOP)/shared/debug_info.h
 	mkdir -p $(BUILD_DIR)/fuzz/elf-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(TOP)/shared/symbolizer.c
+	    $(FUZZ_ELF_SRCS) -llzma -lz
 
 $(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(TOP)/shared/unwind.c \
         $(TOP)/shared/signal_path.c $(TOP)/shared/unwind.h \

@@ -535,7 +535,7 @@ prof_identify(prof_t *p, const char *agent)
 {
     int                   rc;
     char                  exe[PATH_MAX];
-    size_t                i, n, count[4], listed;
+    size_t                i, n, count[PROF_SYMBOLS_DYNSYM + 1], listed;
     ssize_t               len;
     const char           *main_symbols;
     prof_buffer_t         b = { NULL, 0, 0 }, partial = { NULL, 0, 0 },
@@ -544,7 +544,7 @@ prof_identify(prof_t *p, const char *agent)
     const prof_object_t  *o;
     static const char    *kinds[] = {
         "none", "all functions (.symtab)", "all functions (debug file)",
-        "exported functions (.dynsym)"
+        "all functions (MiniDebugInfo)", "exported functions (.dynsym)"
     };
 
     if (p->identified || !p->conf.identify) {
@@ -580,7 +580,7 @@ prof_identify(prof_t *p, const char *agent)
 
         /* Those without every function, by name, while the line allows */
         if (kind == PROF_SYMBOLS_SYMTAB || kind == PROF_SYMBOLS_DEBUG_FILE
-            || listed++ >= 12)
+            || kind == PROF_SYMBOLS_MINIDEBUGINFO || listed++ >= 12)
         {
             continue;
         }
@@ -601,7 +601,8 @@ prof_identify(prof_t *p, const char *agent)
         (unsigned long long)
             prof_counter_get(p->diagnostics.unwind_objects_skipped),
         prof_base_name(exe), main_symbols,
-        count[PROF_SYMBOLS_SYMTAB] + count[PROF_SYMBOLS_DEBUG_FILE],
+        count[PROF_SYMBOLS_SYMTAB] + count[PROF_SYMBOLS_DEBUG_FILE]
+        + count[PROF_SYMBOLS_MINIDEBUGINFO],
         count[PROF_SYMBOLS_DYNSYM]);
 
     if (partial.length > 0) {

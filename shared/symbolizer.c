@@ -23,12 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "debug_info.h"
+#include "elf_file.h"
 #include "symbolizer.h"
 
 
 #define PROF_SYM_DEBUG_DIR      "/usr/lib/debug/.build-id"
 #define PROF_SYM_DELETED        " (deleted)"
-#define PROF_SYM_BUILD_ID_MAX   64          /* bytes of the note payload */
 #define PROF_SYM_NOTES_MAX      (1 << 20)   /* bytes of one PT_NOTE */
 #define PROF_SYM_TABLE_MAX      (512 << 20) /* bytes of a symbol table or of
                                                its string table */
@@ -51,7 +52,7 @@ typedef struct {
 
 typedef struct {
     prof_object_t        obj;               /* what callers see */
-    char                 build_id[2 * PROF_SYM_BUILD_ID_MAX + 1];
+    char                 build_id[2 * PROF_ELF_BUILD_ID_MAX + 1];
     uint64_t             inode;             /* of the file, from the maps */
     unsigned             mapped:1;          /* in the last maps read */
     unsigned             seen:1;            /* in the maps read under way */
@@ -60,17 +61,14 @@ typedef struct {
     prof_sym_t          *syms;              /* sorted by addr, no dups */
     size_t               nsyms;
     char                *strtab;
+    char                *strtab_extra;      /* MiniDebugInfo's, beside
+                                               .dynsym's */
     char                 image[32];         /* where to read the ELF when
                                                not at obj.path: the vdso */
     int                  image_fd;
 } prof_sym_object_t;
 
 
-typedef struct {
-    int                  fd;
-    uint64_t             size;
-    Elf64_Ehdr           ehdr;
-} prof_elf_t;
 
 
 struct prof_symbolizer_s {
@@ -88,235 +86,6 @@ struct prof_symbolizer_s {
                                                pcs (GCRA) */
     prof_symbolizer_stats_t  stats;
 };
-
-
-/* Reads len bytes at off: 0, -ENOEXEC past the end of the file, -errno. */
-
-static int
-prof_elf_read(prof_elf_t *elf, uint64_t off, void *buf, size_t len)
-{
-    ssize_t  n;
-
-    if (len > elf->size || off > elf->size - len) {
-        return -ENOEXEC;
-    }
-
-    while (len) {
-        n = pread(elf->fd, buf, len, (off_t) off);
-
-        if (n <= 0) {
-            if (n == -1 && errno == EINTR) {
-                continue;
-            }
-
-            return n == 0 ? -ENOEXEC : -errno;
-        }
-
-        buf = (char *) buf + n;
-        off += n;
-        len -= n;
-    }
-
-    return 0;
-}
-
-
-/*
- * Reads len bytes at off into a new buffer with a NUL byte after them
- * (a string table's last name ends there even when the file's does not).
- */
-
-static int
-prof_elf_read_alloc(prof_elf_t *elf, uint64_t off, uint64_t len, void **out)
-{
-    int    rc;
-    char  *buf;
-
-    *out = NULL;
-
-    if (len > elf->size || off > elf->size - len) {
-        return -ENOEXEC;
-    }
-
-    buf = malloc(len + 1);
-    if (buf == NULL) {
-        return -ENOMEM;
-    }
-
-    rc = prof_elf_read(elf, off, buf, len);
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-
-    buf[len] = '\0';
-    *out = buf;
-
-    return 0;
-}
-
-
-/* 0, -ENOEXEC when the file is not a 64-bit little-endian ELF, -errno. */
-
-static int
-prof_elf_open(prof_elf_t *elf, const char *path)
-{
-    int          rc;
-    struct stat  st;
-    Elf64_Ehdr  *eh;
-
-    elf->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (elf->fd == -1) {
-        return -errno;
-    }
-
-    eh = &elf->ehdr;
-
-    if (fstat(elf->fd, &st) == -1) {
-        rc = -errno;
-        goto failed;
-    }
-
-    if (!S_ISREG(st.st_mode)) {
-        rc = -ENODEV;
-        goto failed;
-    }
-
-    elf->size = st.st_size;
-
-    rc = prof_elf_read(elf, 0, eh, sizeof(Elf64_Ehdr));
-    if (rc != 0) {
-        goto failed;
-    }
-
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0
-        || eh->e_ident[EI_CLASS] != ELFCLASS64
-        || eh->e_ident[EI_DATA] != ELFDATA2LSB
-        || (eh->e_phnum && eh->e_phentsize != sizeof(Elf64_Phdr)))
-    {
-        rc = -ENOEXEC;
-        goto failed;
-    }
-
-    return 0;
-
-failed:
-
-    close(elf->fd);
-
-    return rc;
-}
-
-
-/*
- * The section headers: *count of them in a new buffer. -ENOENT when the
- * file has none, -ENOEXEC when they are not all within the file.
- */
-
-static int
-prof_elf_sections(prof_elf_t *elf, Elf64_Shdr **sections, size_t *count)
-{
-    int         rc;
-    uint64_t    n;
-    Elf64_Shdr  first;
-
-    *sections = NULL;
-    *count = 0;
-
-    if (elf->ehdr.e_shoff == 0) {
-        return -ENOENT;
-    }
-
-    if (elf->ehdr.e_shentsize != sizeof(Elf64_Shdr)) {
-        return -ENOEXEC;
-    }
-
-    n = elf->ehdr.e_shnum;
-
-    if (n == 0) {
-        /* SHN_LORESERVE sections or more: the count is in the first one */
-
-        rc = prof_elf_read(elf, elf->ehdr.e_shoff, &first, sizeof(first));
-        if (rc != 0) {
-            return rc;
-        }
-
-        n = first.sh_size;
-        if (n == 0) {
-            return -ENOENT;
-        }
-    }
-
-    if (n > elf->size / sizeof(Elf64_Shdr)) {
-        return -ENOEXEC;
-    }
-
-    rc = prof_elf_read_alloc(elf, elf->ehdr.e_shoff, n * sizeof(Elf64_Shdr),
-                             (void **) sections);
-    if (rc != 0) {
-        return rc;
-    }
-
-    *count = n;
-
-    return 0;
-}
-
-
-static uint64_t
-prof_align(uint64_t n, uint64_t align)
-{
-    return (n + align - 1) & ~(align - 1);
-}
-
-
-/*
- * Finds a GNU build id note in a PT_NOTE payload of len bytes (len < 4 GB):
- * 0, -ENOENT when there is none, -ENOEXEC when a note overruns it.
- */
-
-static int
-prof_elf_build_id(const unsigned char *p, uint64_t len, uint64_t align,
-    char *out)
-{
-    uint64_t    pos, desc, next, i;
-    Elf64_Nhdr  nh;
-
-    pos = 0;
-
-    while (len - pos >= sizeof(Elf64_Nhdr)) {
-        memcpy(&nh, p + pos, sizeof(Elf64_Nhdr));
-
-        /* 32-bit sizes on a position below 4 GB: no 64-bit overflow */
-
-        desc = prof_align(pos + sizeof(Elf64_Nhdr) + nh.n_namesz, align);
-        next = prof_align(desc + nh.n_descsz, align);
-
-        if (desc > len || nh.n_descsz > len - desc) {
-            return -ENOEXEC;
-        }
-
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == sizeof(ELF_NOTE_GNU)
-            && memcmp(p + pos + sizeof(Elf64_Nhdr), ELF_NOTE_GNU,
-                      sizeof(ELF_NOTE_GNU)) == 0
-            && nh.n_descsz > 0 && nh.n_descsz <= PROF_SYM_BUILD_ID_MAX)
-        {
-            for (i = 0; i < nh.n_descsz; i++) {
-                snprintf(out + 2 * i, 3, "%02x", p[desc + i]);
-            }
-
-            return 0;
-        }
-
-        if (next >= len) {
-            return -ENOENT;
-        }
-
-        pos = next;
-    }
-
-    return -ENOENT;
-}
 
 
 /* Load bias from the PT_LOAD segment holding the mapping's file offset. */
@@ -645,17 +414,148 @@ done:
 
 
 /*
- * The symbols of an object, from the first of: its .symtab, the .symtab of
- * its debug file (debug_dir NULL: none), its .dynsym. A malformed object
- * file has none.
+ * The global directory of .gnu_debuglink lookups: the parent of the
+ * build-id directory when it is ".../.build-id" (/usr/lib/debug), else
+ * none. 0, or -ENOENT.
+ */
+static int
+prof_sym_debug_root(const char *debug_dir, char *root, size_t size)
+{
+    size_t  len, suffix;
+
+    suffix = sizeof("/.build-id") - 1;
+    len = (debug_dir != NULL) ? strlen(debug_dir) : 0;
+
+    if (len <= suffix || len - suffix >= size
+        || strcmp(debug_dir + len - suffix, "/.build-id") != 0)
+    {
+        return -ENOENT;
+    }
+
+    memcpy(root, debug_dir, len - suffix);
+    root[len - suffix] = '\0';
+
+    return 0;
+}
+
+
+/* The debug file of an object by its build id: 0 (path written) or -1. */
+static int
+prof_sym_build_id_path(const char *debug_dir, prof_sym_object_t *o,
+    char *path, size_t size)
+{
+    int          n;
+    const char  *id;
+
+    id = o->obj.build_id;
+
+    if (debug_dir == NULL || strlen(id) <= 2) {
+        return -1;
+    }
+
+    n = snprintf(path, size, "%s/%.2s/%s.debug", debug_dir, id, id + 2);
+
+    return (n > 0 && (size_t) n < size) ? 0 : -1;
+}
+
+
+/*
+ * Adds MiniDebugInfo's functions (mini, loaded from its .symtab) to those
+ * of .dynsym in o: 0 or -ENOMEM. mini's tables become o's.
+ */
+static int
+prof_sym_merge(prof_sym_object_t *o, prof_sym_object_t *mini)
+{
+    size_t       i, n;
+    prof_sym_t  *syms;
+
+    syms = malloc((o->nsyms + mini->nsyms) * sizeof(prof_sym_t));
+    if (syms == NULL) {
+        return -ENOMEM;
+    }
+
+    if (o->nsyms) {
+        memcpy(syms, o->syms, o->nsyms * sizeof(prof_sym_t));
+    }
+
+    memcpy(syms + o->nsyms, mini->syms, mini->nsyms * sizeof(prof_sym_t));
+    n = o->nsyms + mini->nsyms;
+
+    qsort(syms, n, sizeof(prof_sym_t), prof_sym_cmp);
+
+    for (i = 1, o->nsyms = 1; i < n; i++) {
+        if (syms[i].addr != syms[o->nsyms - 1].addr) {
+            syms[o->nsyms++] = syms[i];
+        }
+    }
+
+    free(o->syms);
+    free(mini->syms);
+    o->syms = syms;
+    o->strtab_extra = mini->strtab;
+    mini->syms = NULL;
+    mini->strtab = NULL;
+
+    return 0;
+}
+
+
+/*
+ * .dynsym and MiniDebugInfo's .symtab together: 0, or -ENOENT when the
+ * object has no MiniDebugInfo with functions (o is left as it was).
+ */
+static int
+prof_sym_load_minidebuginfo(prof_sym_object_t *o)
+{
+    int                 fd, rc;
+    char                path[32];
+    prof_sym_object_t   mini;
+
+    if (prof_minidebuginfo_open(prof_sym_image(o), &fd) != 0) {
+        return -ENOENT;
+    }
+
+    memset(&mini, 0, sizeof(mini));
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+
+    rc = prof_sym_load_file(&mini, path, SHT_SYMTAB);
+    close(fd);
+
+    if (rc != 0) {
+        return -ENOENT;
+    }
+
+    rc = prof_sym_load_file(o, prof_sym_image(o), SHT_DYNSYM);
+
+    if (rc == -ENOEXEC || (rc == 0 && prof_sym_merge(o, &mini) != 0)) {
+        free(mini.syms);
+        free(mini.strtab);
+        return rc == -ENOEXEC ? rc : -ENOENT;
+    }
+
+    if (rc != 0) {
+        /* No .dynsym: MiniDebugInfo's alone. */
+        o->syms = mini.syms;
+        o->nsyms = mini.nsyms;
+        o->strtab = mini.strtab;
+    }
+
+    return 0;
+}
+
+
+/*
+ * The symbols of an object, from the first of: its .symtab, the .symtab
+ * of its debug file by build id, of the debug file its .gnu_debuglink
+ * names (debug_dir NULL: no debug files), its MiniDebugInfo with its
+ * .dynsym, its .dynsym. A malformed object file has none.
  */
 
 static void
 prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
 {
-    int          n, rc;
-    char         path[PATH_MAX];
-    const char  *id;
+    int   rc;
+    char  path[PATH_MAX], root[PATH_MAX];
 
     o->loaded = 1;
 
@@ -669,17 +569,27 @@ prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
         return;
     }
 
-    id = o->obj.build_id;
+    if (prof_sym_build_id_path(debug_dir, o, path, sizeof(path)) == 0
+        && prof_sym_load_file(o, path, SHT_SYMTAB) == 0)
+    {
+        return;
+    }
 
-    if (debug_dir != NULL && strlen(id) > 2) {
-        n = snprintf(path, sizeof(path), "%s/%.2s/%s.debug",
-                     debug_dir, id, id + 2);
+    if (debug_dir != NULL && o->image[0] == '\0'
+        && prof_debuglink_find(o->obj.path,
+                               prof_sym_debug_root(debug_dir, root,
+                                                   sizeof(root)) == 0
+                               ? root : NULL,
+                               path, sizeof(path)) == 0
+        && prof_sym_load_file(o, path, SHT_SYMTAB) == 0)
+    {
+        return;
+    }
 
-        if (n > 0 && (size_t) n < sizeof(path)
-            && prof_sym_load_file(o, path, SHT_SYMTAB) == 0)
-        {
-            return;
-        }
+    rc = prof_sym_load_minidebuginfo(o);
+    if (rc == 0 || rc == -ENOEXEC) {
+        o->obj.corrupt = (rc == -ENOEXEC);
+        return;
     }
 
     rc = prof_sym_load_file(o, prof_sym_image(o), SHT_DYNSYM);
@@ -752,6 +662,7 @@ prof_sym_object_free(prof_sym_object_t *o)
 {
     free(o->syms);
     free(o->strtab);
+    free(o->strtab_extra);
     free((char *) o->obj.path);
 
     if (o->image_fd >= 0) {
@@ -1248,9 +1159,7 @@ prof_sym_has_section(const char *path, uint32_t type)
 prof_symbols_e
 prof_symbolizer_symbols(prof_symbolizer_t *sym, size_t i)
 {
-    int                 n;
-    char                path[PATH_MAX];
-    const char         *id;
+    char                path[PATH_MAX], root[PATH_MAX];
     prof_sym_object_t  *o;
 
     if (i >= sym->nactive || sym->active[i]->obj.corrupt) {
@@ -1263,17 +1172,25 @@ prof_symbolizer_symbols(prof_symbolizer_t *sym, size_t i)
         return PROF_SYMBOLS_SYMTAB;
     }
 
-    id = o->obj.build_id;
+    if (prof_sym_build_id_path(sym->debug_dir, o, path, sizeof(path)) == 0
+        && prof_sym_has_section(path, SHT_SYMTAB) == 1)
+    {
+        return PROF_SYMBOLS_DEBUG_FILE;
+    }
 
-    if (sym->debug_dir != NULL && strlen(id) > 2) {
-        n = snprintf(path, sizeof(path), "%s/%.2s/%s.debug",
-                     sym->debug_dir, id, id + 2);
+    if (o->image[0] == '\0'
+        && prof_debuglink_find(o->obj.path,
+                               prof_sym_debug_root(sym->debug_dir, root,
+                                                   sizeof(root)) == 0
+                               ? root : NULL,
+                               path, sizeof(path)) == 0
+        && prof_sym_has_section(path, SHT_SYMTAB) == 1)
+    {
+        return PROF_SYMBOLS_DEBUG_FILE;
+    }
 
-        if (n > 0 && (size_t) n < sizeof(path)
-            && prof_sym_has_section(path, SHT_SYMTAB) == 1)
-        {
-            return PROF_SYMBOLS_DEBUG_FILE;
-        }
+    if (prof_minidebuginfo_present(prof_sym_image(o))) {
+        return PROF_SYMBOLS_MINIDEBUGINFO;
     }
 
     if (prof_sym_has_section(prof_sym_image(o), SHT_DYNSYM) == 1) {
@@ -1364,6 +1281,7 @@ prof_symbolizer_parse_file_for_test(const char *path, size_t *functions)
 
     free(o.syms);
     free(o.strtab);
+    free(o.strtab_extra);
 
     return rc;
 }

@@ -67,7 +67,10 @@ void prof_symbolizer_destroy(prof_symbolizer_t *sym);
 
 /*
  * Where debug files are looked up by build id
- * (default "/usr/lib/debug/.build-id"): <dir>/xx/yyyy.debug.
+ * (default "/usr/lib/debug/.build-id"): <dir>/xx/yyyy.debug. When dir
+ * ends in "/.build-id", its parent is also the global directory where
+ * the debug file a .gnu_debuglink names is looked for (after the
+ * object's directory and its .debug/), as gdb does.
  */
 int prof_symbolizer_set_debug_dir(prof_symbolizer_t *sym, const char *dir);
 
@@ -80,9 +83,10 @@ int prof_symbolizer_refresh(prof_symbolizer_t *sym);
 /*
  * Finds the object mapping pc (reading the maps again when pc is unknown
  * and they may have changed, see above) and the function containing it:
- * the file's .symtab when present, else the .symtab of the debug file
- * found by build id, else .dynsym (a stripped library always has one, so
- * the debug file must come first). *function is NULL when no symbol covers
+ * the file's .symtab when present, else the .symtab of its debug file
+ * found by build id, else of the one its .gnu_debuglink names, else its
+ * MiniDebugInfo with .dynsym, else .dynsym (a stripped library always has
+ * one, so the debug information must come first). *function is NULL when no symbol covers
  * pc. Returns NULL when no object maps pc. Deleted files are objects
  * without symbols; the vdso is read from memory.
  */
@@ -109,7 +113,9 @@ const prof_object_t *prof_symbolizer_object(prof_symbolizer_t *sym,
 typedef enum {
     PROF_SYMBOLS_NONE = 0,      /* none: frames are addresses */
     PROF_SYMBOLS_SYMTAB,        /* the file's .symtab: every function */
-    PROF_SYMBOLS_DEBUG_FILE,    /* the .symtab of its debug file */
+    PROF_SYMBOLS_DEBUG_FILE,    /* the .symtab of its debug file (by
+                                   build id, or .gnu_debuglink) */
+    PROF_SYMBOLS_MINIDEBUGINFO, /* .gnu_debugdata's .symtab and .dynsym */
     PROF_SYMBOLS_DYNSYM         /* exported functions only */
 } prof_symbols_e;
 

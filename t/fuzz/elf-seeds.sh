@@ -1,9 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-2-Clause
 # Writes the seed corpus of t/fuzz/fuzz_elf.c into DIR: a small shared
-# object built here (whole, compact, truncated, stripped, and its debug
-# file), and the first bytes of some of the system's own ELF objects, cut
-# at several sizes.
+# object built here (whole, compact, truncated, stripped, its debug file,
+# with MiniDebugInfo), and the first bytes of some of the system's own ELF
+# objects, cut at several sizes.
 # Usage: t/fuzz/elf-seeds.sh DIR (CC: the compiler, default cc)
 
 set -eu
@@ -42,6 +42,13 @@ head -c $((size - 100)) "$dir/compact.so" > "$dir/compact-truncated.so"
 if command -v objcopy >/dev/null 2>&1; then
     objcopy --strip-all "$dir/small.so" "$dir/small-stripped.so"
     objcopy --only-keep-debug "$dir/small.so" "$dir/small.debug"
+    # MiniDebugInfo: .gnu_debugdata, the xz of a .symtab-only ELF
+    if command -v xz >/dev/null 2>&1; then
+        objcopy -S --keep-symbol=seed_hidden "$dir/small.debug" \
+            "$tmp/mini" && xz -c "$tmp/mini" > "$tmp/mini.xz" \
+            && objcopy --add-section .gnu_debugdata="$tmp/mini.xz" \
+                "$dir/small-stripped.so" "$dir/small-minidebuginfo.so"
+    fi
 fi
 
 multiarch=$(${CC:-cc} -print-multiarch 2>/dev/null || true)

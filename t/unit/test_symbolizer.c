@@ -437,6 +437,178 @@ test_debug_file_by_build_id(void **state)
 }
 
 
+/*
+ * The name the symbolizer (debug files under debug_dir) gives the static
+ * function of the fixture library at path, loaded for the test.
+ */
+static const char *
+hidden_function_name(const char *debug_dir, const char *path, char *name,
+    size_t size, prof_symbols_e *kind)
+{
+    size_t                i;
+    void                 *lib, *(*address)(void);
+    const char           *function;
+    prof_symbolizer_t    *sym;
+    const prof_object_t  *obj;
+
+    sym = prof_symbolizer_create();
+    assert_non_null(sym);
+    assert_int_equal(prof_symbolizer_set_debug_dir(sym, debug_dir), 0);
+
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+
+    *(void **) &address = dlsym(lib, "fixture_hidden_address");
+    assert_non_null(address);
+
+    obj = prof_symbolize(sym, (uintptr_t) address(), &function);
+    assert_non_null(obj);
+    assert_string_equal(obj->path, path);
+
+    snprintf(name, size, "%s", function ? function : "(none)");
+
+    /* What the identification line says of it. */
+    *kind = PROF_SYMBOLS_NONE;
+    for (i = 0; i < prof_symbolizer_object_count(sym); i++) {
+        if (prof_symbolizer_object(sym, i) == obj) {
+            *kind = prof_symbolizer_symbols(sym, i);
+        }
+    }
+
+    /* Exported functions keep their names whatever the source. */
+    assert_non_null(prof_symbolize(sym, (uintptr_t) address, &function));
+    assert_non_null(function);
+    assert_string_equal(function, "fixture_hidden_address");
+
+    prof_symbolizer_destroy(sym);
+    dlclose(lib);
+
+    return name;
+}
+
+
+static void
+test_debuglink_beside_in_debug_dir_and_under_root(void **state)
+{
+    char            name[256], path[PATH_MAX], root[PATH_MAX];
+    prof_symbols_e  kind;
+
+    /* The debug file beside the object. */
+    run("mkdir -p beside && objcopy --add-gnu-debuglink=full.debug "
+        "stripped.so beside/linked.so && cp full.debug beside/");
+    snprintf(path, sizeof(path), "%s/beside/linked.so", tmp_dir);
+    assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                             sizeof(name), &kind),
+                        "fixture_hidden_function");
+    assert_int_equal(kind, PROF_SYMBOLS_DEBUG_FILE);
+
+    /* In the object's .debug/ directory. */
+    run("mkdir -p sub/.debug && cp beside/linked.so sub/ "
+        "&& cp full.debug sub/.debug/");
+    snprintf(path, sizeof(path), "%s/sub/linked.so", tmp_dir);
+    assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                             sizeof(name), &kind),
+                        "fixture_hidden_function");
+
+    /* Under the global directory, followed by the object's directory. */
+    run("mkdir -p global/lib 'root/%s/global/lib' "
+        "&& cp beside/linked.so global/lib/ "
+        "&& cp full.debug 'root/%s/global/lib/'", tmp_dir, tmp_dir);
+    snprintf(path, sizeof(path), "%s/global/lib/linked.so", tmp_dir);
+    snprintf(root, sizeof(root), "%s/root/.build-id", tmp_dir);
+    assert_string_equal(hidden_function_name(root, path, name, sizeof(name),
+                                             &kind),
+                        "fixture_hidden_function");
+    assert_int_equal(kind, PROF_SYMBOLS_DEBUG_FILE);
+
+    /* Not without that directory (the lookup is the root's). */
+    assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                             sizeof(name), &kind),
+                        "(none)");
+    assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
+}
+
+
+static void
+test_debuglink_with_another_crc_is_not_taken(void **state)
+{
+    char            name[256], path[PATH_MAX];
+    prof_symbols_e  kind;
+
+    /* A file of that name, but not the one linked (its CRC differs). */
+    run("mkdir -p stale && objcopy --add-gnu-debuglink=full.debug "
+        "stripped.so stale/linked.so "
+        "&& objcopy --only-keep-debug based.so stale/full.debug");
+    snprintf(path, sizeof(path), "%s/stale/linked.so", tmp_dir);
+    assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                             sizeof(name), &kind),
+                        "(none)");
+    assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
+}
+
+
+/*
+ * MiniDebugInfo as Fedora's find-debuginfo makes it: the functions that
+ * .dynsym lacks, in the .symtab of a stripped copy of the debug file,
+ * xz-compressed into the object's .gnu_debugdata.
+ */
+static void
+test_minidebuginfo_names_static_functions(void **state)
+{
+    char            name[256], path[PATH_MAX];
+    prof_symbols_e  kind;
+
+    run("nm -D full.so --format=posix --defined-only "
+        "| awk '{ print $1 }' | sort > dynsyms "
+        "&& nm full.so --format=posix --defined-only "
+        "| awk '{ if ($2 == \"T\" || $2 == \"t\") print $1 }' "
+        "| sort > funcsyms "
+        "&& comm -13 dynsyms funcsyms > keep_symbols "
+        "&& objcopy -S --remove-section .gdb_index --remove-section .comment "
+        "--keep-symbols=keep_symbols full.debug mini_debuginfo "
+        "&& rm -f mini_debuginfo.xz && xz mini_debuginfo "
+        "&& objcopy --add-section .gnu_debugdata=mini_debuginfo.xz "
+        "stripped.so minidebug.so");
+    snprintf(path, sizeof(path), "%s/minidebug.so", tmp_dir);
+    assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                             sizeof(name), &kind),
+                        "fixture_hidden_function");
+    assert_int_equal(kind, PROF_SYMBOLS_MINIDEBUGINFO);
+}
+
+
+static void
+test_malformed_minidebuginfo_leaves_dynsym(void **state)
+{
+    char            name[256], path[PATH_MAX];
+    prof_symbols_e  kind;
+
+    /* Not xz; then xz, but truncated; then xz of something not ELF. */
+    run("head -c 4096 /dev/urandom > junk "
+        "&& objcopy --add-section .gnu_debugdata=junk stripped.so "
+        "junk-minidebug.so "
+        "&& head -c 200 mini_debuginfo.xz > cut.xz "
+        "&& objcopy --add-section .gnu_debugdata=cut.xz stripped.so "
+        "cut-minidebug.so "
+        "&& head -c 100000 /dev/urandom | xz > notelf.xz "
+        "&& objcopy --add-section .gnu_debugdata=notelf.xz stripped.so "
+        "notelf-minidebug.so");
+
+    snprintf(path, sizeof(path), "%s/junk-minidebug.so", tmp_dir);
+    assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                             sizeof(name), &kind),
+                        "(none)");
+    snprintf(path, sizeof(path), "%s/cut-minidebug.so", tmp_dir);
+    assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                             sizeof(name), &kind),
+                        "(none)");
+    snprintf(path, sizeof(path), "%s/notelf-minidebug.so", tmp_dir);
+    assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                             sizeof(name), &kind),
+                        "(none)");
+}
+
+
 /* Maps a file like the loader would map the test binary's text. */
 
 static const char *
@@ -1341,6 +1513,15 @@ main(void)
         cmocka_unit_test_setup_teardown(test_elf_vaddr, setup, teardown),
         cmocka_unit_test_setup_teardown(test_debug_file_by_build_id,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_debuglink_beside_in_debug_dir_and_under_root,
+            setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_debuglink_with_another_crc_is_not_taken, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_minidebuginfo_names_static_functions, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_malformed_minidebuginfo_leaves_dynsym, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_elf_does_not_crash,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_vdso_has_build_id_and_functions,
