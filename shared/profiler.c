@@ -535,16 +535,20 @@ prof_identify(prof_t *p, const char *agent)
 {
     int                   rc;
     char                  exe[PATH_MAX];
-    size_t                i, n, count[PROF_SYMBOLS_DYNSYM + 1], listed;
+    size_t                i, n, count[PROF_SYMBOLS_DYNSYM + 1];
     ssize_t               len;
     const char           *main_symbols;
-    prof_buffer_t         b = { NULL, 0, 0 }, partial = { NULL, 0, 0 },
-                          none = { NULL, 0, 0 }, *list;
+    prof_buffer_t         b = { NULL, 0, 0 },
+                          names[PROF_SYMBOLS_DYNSYM + 1];
     prof_symbols_e        kind;
     const prof_object_t  *o;
     static const char    *kinds[] = {
         "none", "all functions (.symtab)", "all functions (debug file)",
         "all functions (MiniDebugInfo)", "exported functions (.dynsym)"
+    };
+    static const char    *libraries[] = {
+        "without", "with .symtab", "with a debug file", "with MiniDebugInfo",
+        "with .dynsym only"
     };
 
     if (p->identified || !p->conf.identify) {
@@ -561,9 +565,11 @@ prof_identify(prof_t *p, const char *agent)
     }
 
     memset(count, 0, sizeof(count));
+    memset(names, 0, sizeof(names));
     main_symbols = "unknown";
-    listed = 0;
     rc = 0;
+
+    /* Where each object's names come from: the first few by name. */
 
     n = prof_symbolizer_object_count(p->symbolizer);
 
@@ -576,45 +582,40 @@ prof_identify(prof_t *p, const char *agent)
             continue;
         }
 
-        count[kind]++;
+        if (count[kind]++ < 8) {
+            rc |= prof_buffer_printf(&names[kind], "%s%s",
+                                     names[kind].length ? ", " : "",
+                                     prof_base_name(o->path));
 
-        /* Those without every function, by name, while the line allows */
-        if (kind == PROF_SYMBOLS_SYMTAB || kind == PROF_SYMBOLS_DEBUG_FILE
-            || kind == PROF_SYMBOLS_MINIDEBUGINFO || listed++ >= 12)
-        {
-            continue;
+        } else if (count[kind] == 9) {
+            rc |= prof_buffer_append_str(&names[kind], ", ...");
         }
-
-        list = (kind == PROF_SYMBOLS_NONE) ? &none : &partial;
-        rc |= prof_buffer_printf(list, "%s%s", list->length ? ", " : "",
-                                 prof_base_name(o->path));
     }
 
     rc |= prof_buffer_printf(&b, "profiling: ngx_http_profiling_module %s "
         "(nginx %s, %s): unwind tables for %llu objects (%llu KB, %llu left "
-        "out); symbols: %s %s, %zu libraries with all functions, %zu with "
-        "exported functions only", PROF_VERSION,
+        "out); symbols: %s %s; libraries", PROF_VERSION,
         p->runtime_version ? p->runtime_version : "", p->arch,
         (unsigned long long) prof_counter_get(p->diagnostics.unwind_objects),
         (unsigned long long)
             prof_counter_get(p->diagnostics.unwind_table_bytes) / 1024,
         (unsigned long long)
             prof_counter_get(p->diagnostics.unwind_objects_skipped),
-        prof_base_name(exe), main_symbols,
-        count[PROF_SYMBOLS_SYMTAB] + count[PROF_SYMBOLS_DEBUG_FILE]
-        + count[PROF_SYMBOLS_MINIDEBUGINFO],
-        count[PROF_SYMBOLS_DYNSYM]);
+        prof_base_name(exe), main_symbols);
 
-    if (partial.length > 0) {
-        rc |= prof_buffer_printf(&b, " (%.*s%s)", (int) partial.length,
-                                 partial.data, listed > 12 ? ", ..." : "");
-    }
+    for (i = PROF_SYMBOLS_SYMTAB; i <= PROF_SYMBOLS_DYNSYM + 1; i++) {
+        kind = (i <= PROF_SYMBOLS_DYNSYM) ? (prof_symbols_e) i
+                                          : PROF_SYMBOLS_NONE;
 
-    rc |= prof_buffer_printf(&b, ", %zu without", count[PROF_SYMBOLS_NONE]);
+        rc |= prof_buffer_printf(&b, "%s %zu %s", i > 1 ? "," : ":",
+                                 count[kind], libraries[kind]);
 
-    if (none.length > 0) {
-        rc |= prof_buffer_printf(&b, " (%.*s)", (int) none.length,
-                                 none.data);
+        if (names[kind].length > 0) {
+            rc |= prof_buffer_printf(&b, " (%.*s)", (int) names[kind].length,
+                                     (char *) names[kind].data);
+        }
+
+        prof_buffer_free(&names[kind]);
     }
 
     if (p->agent_url == NULL) {
@@ -633,8 +634,6 @@ prof_identify(prof_t *p, const char *agent)
     }
 
     prof_buffer_free(&b);
-    prof_buffer_free(&partial);
-    prof_buffer_free(&none);
 }
 
 

@@ -154,7 +154,7 @@ unlike($t->error_log, qr/\[(alert|emerg|crit)\]/, 'no alert in the log');
 # answer is known.
 my @lines = grep { /profiling: ngx_http_profiling_module / } split /\n/, $t->error_log;
 ok(@lines >= 1, 'the identification line is logged');
-like($lines[0] // '', qr/\[notice\].*ngx_http_profiling_module \S+ \(nginx \S+, \S+\): unwind tables for \d+ objects .*symbols: nginx [^,]+, \d+ libraries .*agent http:\/\/127\.0\.0\.1:$refused: not reachable \(failed: /,
+like($lines[0] // '', qr/\[notice\].*ngx_http_profiling_module \S+ \(nginx \S+, \S+\): unwind tables for \d+ objects .*symbols: nginx [^;]+; libraries: \d+ with .*agent http:\/\/127\.0\.0\.1:$refused: not reachable \(failed: /,
      'with the version, the tables, the symbols and the agent');
 
 done_testing();
