@@ -19,6 +19,7 @@ use lib "$FindBin::Bin/lib";
 
 use HTTP::Tiny;
 use POSIX qw(WNOHANG);
+use Cwd ();
 use Test::More;
 use Time::HiRes qw(time);
 
@@ -34,21 +35,20 @@ my $ALLOWANCE_KB = 256;
 my $SANITIZED = ProfTest::nginx_wrapped();
 $END_S = 20 if $SANITIZED;
 
-sub lua_modules {
-    return map { ProfTest::debian_module($_) } qw(ndk_http_module
-                                                  ngx_http_lua_module);
-}
-
-my @LUA = lua_modules();
-if (grep({ !defined } @LUA) && $> == 0) {
+# Lua: OpenResty's built in, or Debian's modules for Debian's nginx.
+my $LUA = ProfTest::engines()->{lua};
+if (!$LUA && $> == 0
+    && (Cwd::realpath(ProfTest::nginx_real()) // '') eq '/usr/sbin/nginx')
+{
     # What ci/install-deps installs; a machine without it gets it here.
     system('sh', '-c', 'DEBIAN_FRONTEND=noninteractive apt-get install -y '
            . '-qq --no-install-recommends libnginx-mod-http-ndk '
            . 'libnginx-mod-http-lua >/dev/null 2>&1');
-    @LUA = lua_modules();
+    $LUA = ProfTest::engines()->{lua};
 }
-plan(skip_all => 'Debian\'s libnginx-mod-http-lua and -ndk are missing')
-    if grep { !defined } @LUA;
+plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
+                 . 'with libnginx-mod-http-lua and -ndk)') unless $LUA;
+my @LUA = @$LUA;
 
 my $LOCATIONS = <<'EOF';
     init_worker_by_lua_block { jit.opt.start("sizemcode=8", "maxmcode=64") }

@@ -24,11 +24,10 @@ use ProfTest;
 
 my $SECONDS = $ENV{PROFILING_DLOPEN_SECONDS} || 60;
 
-my %MOD = map { $_ => ProfTest::debian_module($_) }
-          qw(ndk_http_module ngx_http_lua_module);
-my @missing = grep { !$MOD{$_} } sort keys %MOD;
-plan(skip_all => "Debian's nginx modules missing (@missing): ci/install-deps")
-    if @missing;
+my $LUA = ProfTest::engines()->{lua};
+plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
+                 . 'with libnginx-mod-http-lua: ci/install-deps)')
+    unless $LUA;
 plan(skip_all => 'wrk is missing: ci/install-deps')
     unless grep { -x "$_/wrk" } split /:/, $ENV{PATH};
 plan(skip_all => 'lua-cjson is missing: ci/install-deps')
@@ -37,9 +36,7 @@ plan(skip_all => 'lua-cjson is missing: ci/install-deps')
 $ENV{MALLOC_ARENA_MAX} = 1;
 
 my $t = ProfTest->new(workers => 2,
-                      modules => [ 'ngx_http_profiling_module',
-                                   @MOD{qw(ndk_http_module
-                                           ngx_http_lua_module)} ]);
+                      modules => [ 'ngx_http_profiling_module', @$LUA ]);
 
 # Libraries nginx does not load itself (bz2, expat, uuid) are mapped and
 # unmapped on every round; the others only counted.
@@ -48,6 +45,7 @@ $t->write_config(<<'EOF', main => $t->core_main);
     profiling_dump_dir %%DUMP%%;
     profiling_period 2s;
     profiling_interval 1ms;
+    lua_package_cpath "/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;;";
 
     init_by_lua_block {
         local ffi = require "ffi"

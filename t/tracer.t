@@ -22,8 +22,9 @@ use ProfAgent;
 use ProfTest;
 
 my $DATADOG = ProfTest::datadog_module();
-plan(skip_all => 'nginx-datadog (../shared/fixtures/nginx-datadog, or '
-               . 'PROFILING_DATADOG_MODULE) is absent') unless $DATADOG;
+plan(skip_all => 'nginx-datadog (../shared/fixtures/nginx-datadog, built '
+               . 'for Debian\'s nginx, or PROFILING_DATADOG_MODULE) is '
+               . 'absent for this nginx') unless $DATADOG;
 
 my $PYTHON = '/usr/bin/python3';
 plan(skip_all => 'python3-msgpack is absent (Debian package)')

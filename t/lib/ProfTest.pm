@@ -141,12 +141,17 @@ sub module_path {
     return File::Spec->catfile(build_dir(), 'test', "$name.so");
 }
 
-# The nginx-datadog module (../shared/fixtures, or PROFILING_DATADOG_MODULE).
+# The nginx-datadog module (../shared/fixtures, or PROFILING_DATADOG_MODULE):
+# the fixture is built for Debian's nginx, undef for another.
 sub datadog_module {
     my $m = $ENV{PROFILING_DATADOG_MODULE};
-    $m = File::Spec->catfile(dirname($TOP_DIR), 'shared', 'fixtures',
-                             'nginx-datadog', 'ngx_http_datadog_module.so')
-        unless defined $m && length $m;
+    unless (defined $m && length $m) {
+        return undef
+            unless (Cwd::realpath(nginx_real()) // '') eq '/usr/sbin/nginx';
+        $m = File::Spec->catfile(dirname($TOP_DIR), 'shared', 'fixtures',
+                                 'nginx-datadog',
+                                 'ngx_http_datadog_module.so');
+    }
     return -f $m ? $m : undef;
 }
 
