@@ -364,129 +364,6 @@ ngx_http_profiling_resolve(ngx_http_request_t *r, uint64_t tag)
 }
 
 
-/*
- * An event of a connection whose request is not known when it begins (a
- * new connection's first request, a keep-alive connection's next one,
- * pipelined ones) runs under a tag of its own, "pending": the request
- * logged in it (the log handler), or else the connection's request when
- * the event ends (ngx_http_profiling_request_leave), takes the samples it
- * carried.
- */
-ngx_log_t                        *ngx_http_profiling_pending_log;
-static ngx_connection_t          *ngx_http_profiling_pending_conn;
-static ngx_atomic_uint_t          ngx_http_profiling_pending_number;
-
-
-/* The connection of an event, when it is one of nginx's: else NULL. */
-static ngx_inline ngx_connection_t *
-ngx_http_profiling_event_connection(ngx_event_t *ev)
-{
-    ngx_connection_t  *c;
-
-    c = ev->data;
-
-    if (c < ngx_cycle->connections
-        || c >= ngx_cycle->connections + ngx_cycle->connection_n
-        || (c->read != ev && c->write != ev))
-    {
-        return NULL;
-    }
-
-    return c;
-}
-
-
-static void
-ngx_http_profiling_pend(ngx_event_t *ev, ngx_log_t *log)
-{
-    ngx_connection_t  *c;
-
-    ngx_http_profiling_request_leave();
-
-    c = ngx_http_profiling_event_connection(ev);
-
-    ngx_http_profiling_pending_log = log;
-    ngx_http_profiling_pending_conn = c;
-    ngx_http_profiling_pending_number = (c != NULL) ? c->number : 0;
-    ngx_http_profiling_current_tag = prof_request_enter(ngx_http_profiling_hot);
-}
-
-
-/* The pending tag's samples go to r (alive). */
-static void
-ngx_http_profiling_claim(ngx_http_request_t *r)
-{
-    if (prof_request_sampled(ngx_http_profiling_hot,
-                             ngx_http_profiling_current_tag))
-    {
-        ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
-    }
-}
-
-
-/*
- * A pending event ends: its samples go to the request its connection has
- * now, if the connection is still the same and open (then its log and the
- * request are alive).
- */
-static void
-ngx_http_profiling_pending_end(void)
-{
-    ngx_connection_t    *c;
-    ngx_http_request_t  *r;
-
-    c = ngx_http_profiling_pending_conn;
-
-    if (c != NULL
-        && prof_request_sampled(ngx_http_profiling_hot,
-                                ngx_http_profiling_current_tag)
-        && c->number == ngx_http_profiling_pending_number
-        && c->fd != (ngx_socket_t) -1 && !c->destroyed
-        && c->log == ngx_http_profiling_pending_log
-        && c->log->handler == ngx_http_profiling_http_log)
-    {
-        r = ((ngx_http_log_ctx_t *) c->log->data)->request;
-
-        if (r != NULL && r == r->main && r->connection == c) {
-            ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
-        }
-    }
-
-    ngx_http_profiling_pending_log = NULL;
-    ngx_http_profiling_pending_conn = NULL;
-}
-
-
-/*
- * nginx's HTTP log handler (static in nginx) is learned from the first
- * event of a connection an HTTP listening socket accepted: its log is the
- * one ngx_http_init_connection() made. Whether ev's log is one now.
- */
-static ngx_uint_t
-ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
-{
-    ngx_connection_t  *c;
-
-    if (ngx_http_profiling_http_log != ngx_http_profiling_no_log_handler
-        || log->handler == NULL)
-    {
-        return 0;
-    }
-
-    c = ngx_http_profiling_event_connection(ev);
-
-    if (c == NULL || c->log != log || c->listening == NULL
-        || c->listening->handler != ngx_http_init_connection)
-    {
-        return 0;
-    }
-
-    ngx_http_profiling_http_log = log->handler;
-
-    return 1;
-}
-
-
 #if (NGX_QUIC)
 
 /*
@@ -563,6 +440,147 @@ ngx_http_profiling_quic_request(ngx_event_t *ev)
 }
 
 #endif
+
+
+/*
+ * An event of a connection whose request is not known when it begins (a
+ * new connection's first request, a keep-alive connection's next one,
+ * pipelined ones) runs under a tag of its own, "pending": the request
+ * logged in it (the log handler), or else the connection's request when
+ * the event ends (ngx_http_profiling_request_leave), takes the samples it
+ * carried.
+ */
+ngx_log_t                        *ngx_http_profiling_pending_log;
+static ngx_connection_t          *ngx_http_profiling_pending_conn;
+static ngx_atomic_uint_t          ngx_http_profiling_pending_number;
+
+
+/* The connection of an event, when it is one of nginx's: else NULL. */
+static ngx_inline ngx_connection_t *
+ngx_http_profiling_event_connection(ngx_event_t *ev)
+{
+    ngx_connection_t  *c;
+
+    c = ev->data;
+
+    if (c < ngx_cycle->connections
+        || c >= ngx_cycle->connections + ngx_cycle->connection_n
+        || (c->read != ev && c->write != ev))
+    {
+        return NULL;
+    }
+
+    return c;
+}
+
+
+static void
+ngx_http_profiling_pend(ngx_event_t *ev, ngx_log_t *log)
+{
+    ngx_connection_t  *c;
+
+    ngx_http_profiling_request_leave();
+
+    c = ngx_http_profiling_event_connection(ev);
+
+    ngx_http_profiling_pending_log = log;
+    ngx_http_profiling_pending_conn = c;
+    ngx_http_profiling_pending_number = (c != NULL) ? c->number : 0;
+    ngx_http_profiling_current_tag = prof_request_enter(ngx_http_profiling_hot);
+}
+
+
+/* The pending tag's samples go to r (alive). */
+static void
+ngx_http_profiling_claim(ngx_http_request_t *r)
+{
+    if (prof_request_sampled(ngx_http_profiling_hot,
+                             ngx_http_profiling_current_tag))
+    {
+        ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
+    }
+}
+
+
+/*
+ * A pending event ends: its samples go to the request its connection has
+ * now, if the connection is still the same and open (then its log and the
+ * request are alive).
+ */
+static void
+ngx_http_profiling_pending_end(void)
+{
+    ngx_uint_t           sampled, quic;
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+
+    c = ngx_http_profiling_pending_conn;
+    sampled = prof_request_sampled(ngx_http_profiling_hot,
+                                   ngx_http_profiling_current_tag);
+
+#if (NGX_QUIC)
+    /* An HTTP/3 request made in this event: its connection's own events
+       are its now (ngx_http_profiling_quic_ran). */
+    quic = (c != NULL && c->quic != NULL
+            && ngx_http_profiling_quic_last != NULL);
+#else
+    quic = 0;
+#endif
+
+    if (c != NULL && (sampled || quic)
+        && c->number == ngx_http_profiling_pending_number
+        && c->fd != (ngx_socket_t) -1 && !c->destroyed
+        && c->log == ngx_http_profiling_pending_log
+        && c->log->handler == ngx_http_profiling_http_log)
+    {
+        r = ((ngx_http_log_ctx_t *) c->log->data)->request;
+
+        if (r != NULL && r == r->main && r->connection == c) {
+            if (sampled) {
+                ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
+            }
+
+#if (NGX_QUIC)
+            if (quic) {
+                ngx_http_profiling_quic_ran(r);
+            }
+#endif
+        }
+    }
+
+    ngx_http_profiling_pending_log = NULL;
+    ngx_http_profiling_pending_conn = NULL;
+}
+
+
+/*
+ * nginx's HTTP log handler (static in nginx) is learned from the first
+ * event of a connection an HTTP listening socket accepted: its log is the
+ * one ngx_http_init_connection() made. Whether ev's log is one now.
+ */
+static ngx_uint_t
+ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
+{
+    ngx_connection_t  *c;
+
+    if (ngx_http_profiling_http_log != ngx_http_profiling_no_log_handler
+        || log->handler == NULL)
+    {
+        return 0;
+    }
+
+    c = ngx_http_profiling_event_connection(ev);
+
+    if (c == NULL || c->log != log || c->listening == NULL
+        || c->listening->handler != ngx_http_init_connection)
+    {
+        return 0;
+    }
+
+    ngx_http_profiling_http_log = log->handler;
+
+    return 1;
+}
 
 
 /* Publishes the main request r (alive) as the one executing. */
@@ -1021,6 +1039,13 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
         if (ls[i].quic) {
             ngx_http_profiling_quic_last = ngx_pcalloc(cycle->pool,
                  cycle->connection_n * sizeof(ngx_http_profiling_quic_last_t));
+
+            if (ngx_http_profiling_quic_last == NULL) {
+                ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                              "profiling: no memory for HTTP/3: the QUIC "
+                              "connections' own events are no request's");
+            }
+
             break;
         }
     }

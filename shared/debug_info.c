@@ -288,6 +288,31 @@ prof_debug_unxz(const uint8_t *in, uint64_t size, uint8_t **out,
 }
 
 
+/* Writes size bytes to fd whatever signals interrupt: 0 or -errno. */
+static int
+prof_debug_write_all(int fd, const uint8_t *p, size_t size)
+{
+    ssize_t  n;
+
+    while (size > 0) {
+        n = write(fd, p, size);
+
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+
+            return -errno;
+        }
+
+        p += n;
+        size -= n;
+    }
+
+    return 0;
+}
+
+
 int
 prof_minidebuginfo_open(const char *object, int *fd)
 {
@@ -317,9 +342,8 @@ prof_minidebuginfo_open(const char *object, int *fd)
     if (out == -1) {
         rc = -errno;
 
-    } else if (write(out, elf, size) != (ssize_t) size) {
+    } else if ((rc = prof_debug_write_all(out, elf, size)) != 0) {
         close(out);
-        rc = -EIO;
 
     } else {
         *fd = out;
@@ -334,12 +358,36 @@ prof_minidebuginfo_open(const char *object, int *fd)
 int
 prof_minidebuginfo_present(const char *object)
 {
-    int       rc;
-    void     *data;
-    uint64_t  size;
+    int          fd, rc;
+    size_t       n;
+    char         path[32];
+    prof_elf_t   elf;
+    Elf64_Shdr  *sh;
 
-    rc = prof_debug_section(object, ".gnu_debugdata", 16, &data, &size);
-    free(data);
+    if (prof_minidebuginfo_open(object, &fd) != 0) {
+        return 0;
+    }
 
-    return rc == 0 || rc == -EFBIG;
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    rc = prof_elf_open(&elf, path);
+    close(fd);
+
+    if (rc != 0) {
+        return 0;
+    }
+
+    rc = prof_elf_sections(&elf, &sh, &n);
+    prof_elf_close(&elf);
+
+    if (rc != 0) {
+        return 0;
+    }
+
+    for (rc = 0; n > 0 && !rc; n--) {
+        rc = (sh[n - 1].sh_type == SHT_SYMTAB && sh[n - 1].sh_size > 0);
+    }
+
+    free(sh);
+
+    return rc;
 }

@@ -27,7 +27,7 @@
  * under root (NULL: nowhere) followed by the object's directory, and
  * taken when its CRC-32 is the link's. Writes its path (size bytes):
  * 0, -ENOENT when there is none, -ENOEXEC when the link is malformed,
- * -errno.
+ * -EFBIG when the section is larger than a link can be, -errno.
  */
 int prof_debuglink_find(const char *object, const char *root, char *path,
     size_t size);
@@ -39,7 +39,10 @@ int prof_debuglink_find(const char *object, const char *root, char *path,
  */
 int prof_minidebuginfo_open(const char *object, int *fd);
 
-/* Whether the ELF file object has a .gnu_debugdata section (1 or 0). */
+/*
+ * Whether the ELF file object has MiniDebugInfo with functions (1 or 0):
+ * decompresses it, as prof_minidebuginfo_open() does.
+ */
 int prof_minidebuginfo_present(const char *object);
 
 

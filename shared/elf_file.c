@@ -131,6 +131,7 @@ prof_elf_open(prof_elf_t *elf, const char *path)
 failed:
 
     close(elf->fd);
+    elf->fd = -1;
 
     return rc;
 }

@@ -30,7 +30,10 @@ typedef struct {
 } prof_elf_t;
 
 
-/* 0, -ENOEXEC when the file is not a 64-bit little-endian ELF, -errno. */
+/*
+ * 0, -ENOEXEC when the file is not a 64-bit little-endian ELF, -ENODEV
+ * when it is not a regular file, -errno. On failure elf->fd is -1.
+ */
 int prof_elf_open(prof_elf_t *elf, const char *path);
 void prof_elf_close(prof_elf_t *elf);
 

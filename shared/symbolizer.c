@@ -58,6 +58,8 @@ typedef struct {
     unsigned             seen:1;            /* in the maps read under way */
     unsigned             loaded:1;          /* symbols were looked for */
     unsigned             corrupt_reported:1;
+    prof_symbols_e       names;             /* where they came from, once
+                                               loaded */
     prof_sym_t          *syms;              /* sorted by addr, no dups */
     size_t               nsyms;
     char                *strtab;
@@ -67,8 +69,6 @@ typedef struct {
                                                not at obj.path: the vdso */
     int                  image_fd;
 } prof_sym_object_t;
-
-
 
 
 struct prof_symbolizer_s {
@@ -527,10 +527,17 @@ prof_sym_load_minidebuginfo(prof_sym_object_t *o)
 
     rc = prof_sym_load_file(o, prof_sym_image(o), SHT_DYNSYM);
 
-    if (rc == -ENOEXEC || (rc == 0 && prof_sym_merge(o, &mini) != 0)) {
+    if (rc == 0 && prof_sym_merge(o, &mini) != 0) {
+        /* No memory: .dynsym's, loaded already, alone. */
         free(mini.syms);
         free(mini.strtab);
-        return rc == -ENOEXEC ? rc : -ENOENT;
+        return 0;
+    }
+
+    if (rc == -ENOEXEC) {
+        free(mini.syms);
+        free(mini.strtab);
+        return rc;
     }
 
     if (rc != 0) {
@@ -547,8 +554,9 @@ prof_sym_load_minidebuginfo(prof_sym_object_t *o)
 /*
  * The symbols of an object, from the first of: its .symtab, the .symtab
  * of its debug file by build id, of the debug file its .gnu_debuglink
- * names (debug_dir NULL: no debug files), its MiniDebugInfo with its
- * .dynsym, its .dynsym. A malformed object file has none.
+ * names (debug_dir NULL: no other file is read), its MiniDebugInfo (in
+ * the object itself) with its .dynsym, its .dynsym. A malformed object
+ * file has none. Records where they came from.
  */
 
 static void
@@ -558,6 +566,7 @@ prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
     char  path[PATH_MAX], root[PATH_MAX];
 
     o->loaded = 1;
+    o->names = PROF_SYMBOLS_NONE;
 
     if (o->obj.corrupt) {
         return;
@@ -566,8 +575,11 @@ prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
     rc = prof_sym_load_file(o, prof_sym_image(o), SHT_SYMTAB);
     if (rc == 0 || rc == -ENOEXEC) {
         o->obj.corrupt = (rc == -ENOEXEC);
+        o->names = (rc == 0) ? PROF_SYMBOLS_SYMTAB : PROF_SYMBOLS_NONE;
         return;
     }
+
+    o->names = PROF_SYMBOLS_DEBUG_FILE;
 
     if (prof_sym_build_id_path(debug_dir, o, path, sizeof(path)) == 0
         && prof_sym_load_file(o, path, SHT_SYMTAB) == 0)
@@ -586,14 +598,18 @@ prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
         return;
     }
 
+    o->names = PROF_SYMBOLS_MINIDEBUGINFO;
+
     rc = prof_sym_load_minidebuginfo(o);
     if (rc == 0 || rc == -ENOEXEC) {
         o->obj.corrupt = (rc == -ENOEXEC);
+        o->names = (rc == 0) ? o->names : PROF_SYMBOLS_NONE;
         return;
     }
 
     rc = prof_sym_load_file(o, prof_sym_image(o), SHT_DYNSYM);
     o->obj.corrupt = (rc == -ENOEXEC);
+    o->names = (rc == 0) ? PROF_SYMBOLS_DYNSYM : PROF_SYMBOLS_NONE;
 }
 
 
@@ -1167,6 +1183,10 @@ prof_symbolizer_symbols(prof_symbolizer_t *sym, size_t i)
     }
 
     o = sym->active[i];
+
+    if (o->loaded) {
+        return o->names;
+    }
 
     if (prof_sym_has_section(prof_sym_image(o), SHT_SYMTAB) == 1) {
         return PROF_SYMBOLS_SYMTAB;

@@ -86,9 +86,9 @@ int prof_symbolizer_refresh(prof_symbolizer_t *sym);
  * the file's .symtab when present, else the .symtab of its debug file
  * found by build id, else of the one its .gnu_debuglink names, else its
  * MiniDebugInfo with .dynsym, else .dynsym (a stripped library always has
- * one, so the debug information must come first). *function is NULL when no symbol covers
- * pc. Returns NULL when no object maps pc. Deleted files are objects
- * without symbols; the vdso is read from memory.
+ * one, so the debug information must come first). *function is NULL when
+ * no symbol covers pc. Returns NULL when no object maps pc. Deleted files
+ * are objects without symbols; the vdso is read from memory.
  */
 const prof_object_t *prof_symbolize(prof_symbolizer_t *sym, uint64_t pc,
     const char **function);
@@ -133,7 +133,8 @@ void prof_symbolizer_stats(prof_symbolizer_t *sym,
 /*
  * Tests and fuzzing: parses the ELF file at path as the symbolizer parses
  * an object mapped from its offset 0 (program headers, build id note,
- * .symtab, else .dynsym; no debug file) and looks up every function found.
+ * .symtab, else MiniDebugInfo with .dynsym, else .dynsym; no other file)
+ * and looks up every function found.
  * *functions is how many. 0, -ENOEXEC when the file is malformed (then
  * *functions is 0), -EFAULT when a lookup is inconsistent (a bug), or
  * -errno.

@@ -13,6 +13,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use File::Temp qw(tempdir);
+use POSIX ();
 use Test::More;
 
 use ProfTest;
@@ -44,7 +45,15 @@ sub variant {
 
 sub configure {
     my ($tree, $args) = @_;
-    my $out = `cd '$TOP' && ./configure --with-nginx='$tree' --builddir='$dir/build' --nginx-configure-args='$args' 2>&1`;
+    my $pid = open(my $fh, '-|') // die "fork: $!";
+    if ($pid == 0) {
+        open(STDERR, '>&', \*STDOUT);
+        chdir($TOP) or die "$TOP: $!";
+        exec('./configure', "--with-nginx=$tree", "--builddir=$dir/build",
+             "--nginx-configure-args=$args") or POSIX::_exit(127);
+    }
+    my $out = do { local $/; <$fh> } // '';
+    close($fh);
     return ($? >> 8, $out);
 }
 
@@ -95,8 +104,9 @@ my $other = variant('other', 'src/event/ngx_event.c', sub {
     $_[0] =~ s/(\n    ngx_event_process_posted\(cycle, &ngx_posted_events\);\n)(\}\n)/$1    ngx_event_process_posted(cycle, &ngx_posted_next_events);\n$2/
 });
 ($rc, $out) = configure($other, '--with-compat');
-isnt($rc, 0, 'any other queue after the posted events: refused')
-    or diag($out);
+isnt($rc, 0, 'any other queue after the posted events: refused');
+like($out, qr/ngx_process_events_and_timers\(\) in \S+ngx_event\.c differs/,
+     'naming the function') or diag($out);
 
 # A tree of headers only, as Debian's nginx-dev.
 sub headers_only {
@@ -137,9 +147,31 @@ like($out, qr/no src\/event\/ngx_event\.c .* 1\.21\.6 is not one whose sources w
     like($out, qr/the nginx arguments of \S+\/bin\/nginx \(nginx \Q$version\E\): --with-compat --with-threads/,
          'no arguments given: those of the installed nginx of this version')
         or diag($out);
-    my $script = do { local (@ARGV, $/) = "$dir/build/configure-nginx.sh"; <> };
-    like($script, qr/\.\/configure --with-compat --with-threads /,
-         'and nginx\'s configure runs with them');
+    my $args = do { local (@ARGV, $/) = "$dir/build/nginx-args"; <> };
+    is($args, "--with-compat --with-threads\n",
+       'and nginx\'s configure runs with them');
+}
+
+# nginx -V's words as given: a module added by a path relative to the
+# tree (as OpenResty's are) found from the build directory, nginx's own
+# compiler options kept before the module's.
+{
+    mkdir("$dir/extmod") or die;
+    open(my $fh, '>', "$dir/extmod/config") or die;
+    print $fh "ngx_addon_name=ngx_http_extmod_module\n"
+              . "HTTP_MODULES=\"\$HTTP_MODULES\"\n";
+    close($fh);
+    my ($rc, $out) = configure($pristine, "--with-compat "
+        . "--add-module=../extmod --with-cc-opt='-DPROF_A=1 -DPROF_B=2'");
+    is($rc, 0, 'configured with a relative module path and quoted options')
+        or diag($out);
+    my $log = `cd '$dir/build' && ./configure-nginx.sh '$dir/build/n' 2>&1`;
+    is($? >> 8, 0, 'nginx\'s configure runs with them') or diag($log);
+    like($log, qr{adding module in \Q$pristine\E/\.\./extmod},
+         'the module is found relative to the nginx tree') or diag($log);
+    my $mk = do { local (@ARGV, $/) = "$dir/build/n/objs/Makefile"; <> };
+    like($mk // '', qr/-DPROF_A=1 -DPROF_B=2 -g -O2/,
+         'nginx\'s compiler options come before the module\'s');
 }
 
 ($rc, $out) = configure($pristine, '--with-threads');

@@ -122,8 +122,7 @@ EOF
     ok(length $tags->{host}, 'host tag');
     is($tags->{language}, 'native', 'language tag');
     is($tags->{runtime}, 'nginx', 'runtime tag');
-    my ($nginx_version) = ProfTest::nginx_v() =~ m{nginx/([0-9.]+)};
-    is($tags->{runtime_version}, $nginx_version,
+    is($tags->{runtime_version}, ProfTest::nginx_version_string(),
        'runtime_version tag: the version of the nginx under test');
     like($tags->{'runtime-id'},
          qr/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,

@@ -109,18 +109,25 @@ sub nginx_v {
     return $NGINX_V;
 }
 
-# Its version as nginx_version is in C (1.25.1: 1025001).
+# Its version as nginx_version is in C (1.25.1: 1025001); OpenResty's
+# first three numbers are its nginx's.
 sub nginx_version {
-    my ($maj, $min, $pat) = nginx_v() =~ m{nginx/(\d+)\.(\d+)\.(\d+)}
+    my ($maj, $min, $pat) = nginx_version_string() =~ /^(\d+)\.(\d+)\.(\d+)$/
         or croak "no version in nginx -V: " . nginx_v();
     return $maj * 1000000 + $min * 1000 + $pat;
+}
+
+# Its version as the module reports it (NGINX_VERSION: "1.25.3").
+sub nginx_version_string {
+    my ($v) = nginx_v() =~ m{(?:nginx|openresty)/(\d+\.\d+\.\d+)};
+    return $v // '';
 }
 
 # OpenResty's Lua libraries (lua-resty-core, which its lua module loads
 # at start): the http directive that finds them, for an nginx with lua
 # built in; '' for any other.
 sub lua_package_path_directive {
-    return '' unless nginx_has('lua-nginx-module');
+    return '' unless nginx_has('lua-nginx-module') || nginx_has('ngx_lua');
     my ($prefix) = nginx_v() =~ /--prefix=(\S+)/;
     return '' unless defined $prefix && -d "$prefix/lualib";
     return "    lua_package_path \"$prefix/lualib/?.lua;;\";\n";
@@ -1566,7 +1573,7 @@ EOF
 # load into Debian's nginx only.
 sub engines {
     my %e;
-    $e{lua} = [] if nginx_has('lua-nginx-module');
+    $e{lua} = [] if nginx_has('lua-nginx-module') || nginx_has('ngx_lua');
     if ((Cwd::realpath(nginx_real()) // '') eq '/usr/sbin/nginx') {
         my @lua = map { debian_module($_) } qw(ndk_http_module
                                                 ngx_http_lua_module);

@@ -448,6 +448,7 @@ hidden_function_name(const char *debug_dir, const char *path, char *name,
     size_t                i;
     void                 *lib, *(*address)(void);
     const char           *function;
+    prof_symbols_e        probed;
     prof_symbolizer_t    *sym;
     const prof_object_t  *obj;
 
@@ -461,19 +462,29 @@ hidden_function_name(const char *debug_dir, const char *path, char *name,
     *(void **) &address = dlsym(lib, "fixture_hidden_address");
     assert_non_null(address);
 
+    /* What the identification line says of it before a lookup... */
+    assert_int_equal(prof_symbolizer_refresh(sym), 0);
+    probed = PROF_SYMBOLS_NONE;
+    for (i = 0; i < prof_symbolizer_object_count(sym); i++) {
+        if (strcmp(prof_symbolizer_object(sym, i)->path, path) == 0) {
+            probed = prof_symbolizer_symbols(sym, i);
+        }
+    }
+
     obj = prof_symbolize(sym, (uintptr_t) address(), &function);
     assert_non_null(obj);
     assert_string_equal(obj->path, path);
 
     snprintf(name, size, "%s", function ? function : "(none)");
 
-    /* What the identification line says of it. */
+    /* ...and after it: where the names came from. */
     *kind = PROF_SYMBOLS_NONE;
     for (i = 0; i < prof_symbolizer_object_count(sym); i++) {
         if (prof_symbolizer_object(sym, i) == obj) {
             *kind = prof_symbolizer_symbols(sym, i);
         }
     }
+    assert_int_equal(probed, *kind);
 
     /* Exported functions keep their names whatever the source. */
     assert_non_null(prof_symbolize(sym, (uintptr_t) address, &function));
@@ -584,10 +595,12 @@ test_malformed_minidebuginfo_leaves_dynsym(void **state)
     prof_symbols_e  kind;
 
     /* Not xz; then xz, but truncated; then xz of something not ELF. */
-    run("head -c 4096 /dev/urandom > junk "
+    run("objcopy -S --keep-symbol=fixture_hidden_function full.debug "
+        "mini_cut && xz -c mini_cut > mini_cut.xz "
+        "&& head -c 4096 /dev/urandom > junk "
         "&& objcopy --add-section .gnu_debugdata=junk stripped.so "
         "junk-minidebug.so "
-        "&& head -c 200 mini_debuginfo.xz > cut.xz "
+        "&& head -c 200 mini_cut.xz > cut.xz "
         "&& objcopy --add-section .gnu_debugdata=cut.xz stripped.so "
         "cut-minidebug.so "
         "&& head -c 100000 /dev/urandom | xz > notelf.xz "
@@ -598,14 +611,17 @@ test_malformed_minidebuginfo_leaves_dynsym(void **state)
     assert_string_equal(hidden_function_name("/nonexistent", path, name,
                                              sizeof(name), &kind),
                         "(none)");
+    assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
     snprintf(path, sizeof(path), "%s/cut-minidebug.so", tmp_dir);
     assert_string_equal(hidden_function_name("/nonexistent", path, name,
                                              sizeof(name), &kind),
                         "(none)");
+    assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
     snprintf(path, sizeof(path), "%s/notelf-minidebug.so", tmp_dir);
     assert_string_equal(hidden_function_name("/nonexistent", path, name,
                                              sizeof(name), &kind),
                         "(none)");
+    assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
 }
 
 
