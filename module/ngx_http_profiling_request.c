@@ -592,7 +592,7 @@ ngx_http_profiling_enter(ngx_http_request_t *r)
     }
 
 #if (NGX_QUIC)
-    if (r->connection->quic != NULL && ngx_http_profiling_quic_last != NULL) {
+    if (ngx_http_profiling_quic_last != NULL && r->connection->quic != NULL) {
         ngx_http_profiling_quic_ran(r);
     }
 #endif

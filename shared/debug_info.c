@@ -22,6 +22,7 @@
 
 #include "debug_info.h"
 #include "elf_file.h"
+#include "io.h"
 
 
 #define PROF_DEBUGLINK_MAX       4096        /* bytes of .gnu_debuglink */
@@ -288,31 +289,6 @@ prof_debug_unxz(const uint8_t *in, uint64_t size, uint8_t **out,
 }
 
 
-/* Writes size bytes to fd whatever signals interrupt: 0 or -errno. */
-static int
-prof_debug_write_all(int fd, const uint8_t *p, size_t size)
-{
-    ssize_t  n;
-
-    while (size > 0) {
-        n = write(fd, p, size);
-
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-
-            return -errno;
-        }
-
-        p += n;
-        size -= n;
-    }
-
-    return 0;
-}
-
-
 int
 prof_minidebuginfo_open(const char *object, int *fd)
 {
@@ -342,7 +318,7 @@ prof_minidebuginfo_open(const char *object, int *fd)
     if (out == -1) {
         rc = -errno;
 
-    } else if ((rc = prof_debug_write_all(out, elf, size)) != 0) {
+    } else if ((rc = prof_write_all(out, elf, size)) != 0) {
         close(out);
 
     } else {

@@ -22,6 +22,7 @@
 
 #include "diagnostics.h"
 #include "file_export.h"
+#include "io.h"
 
 
 #define PROF_DUMP_SERVICE_MAX   100     /* characters kept of the service */
@@ -297,27 +298,6 @@ prof_dump_create_temp(prof_dump_dir_t *d, pid_t pid, uint64_t sequence,
     }
 
     return -EEXIST;
-}
-
-
-static int
-prof_dump_write_all(int fd, const unsigned char *p, size_t length)
-{
-    ssize_t  n;
-
-    while (length > 0) {
-        n = write(fd, p, length);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -errno;
-        }
-        p += n;
-        length -= n;
-    }
-
-    return 0;
 }
 
 
@@ -714,7 +694,7 @@ prof_dump_dir_write(prof_dump_dir_t *d, pid_t pid, uint64_t sequence,
         return fd;
     }
 
-    rc = prof_dump_write_all(fd, data, length);
+    rc = prof_write_all(fd, data, length);
 
     if (close(fd) != 0 && rc == 0) {
         rc = -errno;

@@ -591,8 +591,10 @@ test_minidebuginfo_names_static_functions(void **state)
 static void
 test_malformed_minidebuginfo_leaves_dynsym(void **state)
 {
-    char            name[256], path[PATH_MAX];
-    prof_symbols_e  kind;
+    char                name[256], path[PATH_MAX];
+    size_t              i;
+    prof_symbols_e      kind;
+    static const char  *malformed[] = { "junk", "cut", "notelf" };
 
     /* Not xz; then xz, but truncated; then xz of something not ELF. */
     run("objcopy -S --keep-symbol=fixture_hidden_function full.debug "
@@ -607,21 +609,14 @@ test_malformed_minidebuginfo_leaves_dynsym(void **state)
         "&& objcopy --add-section .gnu_debugdata=notelf.xz stripped.so "
         "notelf-minidebug.so");
 
-    snprintf(path, sizeof(path), "%s/junk-minidebug.so", tmp_dir);
-    assert_string_equal(hidden_function_name("/nonexistent", path, name,
-                                             sizeof(name), &kind),
-                        "(none)");
-    assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
-    snprintf(path, sizeof(path), "%s/cut-minidebug.so", tmp_dir);
-    assert_string_equal(hidden_function_name("/nonexistent", path, name,
-                                             sizeof(name), &kind),
-                        "(none)");
-    assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
-    snprintf(path, sizeof(path), "%s/notelf-minidebug.so", tmp_dir);
-    assert_string_equal(hidden_function_name("/nonexistent", path, name,
-                                             sizeof(name), &kind),
-                        "(none)");
-    assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
+    for (i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s-minidebug.so", tmp_dir,
+                 malformed[i]);
+        assert_string_equal(hidden_function_name("/nonexistent", path, name,
+                                                 sizeof(name), &kind),
+                            "(none)");
+        assert_int_equal(kind, PROF_SYMBOLS_DYNSYM);
+    }
 }
 
 
