@@ -145,6 +145,10 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
                                                 flags | NGX_POST_EVENTS);
     prof_wait_end(hot);
 
+    /* After a dlopen the handler met code outside its tables: rebuilt. */
+    prof_sampler_maintain(ngx_http_profiling_sampler, hot,
+                          (int64_t) ngx_current_msec * 1000000);
+
     ngx_http_profiling_process_posted(&ngx_posted_accept_events);
 
     if (ngx_accept_mutex_held) {

@@ -16,11 +16,11 @@
 
 #define NGX_HTTP_PROFILING_APM_SOCKET  "/var/run/datadog/apm.socket"
 
-/* On TERM nginx kills a worker ~3 s later: the profiler's thread gets
-   this long to write the last profile to the dump directory. */
+/* After a worker's exit, its profiler process gets this long to write the
+   last profile to the dump directory (on TERM: nothing is uploaded). */
 #define NGX_HTTP_PROFILING_TERM_WAIT_MS    300
 
-/* A worker exiting gracefully (reload) waits for its last upload no
+/* After a worker's graceful exit (QUIT, reload), its last upload gets no
    longer than this. */
 #define NGX_HTTP_PROFILING_EXIT_UPLOAD_MS  1000
 
@@ -256,8 +256,7 @@ static ngx_cycle_t              *ngx_http_profiling_cycle;
 static prof_status_slot_t       *ngx_http_profiling_status_slot;
 
 /* The profiler's thread wakes the event loop to log its messages. */
-static int                       ngx_http_profiling_log_fd = -1;
-static ngx_connection_t         *ngx_http_profiling_log_conn;
+static ngx_uint_t                ngx_http_profiling_in_child;
 
 
 static char *
@@ -1200,8 +1199,11 @@ ngx_http_profiling_init_module(ngx_cycle_t *cycle)
 }
 
 
-/* The profiler's messages, on the event loop (nginx's logs are not
-   thread-safe). */
+/*
+ * The profiler's messages: the worker's own, and in its profiler process
+ * those of that process's main thread (nginx's logs are not thread-safe),
+ * with nginx's time cache, frozen there since the fork, brought up to date.
+ */
 static void
 ngx_http_profiling_log(void *data, int level, const char *message)
 {
@@ -1209,83 +1211,43 @@ ngx_http_profiling_log(void *data, int level, const char *message)
         NGX_LOG_ERR, NGX_LOG_WARN, NGX_LOG_NOTICE, NGX_LOG_INFO
     };
 
+    if (ngx_http_profiling_in_child) {
+        ngx_time_update();
+    }
+
     ngx_log_error(levels[level], ngx_cycle->log, 0, "%s", message);
 }
 
 
-/* From the profiler's thread: one write(2) to an eventfd. */
-static void
-ngx_http_profiling_log_notify(void *data)
+/*
+ * The first thing in the profiler process forked by the worker: its
+ * title ("nginx: profiler of worker 1234") and the descriptors of the
+ * error log, which it keeps; it closes the others. Its log lines carry
+ * the worker's pid (ngx_pid, unchanged) and its own as the thread id.
+ */
+static int
+ngx_http_profiling_child_init(void *data, int *keep, int max)
 {
-    uint64_t  one = 1;
+    int         n;
+    u_char      title[64];
+    ngx_log_t  *log;
 
-    (void) write(ngx_http_profiling_log_fd, &one, sizeof(one));
-}
+    ngx_http_profiling_in_child = 1;
 
-
-static void
-ngx_http_profiling_log_event(ngx_event_t *ev)
-{
-    uint64_t  n;
-
-    (void) read(ngx_http_profiling_log_fd, &n, sizeof(n));
-
-    if (ngx_http_profiling_profiler != NULL) {
-        prof_deliver_log(ngx_http_profiling_profiler);
-    }
-}
+    (void) ngx_snprintf(title, sizeof(title), "profiler of worker %P%Z",
+                        ngx_pid);
+    ngx_setproctitle((char *) title);
 
 
-static ngx_int_t
-ngx_http_profiling_log_open(ngx_cycle_t *cycle)
-{
-    ngx_event_t       *rev;
-    ngx_connection_t  *c;
+    n = 0;
 
-    ngx_http_profiling_log_fd = eventfd(0, EFD_NONBLOCK|EFD_CLOEXEC);
-
-    if (ngx_http_profiling_log_fd == -1) {
-        return NGX_ERROR;
+    for (log = ngx_cycle->log; log != NULL && n < max; log = log->next) {
+        if (log->file != NULL && log->file->fd != NGX_INVALID_FILE) {
+            keep[n++] = log->file->fd;
+        }
     }
 
-    c = ngx_get_connection(ngx_http_profiling_log_fd, cycle->log);
-    if (c == NULL) {
-        (void) close(ngx_http_profiling_log_fd);
-        ngx_http_profiling_log_fd = -1;
-        return NGX_ERROR;
-    }
-
-    rev = c->read;
-    rev->log = cycle->log;
-    c->write->log = cycle->log;
-
-    /* Like nginx's channel: no request, never closed as idle. */
-    rev->channel = 1;
-    c->write->channel = 1;
-    rev->handler = ngx_http_profiling_log_event;
-
-    if (ngx_add_event(rev, NGX_READ_EVENT, 0) == NGX_ERROR) {
-        ngx_free_connection(c);
-        (void) close(ngx_http_profiling_log_fd);
-        ngx_http_profiling_log_fd = -1;
-        return NGX_ERROR;
-    }
-
-    ngx_http_profiling_log_conn = c;
-
-    return NGX_OK;
-}
-
-
-static void
-ngx_http_profiling_log_close(void)
-{
-    if (ngx_http_profiling_log_conn != NULL) {
-        ngx_close_connection(ngx_http_profiling_log_conn);
-    }
-
-    ngx_http_profiling_log_conn = NULL;
-    ngx_http_profiling_log_fd = -1;
+    return n;
 }
 
 
@@ -1422,9 +1384,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
                                                  &pmcf->agent_url);
     }
 
-    if (ngx_http_profiling_log_open(cycle) == NGX_OK) {
-        conf.log_notify = ngx_http_profiling_log_notify;
-    }
+    conf.child_init = ngx_http_profiling_child_init;
 
     ngx_http_profiling_status_slot = ngx_http_profiling_status_claim(pmcf);
     conf.status_slot = ngx_http_profiling_status_slot;
@@ -1444,7 +1404,6 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
         }
 
         ngx_http_profiling_profiler = NULL;
-        ngx_http_profiling_log_close();
         return NGX_OK;
     }
 
@@ -1452,7 +1411,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     ngx_http_profiling_sampler = prof_get_sampler(ngx_http_profiling_profiler);
     ngx_http_profiling_hot = prof_sampler_hot(ngx_http_profiling_sampler);
     ngx_http_profiling_endpoints =
-                   prof_get_endpoint_writer(ngx_http_profiling_profiler);
+                   prof_get_endpoint_table(ngx_http_profiling_profiler);
 
     ngx_http_profiling_request_start(cycle, traced);
     ngx_http_profiling_events_start();
@@ -1532,13 +1491,8 @@ ngx_http_profiling_stop(void)
         wait_ms = upload_ms + NGX_HTTP_PROFILING_TERM_WAIT_MS;
     }
 
-    if (prof_stop(ngx_http_profiling_profiler, upload_ms, wait_ms) == 0) {
-        ngx_http_profiling_log_close();
-        ngx_http_profiling_status_release(ngx_http_profiling_status_slot);
-    }
-
-    /* Else the profiler's thread may still write to the eventfd and the
-       slot: they go with the process. */
+    (void) prof_stop(ngx_http_profiling_profiler, upload_ms, wait_ms);
+    ngx_http_profiling_status_release(ngx_http_profiling_status_slot);
 
     ngx_http_profiling_profiler = NULL;
     ngx_http_profiling_status_slot = NULL;

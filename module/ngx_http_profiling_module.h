@@ -57,7 +57,7 @@ extern ngx_module_t             ngx_http_profiling_module;
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
 extern prof_sampler_hot_t      *ngx_http_profiling_hot;
-extern prof_endpoint_writer_t  *ngx_http_profiling_endpoints;
+extern prof_endpoint_table_t  **ngx_http_profiling_endpoints;
 
 
 /* ngx_http_profiling_events.c: the wrapper of the event module. */

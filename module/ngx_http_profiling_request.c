@@ -51,7 +51,7 @@ static ngx_http_variable_t  ngx_http_profiling_vars[] = {
 
 prof_sampler_t                   *ngx_http_profiling_sampler;
 prof_sampler_hot_t               *ngx_http_profiling_hot;
-prof_endpoint_writer_t           *ngx_http_profiling_endpoints;
+prof_endpoint_table_t           **ngx_http_profiling_endpoints;
 
 /*
  * The main request executing now (alive: its log phase clears it before

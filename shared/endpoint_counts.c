@@ -2,7 +2,7 @@
 
 /*
  * Endpoint counts: an interning table of names with a count each, and the
- * raw logs the server's thread appends to.
+ * shared tables the worker counts into.
  */
 
 #include <errno.h>
@@ -12,120 +12,91 @@
 #include "endpoint_counts.h"
 
 
-prof_endpoint_log_t *
-prof_endpoint_log_create(uint64_t period)
+void
+prof_endpoint_table_insert(prof_endpoint_table_t *t, uint64_t hash,
+    prof_endpoint_slot_t *slot, const void *a, size_t alen, const void *b,
+    size_t blen)
 {
-    prof_endpoint_log_t  *log;
+    char    *name;
+    size_t   n;
 
-    log = malloc(sizeof(prof_endpoint_log_t) + PROF_ENDPOINT_LOG_BYTES);
-    if (log == NULL) {
-        return NULL;
+    n = alen + (alen != 0) + blen;
+
+    if (t->used >= PROF_ENDPOINT_COUNTS_MAX
+        || t->names_used + n > PROF_ENDPOINT_NAME_BYTES)
+    {
+        t->dropped++;
+        return;
     }
 
-    log->next = NULL;
-    log->period = period;
-    log->used = 0;
-    log->capacity = PROF_ENDPOINT_LOG_BYTES;
+    name = t->names + t->names_used;
 
-    return log;
+    if (alen != 0) {
+        memcpy(name, a, alen);
+        name[alen] = ' ';
+        name += alen + 1;
+    }
+
+    memcpy(name, b, blen);
+
+    slot->name = t->names_used;
+    slot->length = (uint32_t) n;
+    slot->count = 1;
+    slot->hash = hash;
+
+    t->names_used += (uint32_t) n;
+    t->used++;
 }
 
 
 void
-prof_endpoint_log_free(prof_endpoint_log_t *log)
+prof_endpoint_tables_init(prof_endpoint_table_t tables[2])
 {
-    prof_endpoint_log_t  *next;
-
-    for ( /* void */ ; log != NULL; log = next) {
-        next = log->next;
-        free(log);
-    }
+    tables[0].period = 0;
+    tables[1].period = 1;
 }
 
 
-void
-prof_endpoint_writer_start(prof_endpoint_writer_t *w,
-    prof_endpoint_log_t *chunk)
+int
+prof_endpoint_table_take(prof_endpoint_table_t *t, uint64_t period,
+    prof_endpoint_counts_t *c)
 {
-    w->chunk = chunk;
-    w->pos = chunk->data + chunk->used;
-    w->end = chunk->data + chunk->capacity;
-}
+    size_t                 i;
+    prof_endpoint_slot_t  *slot;
 
-
-prof_endpoint_log_t *
-prof_endpoint_writer_take(prof_endpoint_writer_t *w)
-{
-    prof_endpoint_log_t  *chunk;
-
-    chunk = w->chunk;
-    if (chunk != NULL) {
-        chunk->used = (uint32_t) (w->pos - chunk->data);
+    if (__atomic_load_n(&t->period, __ATOMIC_ACQUIRE) != period) {
+        return -1;
     }
 
-    w->chunk = NULL;
-    w->pos = NULL;
-    w->end = NULL;
+    for (i = 0; t->used > 0 && i < PROF_ENDPOINT_SLOTS; i++) {
+        slot = &t->slots[i];
 
-    return chunk;
-}
-
-
-uint64_t
-prof_endpoint_log_records(const prof_endpoint_log_t *log)
-{
-    size_t          n;
-    uint64_t        records;
-    const uint8_t  *p, *end;
-
-    records = 0;
-
-    for ( /* void */ ; log != NULL; log = log->next) {
-        p = log->data;
-        end = log->data + log->used;
-
-        while (end - p >= 2) {
-            n = p[0] | (size_t) p[1] << 8;
-            if ((size_t) (end - p - 2) < n) {
-                break;
-            }
-            p += 2 + n;
-            records++;
+        if (slot->hash == 0) {
+            continue;
         }
-    }
 
-    return records;
-}
-
-
-uint64_t
-prof_endpoint_counts_add_log(prof_endpoint_counts_t *c,
-    const prof_endpoint_log_t *log)
-{
-    size_t          n;
-    uint64_t        records;
-    const uint8_t  *p, *end;
-
-    records = 0;
-
-    for ( /* void */ ; log != NULL; log = log->next) {
-        p = log->data;
-        end = log->data + log->used;
-
-        while (end - p >= 2) {
-            n = p[0] | (size_t) p[1] << 8;
-            p += 2;
-            if ((size_t) (end - p) < n) {
-                break;
-            }
-
-            (void) prof_endpoint_counts_add(c, (const char *) p, n);
-            p += n;
-            records++;
+        if (c != NULL) {
+            (void) prof_endpoint_counts_add_n(c, t->names + slot->name,
+                                              slot->length, slot->count);
         }
+
+        /* Only the slots used are touched: the others stay unmapped. */
+        memset(slot, 0, sizeof(prof_endpoint_slot_t));
+        t->used--;
     }
 
-    return records;
+    if (c != NULL) {
+        c->requests += t->dropped;
+        c->dropped += t->dropped;
+    }
+
+    t->used = 0;
+    t->names_used = 0;
+    t->dropped = 0;
+
+    __atomic_store_n(&t->period, period + 2, __ATOMIC_RELEASE);
+
+    return 0;
 }
 
 
@@ -162,6 +133,14 @@ int
 prof_endpoint_counts_add(prof_endpoint_counts_t *c, const char *name,
     size_t length)
 {
+    return prof_endpoint_counts_add_n(c, name, length, 1);
+}
+
+
+int
+prof_endpoint_counts_add_n(prof_endpoint_counts_t *c, const char *name,
+    size_t length, uint64_t n)
+{
     int        inserted;
     char       key[PROF_ENDPOINT_MAX + 1];
     size_t     i, cap;
@@ -179,15 +158,15 @@ prof_endpoint_counts_add(prof_endpoint_counts_t *c, const char *name,
     }
     key[length] = '\0';
 
-    c->requests++;
+    c->requests += n;
 
     if (c->names.count >= PROF_ENDPOINT_COUNTS_MAX) {
         index = prof_intern_find(&c->names, key, length + 1);
         if (index < 0) {
-            c->dropped++;
+            c->dropped += n;
             return 0;
         }
-        c->counts[index]++;
+        c->counts[index] += n;
         return 0;
     }
 
@@ -195,7 +174,7 @@ prof_endpoint_counts_add(prof_endpoint_counts_t *c, const char *name,
         cap = c->capacity ? c->capacity * 2 : 16;
         counts = realloc(c->counts, cap * sizeof(uint64_t));
         if (counts == NULL) {
-            c->dropped++;
+            c->dropped += n;
             return -ENOMEM;
         }
         c->counts = counts;
@@ -204,7 +183,7 @@ prof_endpoint_counts_add(prof_endpoint_counts_t *c, const char *name,
 
     index = prof_intern(&c->names, key, length + 1, &inserted);
     if (index < 0) {
-        c->dropped++;
+        c->dropped += n;
         return -ENOMEM;
     }
 
@@ -212,7 +191,7 @@ prof_endpoint_counts_add(prof_endpoint_counts_t *c, const char *name,
         c->counts[index] = 0;
     }
 
-    c->counts[index]++;
+    c->counts[index] += n;
 
     return 0;
 }

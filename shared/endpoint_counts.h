@@ -4,14 +4,16 @@
  * Endpoint counts: how many requests each endpoint served in a profile's
  * period, sent as event.json's endpoint_counts.
  *
- * The server's thread only appends each request's endpoint to a log (a
- * chunk of raw records: no hashing, no allocation but one a chunk); the
- * profiler loop thread counts the logs' records into tables.
+ * The worker counts each request into a shared table per period
+ * (prof_endpoint_table_t: no allocation, no lock, no copy but a name's
+ * first); the profiler process turns a closed period's table into counts
+ * (prof_endpoint_counts_t) for its profile.
  *
- * Threading: a log is written by the server's thread, then handed over
- * whole to the profiler loop thread, which counts and frees it. A table
- * belongs to the loop thread, then to its profile.
- * Memory: names are copied (NUL-terminated) into the table.
+ * Threading: a shared table is written by the worker only, read and
+ * cleared by the profiler process only once the barrier closing its period
+ * is published. A counts table belongs to the profiler loop thread, then
+ * to its profile.
+ * Memory: names are copied (NUL-terminated) into the counts table.
  */
 
 #ifndef PROF_ENDPOINT_COUNTS_H
@@ -41,90 +43,139 @@ struct prof_endpoint_counts_s {
 };
 
 
-/* Chunks of PROF_ENDPOINT_LOG_BYTES, records of 2 bytes of length then
-   the name's bytes. */
-#define PROF_ENDPOINT_LOG_BYTES   (64 * 1024)
-
-struct prof_endpoint_log_s {
-    prof_endpoint_log_t  *next;     /* more of the same period */
-    uint64_t              period;   /* the server's flushes before it */
-    uint32_t              used;
-    uint32_t              capacity;
-    unsigned char         data[];
-};
-
-
-/* The server's end of the log: where the next record goes. */
-typedef struct {
-    unsigned char        *pos;
-    unsigned char        *end;
-    prof_endpoint_log_t  *chunk;
-} prof_endpoint_writer_t;
-
-
 /*
- * Appends the endpoint "a b" (just b when alen is 0), cut at
- * PROF_ENDPOINT_MAX bytes; -1 when the chunk has no room (then nothing
- * is written).
+ * The worker's side: a table per period in memory shared with the
+ * profiler process, written by the worker only. A request adds one to its
+ * endpoint's count: the name hashed where it lies (64 bits, trusted: no
+ * comparison), copied only the first time. The profiler process reads a
+ * period's table after the barrier that closes it, clears it and gives it
+ * back for the period after next (period += 2); a table not given back in
+ * time leaves that period's requests counted as dropped.
  */
-static inline int
-prof_endpoint_write(prof_endpoint_writer_t *w, const void *a, size_t alen,
-    const void *b, size_t blen)
+#define PROF_ENDPOINT_SLOTS       (2 * PROF_ENDPOINT_COUNTS_MAX)
+#define PROF_ENDPOINT_NAME_BYTES  (PROF_ENDPOINT_COUNTS_MAX * 64)
+
+typedef struct {
+    uint64_t        hash;           /* 0: empty */
+    uint64_t        count;
+    uint32_t        name;           /* offset in names */
+    uint32_t        length;
+} prof_endpoint_slot_t;
+
+typedef struct {
+    uint64_t        period;         /* the period it counts; the profiler
+                                       process stores it, release */
+    uint32_t        used;           /* slots */
+    uint32_t        names_used;
+    uint64_t        dropped;        /* requests not counted: full */
+    prof_endpoint_slot_t  slots[PROF_ENDPOINT_SLOTS];
+    char            names[PROF_ENDPOINT_NAME_BYTES];
+} prof_endpoint_table_t;
+
+
+static inline uint64_t
+prof_endpoint_mix(uint64_t h, uint64_t w)
 {
-    size_t          n;
-    unsigned char  *p;
-
-    if (alen > PROF_ENDPOINT_MAX / 2) {
-        alen = PROF_ENDPOINT_MAX / 2;
-    }
-
-    n = alen + (alen != 0);
-    if (blen > PROF_ENDPOINT_MAX - n) {
-        blen = PROF_ENDPOINT_MAX - n;
-    }
-    n += blen;
-
-    p = w->pos;
-    if ((size_t) (w->end - p) < n + 2) {
-        return -1;
-    }
-
-    p[0] = (unsigned char) n;
-    p[1] = (unsigned char) (n >> 8);
-    p += 2;
-
-    if (alen != 0) {
-        memcpy(p, a, alen);
-        p += alen;
-        *p++ = ' ';
-    }
-
-    memcpy(p, b, blen);
-    w->pos = p + blen;
-
-    return 0;
+    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
 }
 
 
-/* A new chunk, empty, of the given period; NULL without memory. */
-prof_endpoint_log_t *prof_endpoint_log_create(uint64_t period);
+/* Bytes in words, the tail without reading past the end. */
+static inline uint64_t
+prof_endpoint_hash_bytes(uint64_t h, const unsigned char *p, size_t n)
+{
+    uint32_t  w4;
+    uint16_t  w2;
+    uint64_t  w, tail;
 
-/* Frees a list of chunks. */
-void prof_endpoint_log_free(prof_endpoint_log_t *log);
+    for ( /* void */ ; n >= 8; n -= 8, p += 8) {
+        memcpy(&w, p, 8);
+        h = prof_endpoint_mix(h, w);
+    }
 
-/* The writer's chunk, closed (its used bytes set) and taken, or NULL. */
-prof_endpoint_log_t *prof_endpoint_writer_take(prof_endpoint_writer_t *w);
+    tail = 0;
+    if (n & 4) {
+        memcpy(&w4, p, 4);
+        tail = w4;
+        p += 4;
+    }
+    if (n & 2) {
+        memcpy(&w2, p, 2);
+        tail = (tail << 16) | w2;
+        p += 2;
+    }
+    if (n & 1) {
+        tail = (tail << 8) | *p;
+    }
 
-/* Starts writing into a chunk. */
-void prof_endpoint_writer_start(prof_endpoint_writer_t *w,
-    prof_endpoint_log_t *chunk);
+    return prof_endpoint_mix(h, tail ^ ((uint64_t) n << 56));
+}
 
-/* The records of a list of chunks (requests). */
-uint64_t prof_endpoint_log_records(const prof_endpoint_log_t *log);
 
-/* Counts a list of chunks' records: the number of records. */
-uint64_t prof_endpoint_counts_add_log(prof_endpoint_counts_t *c,
-    const prof_endpoint_log_t *log);
+/* The endpoint "a b" (just b when alen is 0), cut at PROF_ENDPOINT_MAX. */
+static inline uint64_t
+prof_endpoint_hash(const void *a, size_t *alen, const void *b, size_t *blen)
+{
+    uint64_t  h;
+
+    if (*alen > PROF_ENDPOINT_MAX / 2) {
+        *alen = PROF_ENDPOINT_MAX / 2;
+    }
+    if (*blen > PROF_ENDPOINT_MAX - *alen - (*alen != 0)) {
+        *blen = PROF_ENDPOINT_MAX - *alen - (*alen != 0);
+    }
+
+    h = prof_endpoint_hash_bytes(0x2545f4914f6cdd1dULL, a, *alen);
+    h = prof_endpoint_hash_bytes(h, b, *blen);
+
+    return h | 1;
+}
+
+
+/* A name not in the table yet: copied, or dropped when it is full. */
+void prof_endpoint_table_insert(prof_endpoint_table_t *t, uint64_t hash,
+    prof_endpoint_slot_t *slot, const void *a, size_t alen, const void *b,
+    size_t blen);
+
+
+/* One request more for "a b" in t (NULL: dropped, counted in *dropped). */
+static inline void
+prof_endpoint_table_count(prof_endpoint_table_t *t, const void *a,
+    size_t alen, const void *b, size_t blen)
+{
+    uint64_t               h;
+    uint32_t               i;
+    prof_endpoint_slot_t  *slot;
+
+    h = prof_endpoint_hash(a, &alen, b, &blen);
+
+    for (i = (uint32_t) h; /* void */ ; i++) {
+        slot = &t->slots[i & (PROF_ENDPOINT_SLOTS - 1)];
+
+        if (slot->hash == h) {
+            __atomic_store_n(&slot->count, slot->count + 1, __ATOMIC_RELAXED);
+            return;
+        }
+
+        if (slot->hash == 0) {
+            prof_endpoint_table_insert(t, h, slot, a, alen, b, blen);
+            return;
+        }
+    }
+}
+
+
+/* Empty tables for periods 0 and 1. */
+void prof_endpoint_tables_init(prof_endpoint_table_t tables[2]);
+
+/*
+ * The profiler process, after the barrier closing period: its counts
+ * added to c (dropped ones too), the table cleared and given back for
+ * period + 2. -1 when the table is not period's (then nothing is read).
+ */
+int prof_endpoint_table_take(prof_endpoint_table_t *t, uint64_t period,
+    prof_endpoint_counts_t *c);
 
 
 prof_endpoint_counts_t *prof_endpoint_counts_create(void);
@@ -133,6 +184,10 @@ void prof_endpoint_counts_free(prof_endpoint_counts_t *c);
 /* One more request for name. 0, or -ENOMEM (counted as dropped). */
 int prof_endpoint_counts_add(prof_endpoint_counts_t *c, const char *name,
     size_t length);
+
+/* n more requests for name. 0, or -ENOMEM (counted as dropped). */
+int prof_endpoint_counts_add_n(prof_endpoint_counts_t *c, const char *name,
+    size_t length, uint64_t n);
 
 size_t prof_endpoint_counts_size(const prof_endpoint_counts_t *c);
 const char *prof_endpoint_counts_name(const prof_endpoint_counts_t *c,

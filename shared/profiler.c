@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Profiler: wires the sampler to the profiler loop thread, where batches
- * are aggregated and closed profiles are encoded and exported; carries
- * the server's request labels and endpoint logs to that thread.
+ * Profiler: the worker's side (the sampler armed, the channel written) and
+ * the profiler process it forks, where the sampler thread drains the
+ * ring and the profiler loop thread aggregates batches, encodes and
+ * exports closed profiles.
  */
 
 #define _GNU_SOURCE
@@ -11,10 +12,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -24,10 +29,10 @@
 #include <curl/curl.h>
 
 #include "aggregator.h"
+#include "channel.h"
 #include "container.h"
 #include "endpoint_counts.h"
 #include "file_export.h"
-#include "spsc.h"
 #include "status.h"
 #include "intake.h"
 #include "pprof.h"
@@ -43,11 +48,13 @@
 #define PROF_PUSH_EVERY_NS      (1000 * 1000 * 1000LL)
 #define PROF_LOOP_NICE          10
 
-/* Request labels waiting for the loop thread (a power of two). */
-#define PROF_LABELS_RING        256
+/* How long the profiler process finishes after a worker that crashed:
+   the last upload, then the file. */
+#define PROF_CRASH_UPLOAD_MS    1000
+#define PROF_CRASH_WAIT_MS      300
 
-/* Endpoint log chunks waiting for the loop thread (a power of two). */
-#define PROF_CHUNKS_RING        64
+/* Descriptors the server may ask the profiler process to keep. */
+#define PROF_KEEP_FDS_MAX       16
 
 /* How often the status slot is written. */
 #define PROF_STATUS_EVERY_MS    1000
@@ -67,39 +74,44 @@ struct prof_s {
     prof_container_t     container;
     char                 runtime_id[PROF_TRACER_INFO_VALUE_MAX];
     char                 thread_name[32];
-    pid_t                pid;
+    pid_t                pid;                   /* the worker's */
     int64_t              start_monotonic_ns;    /* of the first profile */
+    int64_t              start_realtime_ns;
     prof_log_t           log;
     prof_intake_conf_t   intake;
 
-    prof_diagnostics_t   diagnostics;
-    prof_queue_t         queue;
-    prof_sampler_t      *sampler;
-    prof_dump_dir_t     *dump;
+    prof_channel_t      *channel;               /* shared (channel.h) */
+    prof_sampler_t      *sampler;               /* shared */
 
-    /* the server's thread to the loop thread */
-    prof_spsc_t          labels;                /* prof_labels_t */
-    prof_spsc_t          chunks;                /* prof_endpoint_log_t * */
-
-    /* the server's thread only */
-    prof_endpoint_writer_t  endpoints;
+    /* the worker only */
+    pid_t                profiler_pid;
+    int                  profiler_pidfd;        /* -1: none */
+    int                  profiler_fd;           /* its end of the pipe: the
+                                                   profiler process sees it
+                                                   close when the worker
+                                                   goes */
     uint64_t             flushes;               /* the period now */
+    int                  profiler_lost;
+    prof_endpoint_table_t  *counting;           /* its table, NULL: not
+                                                   given back yet */
+
+    /* the profiler process only */
+    int                  worker_fd;             /* the pipe's other end */
+    int                  log_fd;                /* eventfd: a message */
+    int                  worker_gone;
+    int64_t              stop_upload_ms;        /* set before stop */
+    prof_queue_t         queue;
+    prof_dump_dir_t     *dump;
 
     /* profiler loop thread only */
     prof_symbolizer_t   *symbolizer;
     prof_aggregator_t   *aggregator;
     prof_uploader_t     *uploader;
-    uint64_t             open_period;           /* barriers taken */
-    prof_endpoint_counts_t  *period_counts;     /* of open_period */
-    prof_endpoint_log_t *early_chunks;          /* of later periods */
+    uint64_t             open_period;           /* not closed yet */
 
-    int64_t              stop_upload_ms;        /* set before stop */
     int                  identity_done;         /* loop thread */
     int                  identified;            /* loop thread: the line
                                                    of prof_identify() */
-    prof_tracer_info_t   tracer_info;           /* the server's thread */
-    int                  tracer_info_state;     /* 0: not read, 1: read,
-                                                   2: none; release */
 
     uv_loop_t            loop;
     uv_async_t           batches_ready;
@@ -132,11 +144,11 @@ prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
     };
 
     /* Every profile meant for the agent ends in one outcome (upload.h). */
-    prof_counter_add(p->diagnostics.uploads_submitted, 1);
+    prof_counter_add(p->channel->diagnostics.uploads_submitted, 1);
 
     up = calloc(1, sizeof(prof_upload_t));
     if (up == NULL) {
-        prof_counter_add(p->diagnostics.uploads_dropped, 1);
+        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
         return;
     }
 
@@ -186,7 +198,7 @@ prof_upload(prof_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
     free(objects);
 
     if (rc != 0) {
-        prof_counter_add(p->diagnostics.uploads_dropped, 1);
+        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
         prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
                          "profiling: out of memory, profile %llu not "
                          "uploaded", (unsigned long long) up->sequence);
@@ -252,17 +264,18 @@ prof_resolve_identity(prof_t *p)
         return;
     }
 
-    /* Read by the server when its modules were all initialized, or now. */
-    switch (__atomic_load_n(&p->tracer_info_state, __ATOMIC_ACQUIRE)) {
+    /* Read by the worker when its modules were all initialized. */
+    switch (__atomic_load_n(&p->channel->tracer_info_state,
+                            __ATOMIC_ACQUIRE))
+    {
     case 1:
-        info = p->tracer_info;
+        info = p->channel->tracer_info;
         break;
     case 2:
         return;
     default:
-        if (prof_tracer_info_read(&info) != 0) {
-            return;
-        }
+        p->identity_done = 0;           /* not known yet */
+        return;
     }
 
     snprintf(p->runtime_id, sizeof(p->runtime_id), "%s", info.runtime_id);
@@ -292,7 +305,7 @@ prof_export(void *data, prof_profile_t *profile)
     rc = prof_pprof_encode_info(profile, p->aggregator, &out, &info);
 
     if (rc != 0) {
-        prof_counter_add(p->diagnostics.encode_failures, 1);
+        prof_counter_add(p->channel->diagnostics.encode_failures, 1);
         prof_log_limited(&p->log, PROF_CAUSE_ENCODE, PROF_LOG_ERR,
                          "profiling: encoding profile %llu failed (%s), "
                          "profile dropped",
@@ -305,15 +318,15 @@ prof_export(void *data, prof_profile_t *profile)
         rc = prof_dump_dir_write(p->dump, p->pid, profile->sequence,
                                  out.data, out.length);
         if (rc != 0) {
-            prof_counter_add(p->diagnostics.export_failures, 1);
+            prof_counter_add(p->channel->diagnostics.export_failures, 1);
             prof_log_limited(&p->log, PROF_CAUSE_FILE, PROF_LOG_ERR,
                              "profiling: writing profile to \"%s\" failed "
                              "(%s), profile dropped", p->dump_dir,
                              strerror(-rc));
 
         } else {
-            prof_counter_add(p->diagnostics.profiles_exported, 1);
-            prof_counter_add(p->diagnostics.bytes_exported, out.length);
+            prof_counter_add(p->channel->diagnostics.profiles_exported, 1);
+            prof_counter_add(p->channel->diagnostics.bytes_exported, out.length);
         }
     }
 
@@ -333,103 +346,26 @@ done:
 }
 
 
-/* Requests of an endpoint log chunk that will not be counted. */
-static void
-prof_drop_chunk(prof_t *p, prof_endpoint_log_t *chunk)
-{
-    prof_endpoint_counts_t  *scratch;
-
-    /* Counting its records is the way to know how many requests. */
-    scratch = prof_endpoint_counts_create();
-    if (scratch != NULL) {
-        prof_counter_add(p->diagnostics.endpoints_dropped,
-                         prof_endpoint_counts_add_log(scratch, chunk));
-        prof_endpoint_counts_free(scratch);
-    }
-
-    prof_endpoint_log_free(chunk);
-}
-
-
-/* Counts a chunk into its period's table; 0, or -1 when it is not the
-   open period's. */
-static int
-prof_count_chunk(prof_t *p, prof_endpoint_log_t *chunk)
-{
-    prof_endpoint_counts_t  *c;
-
-    if (chunk->period != p->open_period) {
-        return -1;
-    }
-
-    if (p->period_counts == NULL) {
-        p->period_counts = prof_endpoint_counts_create();
-        if (p->period_counts == NULL) {
-            prof_drop_chunk(p, chunk);
-            return 0;
-        }
-    }
-
-    c = p->period_counts;
-    (void) prof_endpoint_counts_add_log(c, chunk);
-    prof_endpoint_log_free(chunk);
-
-    return 0;
-}
-
-
-/* A chunk handed over before its period's barrier: counted or kept. */
-static void
-prof_take_chunk(prof_t *p, prof_endpoint_log_t *chunk)
-{
-    chunk->next = NULL;
-
-    if (prof_count_chunk(p, chunk) == 0) {
-        return;
-    }
-
-    if (chunk->period < p->open_period) {
-        prof_drop_chunk(p, chunk);
-        return;
-    }
-
-    chunk->next = p->early_chunks;
-    p->early_chunks = chunk;
-}
-
-
-/* The endpoint counts of the period a barrier closes; the next opens. */
+/*
+ * The endpoint counts of the periods a barrier closes (up to period):
+ * taken from the worker's tables, which go back to it for later periods.
+ */
 static prof_endpoint_counts_t *
-prof_close_period(prof_t *p, const prof_endpoint_log_t *last)
+prof_close_periods(prof_t *p, uint64_t period)
 {
-    prof_endpoint_log_t     *chunk, *early;
     prof_endpoint_counts_t  *counts;
 
-    counts = p->period_counts;
+    counts = prof_endpoint_counts_create();
 
-    if (last != NULL && last->used > 0) {
-        if (counts == NULL) {
-            counts = prof_endpoint_counts_create();
-        }
-        if (counts != NULL) {
-            (void) prof_endpoint_counts_add_log(counts, last);
-        }
+    for ( /* void */ ; p->open_period <= period; p->open_period++) {
+        (void) prof_endpoint_table_take(
+                         &p->channel->endpoints[p->open_period & 1],
+                         p->open_period, counts);
     }
 
     if (counts != NULL) {
-        prof_counter_add(p->diagnostics.endpoints_dropped, counts->dropped);
-    }
-
-    p->period_counts = NULL;
-    p->open_period++;
-
-    early = p->early_chunks;
-    p->early_chunks = NULL;
-
-    while (early != NULL) {
-        chunk = early;
-        early = early->next;
-        prof_take_chunk(p, chunk);
+        prof_counter_add(p->channel->diagnostics.endpoints_dropped,
+                         counts->dropped);
     }
 
     return counts;
@@ -441,7 +377,6 @@ prof_drain(prof_t *p)
 {
     prof_batch_t            *b, *next;
     prof_labels_t           *l;
-    prof_endpoint_log_t    **c;
     prof_endpoint_counts_t  *counts;
 
     /*
@@ -450,20 +385,16 @@ prof_drain(prof_t *p)
      */
     b = prof_queue_pop_all(&p->queue);
 
-    while ((l = prof_spsc_peek(&p->labels)) != NULL) {
+    while ((l = prof_spsc_peek(&p->channel->labels)) != NULL) {
         (void) prof_aggregator_add_labels(p->aggregator, l);
-        prof_spsc_release(&p->labels);
-    }
-
-    while ((c = prof_spsc_peek(&p->chunks)) != NULL) {
-        prof_take_chunk(p, *c);
-        prof_spsc_release(&p->chunks);
+        prof_spsc_release(&p->channel->labels);
     }
 
     for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
 
-        counts = b->flush_after ? prof_close_period(p, b->endpoints) : NULL;
+        counts = b->flush_after ? prof_close_periods(p, b->flush_period)
+                                : NULL;
 
         if (prof_aggregator_consume(p->aggregator, b, counts) != 0) {
             prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
@@ -498,8 +429,17 @@ prof_publish_status(prof_t *p)
 {
     prof_status_info_t  info;
 
+    /* The worker's slot while it is its: released when the worker went. */
+    if (__atomic_load_n(&p->worker_gone, __ATOMIC_ACQUIRE)
+        || __atomic_load_n(&p->conf.status_slot->pid, __ATOMIC_ACQUIRE)
+           != p->pid)
+    {
+        return;
+    }
+
     memset(&info, 0, sizeof(info));
     info.running = 1;
+    info.profiler_pid = getpid();
     info.started_ns = p->started_ns;
     info.last_error_ns = p->log.last_error_ns;
     info.last_error = p->log.last_error;
@@ -509,7 +449,7 @@ prof_publish_status(prof_t *p)
                                               &info.last_upload_ns);
     }
 
-    prof_status_publish(p->conf.status_slot, &p->diagnostics, &info);
+    prof_status_publish(p->conf.status_slot, &p->channel->diagnostics, &info);
 }
 
 
@@ -596,11 +536,11 @@ prof_identify(prof_t *p, const char *agent)
         "(nginx %s, %s): unwind tables for %llu objects (%llu KB, %llu left "
         "out); symbols: %s %s; libraries", PROF_VERSION,
         p->runtime_version ? p->runtime_version : "", p->arch,
-        (unsigned long long) prof_counter_get(p->diagnostics.unwind_objects),
+        (unsigned long long) prof_counter_get(p->channel->diagnostics.unwind_objects),
         (unsigned long long)
-            prof_counter_get(p->diagnostics.unwind_table_bytes) / 1024,
+            prof_counter_get(p->channel->diagnostics.unwind_table_bytes) / 1024,
         (unsigned long long)
-            prof_counter_get(p->diagnostics.unwind_objects_skipped),
+            prof_counter_get(p->channel->diagnostics.unwind_objects_skipped),
         prof_base_name(exe), main_symbols);
 
     for (i = PROF_SYMBOLS_SYMTAB; i <= PROF_SYMBOLS_DYNSYM + 1; i++) {
@@ -778,20 +718,7 @@ prof_free(prof_t *p)
     if (p->aggregator != NULL) {
         prof_aggregator_destroy(p->aggregator);
     }
-    prof_endpoint_counts_free(p->period_counts);
-    prof_endpoint_log_free(p->early_chunks);
-    prof_endpoint_log_free(prof_endpoint_writer_take(&p->endpoints));
 
-    while (p->chunks.items != NULL
-           && prof_spsc_peek(&p->chunks) != NULL)
-    {
-        prof_endpoint_log_free(*(prof_endpoint_log_t **)
-                               prof_spsc_peek(&p->chunks));
-        prof_spsc_release(&p->chunks);
-    }
-
-    prof_spsc_free(&p->labels);
-    prof_spsc_free(&p->chunks);
     prof_dump_dir_close(p->dump);
     prof_log_free(&p->log);
     if (p->symbolizer != NULL) {
@@ -826,15 +753,16 @@ prof_start_loop(prof_t *p)
         return -ENOMEM;
     }
 
+    prof_symbolizer_set_pid(p->symbolizer, p->pid);
+
     memset(&ac, 0, sizeof(ac));
     ac.symbolizer = p->symbolizer;
-    ac.diagnostics = &p->diagnostics;
+    ac.diagnostics = &p->channel->diagnostics;
     ac.period_ns = p->conf.interval_ns;
-    ac.thread_id = (int64_t) syscall(SYS_gettid);
+    ac.thread_id = p->pid;              /* the worker's only thread */
     ac.thread_name = p->thread_name;
-    ac.start_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
-    ac.start_monotonic_ns = prof_clock_ns(CLOCK_MONOTONIC);
-    p->start_monotonic_ns = ac.start_monotonic_ns;
+    ac.start_realtime_ns = p->start_realtime_ns;
+    ac.start_monotonic_ns = p->start_monotonic_ns;
     ac.timeline = p->conf.timeline;
     ac.on_profile = prof_export;
     ac.on_profile_data = p;
@@ -871,7 +799,7 @@ prof_start_loop(prof_t *p)
         uc.origin_version = PROF_VERSION;
         uc.container_id = p->container.container_id;
         uc.entity_id = p->container.entity_id;
-        uc.diagnostics = &p->diagnostics;
+        uc.diagnostics = &p->channel->diagnostics;
         uc.log = &p->log;
         uc.outcome = prof_on_upload_outcome;
         uc.outcome_data = p;
@@ -992,8 +920,6 @@ prof_init_conf(prof_t *p, const prof_conf_t *conf)
     p->pid = getpid();
     p->log.handler = conf->log;
     p->log.data = conf->log_data;
-    p->log.notify = conf->log_notify;
-    p->log.notify_data = conf->log_notify_data;
 
     if (prof_log_init(&p->log) != 0) {
         return -ENOMEM;
@@ -1071,8 +997,8 @@ prof_open_dump_dir(prof_t *p)
     dc.service = p->service;
     dc.keep_files = p->conf.dump_keep_files;
     dc.keep_bytes = p->conf.dump_keep_bytes;
-    dc.files_deleted = &p->diagnostics.dump_files_deleted;
-    dc.temps_removed = &p->diagnostics.dump_temps_removed;
+    dc.files_deleted = &p->channel->diagnostics.dump_files_deleted;
+    dc.temps_removed = &p->channel->diagnostics.dump_temps_removed;
 
     p->dump = prof_dump_dir_open(p->dump_dir, &dc, error, sizeof(error));
 
@@ -1083,78 +1009,124 @@ prof_open_dump_dir(prof_t *p)
 }
 
 
-int
-prof_start(prof_t **profiler, const prof_conf_t *conf)
+/* The profiler process's log: a message from its loop thread waits. */
+static void
+prof_child_log_notify(void *data)
 {
-    int                  rc;
-    prof_t              *p;
-    prof_sampler_conf_t  sc;
-    static int           curl_ready;
+    uint64_t  one = 1;
+    prof_t   *p = data;
 
-    p = calloc(1, sizeof(prof_t));
-    if (p == NULL) {
-        return -ENOMEM;
-    }
+    (void) write(p->log_fd, &one, sizeof(one));
+}
 
-    rc = prof_init_conf(p, conf);
-    if (rc != 0) {
-        prof_free(p);
-        return rc;
-    }
 
-    if (p->agent_url != NULL && !curl_ready) {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-            prof_free(p);
-            return -ENOMEM;
+/*
+ * Every descriptor inherited from the worker closed but 0 to 2, the pipe
+ * and what the server asked to keep (its error log): a listening socket
+ * held open here would keep its port bound and, with reuseport, take
+ * connections.
+ */
+static void
+prof_child_close_fds(prof_t *p, int *keep, int n)
+{
+    int  i, j, t, from;
+
+    keep[n++] = p->worker_fd;
+
+    for (i = 1; i < n; i++) {
+        for (j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+            t = keep[j];
+            keep[j] = keep[j - 1];
+            keep[j - 1] = t;
         }
-        curl_ready = 1;
     }
 
-    prof_read_thread_name(p);
+    /* 0, 1 and 2 stay: libraries expect them taken (libuv asserts). */
+    from = 3;
+
+    for (i = 0; i < n; i++) {
+        if (keep[i] < from) {
+            continue;
+        }
+        if (keep[i] > from) {
+            (void) syscall(SYS_close_range, from, keep[i] - 1, 0);
+        }
+        from = keep[i] + 1;
+    }
+
+    (void) syscall(SYS_close_range, from, ~0U, 0);
+}
+
+
+/* The profiler process, from its fork to its exit; never returns. */
+static void
+prof_child_main(prof_t *p)
+{
+    int                  rc, n, keep[PROF_KEEP_FDS_MAX + 1];
+    char                 line[2048];
+    int64_t              upload_ms, wait_ms;
+    uint64_t             count;
+    sigset_t             all;
+    struct pollfd        pfd[2];
+    struct sigaction     sa;
+    prof_channel_t      *ch = p->channel;
+
+    /* nginx's signals stay blocked: it exits when its worker has gone. */
+    sigfillset(&all);
+    (void) sigprocmask(SIG_SETMASK, &all, NULL);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN;
+    (void) sigaction(SIGPROF, &sa, NULL);
+
+    n = 0;
+    if (p->conf.child_init != NULL) {
+        n = p->conf.child_init(p->conf.child_init_data, keep,
+                               PROF_KEEP_FDS_MAX);
+        if (n < 0 || n > PROF_KEEP_FDS_MAX) {
+            n = 0;
+        }
+    }
+
+    prof_child_close_fds(p, keep, n);
+
+    (void) prctl(PR_SET_NAME, "nginx-profiler", 0, 0, 0);
+
+    p->log.server_tid = (pid_t) syscall(SYS_gettid);
+    p->log_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    p->log.notify = (p->log_fd >= 0) ? prof_child_log_notify : NULL;
+    p->log.notify_data = p;
+
+    rc = -ENOMEM;
+
+    if (p->agent_url != NULL
+        && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    {
+        goto failed;
+    }
+
     prof_open_dump_dir(p);
     prof_container_detect(&p->container);
 
-    if (prof_spsc_init(&p->labels, PROF_LABELS_RING, sizeof(prof_labels_t))
-        != 0
-        || prof_spsc_init(&p->chunks, PROF_CHUNKS_RING,
-                          sizeof(prof_endpoint_log_t *)) != 0)
-    {
-        prof_free(p);
-        return -ENOMEM;
-    }
-
-    rc = prof_queue_init(&p->queue, PROF_BATCH_BYTES, conf->memory_limit,
+    rc = prof_queue_init(&p->queue, PROF_BATCH_BYTES, p->conf.memory_limit,
                          PROF_POOL_BATCHES);
     if (rc != 0) {
-        prof_free(p);
-        return rc;
+        goto failed;
     }
 
     rc = prof_start_loop(p);
     if (rc != 0) {
-        prof_queue_destroy(&p->queue);
-        prof_free(p);
-        return rc;
+        goto failed;
     }
 
-    memset(&sc, 0, sizeof(sc));
-    sc.interval_ns = conf->interval_ns;
-    sc.max_frames = conf->max_frames;
-    sc.push_every_ns = PROF_PUSH_EVERY_NS;
-    sc.queue = &p->queue;
-    sc.diagnostics = &p->diagnostics;
-    sc.notify = prof_notify;
-    sc.notify_data = p;
-    sc.unwind_table = conf->unwind_table;
-    sc.start_monotonic_ns = p->start_monotonic_ns;
-
-    rc = prof_sampler_start(&p->sampler, &sc);
+    rc = prof_sampler_run(p->sampler);
     if (rc != 0) {
         (void) prof_stop_loop(p, 1000);
-        prof_queue_destroy(&p->queue);
-        prof_free(p);
-        return rc;
+        goto failed;
     }
+
+    __atomic_store_n(&ch->profiler_state, PROF_PROFILER_RUNNING,
+                     __ATOMIC_RELEASE);
 
     /* The status page shows it now, unwind tables and all. */
     if (p->conf.status_slot != NULL) {
@@ -1162,67 +1134,278 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
         (void) uv_async_send(&p->batches_ready);
     }
 
+    /* Its log's messages, until the worker is gone. */
+    pfd[0].fd = p->worker_fd;
+    pfd[0].events = POLLIN;
+    pfd[1].fd = p->log_fd;
+    pfd[1].events = POLLIN;
+
+    for ( ;; ) {
+        rc = poll(pfd, (p->log_fd >= 0) ? 2 : 1, -1);
+
+        if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+
+        if (pfd[1].revents & POLLIN) {
+            (void) read(p->log_fd, &count, sizeof(count));
+            prof_log_deliver(&p->log);
+        }
+
+        if (rc < 0 || (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            break;
+        }
+    }
+
+    __atomic_store_n(&p->worker_gone, 1, __ATOMIC_RELEASE);
+
+    /* The worker's last profile, within what it allowed. */
+    prof_sampler_finish(p->sampler);
+    p->sampler = NULL;
+
+    upload_ms = __atomic_load_n(&ch->stop_upload_ms, __ATOMIC_ACQUIRE);
+    wait_ms = __atomic_load_n(&ch->stop_wait_ms, __ATOMIC_ACQUIRE);
+    if (upload_ms < 0) {
+        /* Gone without prof_stop: it crashed or was killed. */
+        upload_ms = (p->conf.upload_timeout_ms < PROF_CRASH_UPLOAD_MS)
+                    ? p->conf.upload_timeout_ms : PROF_CRASH_UPLOAD_MS;
+        wait_ms = upload_ms + PROF_CRASH_WAIT_MS;
+    }
+
+    p->stop_upload_ms = upload_ms;
+
+    if (prof_stop_loop(p, wait_ms) != 0) {
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: the last profile of "
+                 "worker %d was not exported within %lld ms", (int) p->pid,
+                 (long long) wait_ms);
+        prof_log_deliver(&p->log);
+        _exit(0);
+    }
+
+    prof_log_deliver(&p->log);
+
+    prof_diagnostics_format(&ch->diagnostics, line, sizeof(line));
+    prof_log(&p->log, PROF_LOG_NOTICE, "profiling: stopped: %s", line);
+
+    __atomic_store_n(&ch->profiler_state, PROF_PROFILER_DONE,
+                     __ATOMIC_RELEASE);
+    _exit(0);
+
+failed:
+
+    prof_log(&p->log, PROF_LOG_ERR, "profiling: the profiler process of "
+             "worker %d could not start (%s), profiling is disabled in it",
+             (int) p->pid, strerror(rc < 0 ? -rc : rc));
+    prof_log_deliver(&p->log);
+
+    __atomic_store_n(&ch->profiler_state, PROF_PROFILER_FAILED,
+                     __ATOMIC_RELEASE);
+    _exit(1);
+}
+
+
+/* Forks the profiler process; signals blocked across the fork (a timer
+   signal arriving meanwhile would make the kernel start it again). */
+static int
+prof_fork(prof_t *p)
+{
+    int       fds[2], err;
+    pid_t     pid;
+    sigset_t  all, saved;
+
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        return -errno;
+    }
+
+    sigfillset(&all);
+    (void) pthread_sigmask(SIG_SETMASK, &all, &saved);
+
+    pid = fork();
+
+    if (pid == 0) {
+        (void) close(fds[1]);
+        p->worker_fd = fds[0];
+        prof_child_main(p);
+    }
+
+    err = errno;
+
+    (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    (void) close(fds[0]);
+
+    if (pid < 0) {
+        (void) close(fds[1]);
+        return -err;
+    }
+
+    p->profiler_pid = pid;
+    p->profiler_fd = fds[1];
+    p->profiler_pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+
+    return 0;
+}
+
+
+int
+prof_start(prof_t **profiler, const prof_conf_t *conf)
+{
+    int                  rc;
+    prof_t              *p;
+    prof_sampler_conf_t  sc;
+
+    p = calloc(1, sizeof(prof_t));
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+
+    p->profiler_fd = -1;
+    p->profiler_pidfd = -1;
+    p->worker_fd = -1;
+    p->log_fd = -1;
+
+    rc = prof_init_conf(p, conf);
+    if (rc != 0) {
+        prof_free(p);
+        return rc;
+    }
+
+    p->channel = prof_channel_create();
+    if (p->channel == NULL) {
+        prof_free(p);
+        return -ENOMEM;
+    }
+
+    p->channel->stop_upload_ms = -1;
+    p->counting = &p->channel->endpoints[0];
+
+    prof_read_thread_name(p);
+
+    p->start_monotonic_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    p->start_realtime_ns = prof_clock_ns(CLOCK_REALTIME);
+
+    memset(&sc, 0, sizeof(sc));
+    sc.interval_ns = conf->interval_ns;
+    sc.max_frames = conf->max_frames;
+    sc.push_every_ns = PROF_PUSH_EVERY_NS;
+    sc.queue = &p->queue;
+    sc.diagnostics = &p->channel->diagnostics;
+    sc.notify = prof_notify;
+    sc.notify_data = p;
+    sc.unwind_table = conf->unwind_table;
+    sc.start_monotonic_ns = p->start_monotonic_ns;
+
+    rc = prof_sampler_start(&p->sampler, &sc);
+    if (rc != 0) {
+        prof_channel_free(p->channel);
+        prof_free(p);
+        return rc;
+    }
+
+    rc = prof_fork(p);
+    if (rc != 0) {
+        prof_sampler_stop(p->sampler, 0);
+        prof_sampler_release(p->sampler);
+        prof_channel_free(p->channel);
+        prof_free(p);
+        return rc;
+    }
+
     *profiler = p;
     return 0;
+}
+
+
+/*
+ * The profiler process went without its worker asking: it crashed or was
+ * killed. The worker stops sampling (nothing drains the ring) and goes on.
+ */
+static void
+prof_profiler_lost(prof_t *p)
+{
+    /* Its mapping stays: the server's hooks still write the hot fields. */
+    prof_sampler_stop(p->sampler, p->flushes);
+    p->sampler = NULL;
+
+    p->profiler_lost = 1;
+
+    prof_log(&p->log, PROF_LOG_ERR, "profiling: the profiler process %d "
+             "exited unexpectedly, profiling is stopped in this worker",
+             (int) p->profiler_pid);
+
+    if (p->conf.status_slot != NULL) {
+        prof_status_publish_lost(p->conf.status_slot,
+                                 "the profiler process exited unexpectedly");
+    }
+}
+
+
+/* Whether the profiler process has exited (pidfd readable). */
+static int
+prof_profiler_exited(prof_t *p)
+{
+    struct pollfd  pfd;
+
+    if (p->profiler_pidfd < 0) {
+        return kill(p->profiler_pid, 0) != 0 && errno == ESRCH;
+    }
+
+    pfd.fd = p->profiler_pidfd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+
+    return poll(&pfd, 1, 0) == 1;
 }
 
 
 void
 prof_flush(prof_t *p)
 {
-    prof_endpoint_log_t  *chunk;
+    uint64_t                closing;
+    prof_endpoint_table_t  *next;
 
-    chunk = prof_endpoint_writer_take(&p->endpoints);
-    p->flushes++;
-
-    prof_sampler_flush(p->sampler, chunk);
-}
-
-
-/*
- * At exit, after prof_stop() gave up waiting for the loop thread: if it
- * still runs (libcurl, OpenSSL), the exit handlers registered before this
- * one (OpenSSL's cleanup, libraries' destructors) would free what it is
- * using. The process ends as exit() would, without them.
- */
-static void
-prof_exit_abandoned(int status, void *arg)
-{
-    prof_t  *p = arg;
-
-    if (!__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) {
-        _exit(status);
+    if (p->sampler == NULL) {
+        return;
     }
+
+    if (prof_profiler_exited(p)) {
+        prof_profiler_lost(p);
+        return;
+    }
+
+    closing = p->flushes++;
+
+    /* The next period's table, once the profiler process gave it back. */
+    next = &p->channel->endpoints[p->flushes & 1];
+    p->counting = (__atomic_load_n(&next->period, __ATOMIC_ACQUIRE)
+                   == p->flushes) ? next : NULL;
+
+    prof_sampler_flush(p->sampler, closing);
 }
 
 
 int
 prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms)
 {
-    char  line[2048];
+    if (p->sampler != NULL) {
+        __atomic_store_n(&p->channel->stop_wait_ms, wait_ms,
+                         __ATOMIC_RELEASE);
+        __atomic_store_n(&p->channel->stop_upload_ms, upload_ms,
+                         __ATOMIC_RELEASE);
 
-    prof_sampler_stop(p->sampler, prof_endpoint_writer_take(&p->endpoints));
-    p->sampler = NULL;
+        prof_sampler_stop(p->sampler, p->flushes);
+        prof_sampler_release(p->sampler);
+        p->sampler = NULL;
+    }
 
-    __atomic_store_n(&p->stop_upload_ms, upload_ms, __ATOMIC_RELEASE);
-
-    if (prof_stop_loop(p, wait_ms) != 0) {
-        /*
-         * The process is exiting: the thread keeps what it uses, and its
-         * messages are not delivered any more.
-         */
-        prof_log(&p->log, PROF_LOG_WARN, "profiling: the last profile was "
-                 "not exported within %lld ms", (long long) wait_ms);
-        (void) on_exit(prof_exit_abandoned, p);
-        return -ETIMEDOUT;
+    /* The profiler process sees the pipe close, and finishes alone. */
+    (void) close(p->profiler_fd);
+    if (p->profiler_pidfd >= 0) {
+        (void) close(p->profiler_pidfd);
     }
 
     prof_log_deliver(&p->log);
 
-    prof_diagnostics_format(&p->diagnostics, line, sizeof(line));
-    prof_log(&p->log, PROF_LOG_NOTICE, "profiling: stopped: %s", line);
-
-    prof_queue_destroy(&p->queue);
+    prof_channel_free(p->channel);
     prof_free(p);
 
     return 0;
@@ -1234,9 +1417,9 @@ prof_label(prof_t *p, const prof_labels_t *labels)
 {
     prof_labels_t  *l;
 
-    l = prof_spsc_reserve(&p->labels);
+    l = prof_spsc_reserve(&p->channel->labels);
     if (l == NULL) {
-        prof_counter_add(p->diagnostics.labels_dropped, 1);
+        prof_counter_add(p->channel->diagnostics.labels_dropped, 1);
         return -ENOSPC;
     }
 
@@ -1244,10 +1427,7 @@ prof_label(prof_t *p, const prof_labels_t *labels)
                       + (labels->endpoint_length <= PROF_ENDPOINT_MAX
                          ? labels->endpoint_length : PROF_ENDPOINT_MAX));
 
-    /* Half full: the loop thread takes them before the ring is. */
-    if (prof_spsc_commit(&p->labels) == PROF_LABELS_RING / 2) {
-        (void) uv_async_send(&p->batches_ready);
-    }
+    (void) prof_spsc_commit(&p->channel->labels);
 
     return 0;
 }
@@ -1257,37 +1437,18 @@ void
 prof_count_endpoint_slow(prof_t *p, const void *a, size_t alen,
     const void *b, size_t blen)
 {
-    prof_endpoint_log_t   *chunk, **slot;
+    prof_endpoint_table_t  *t;
 
-    chunk = prof_endpoint_writer_take(&p->endpoints);
+    /* Given back since the flush? */
+    t = &p->channel->endpoints[p->flushes & 1];
 
-    if (chunk != NULL && chunk->used > 0) {
-        slot = prof_spsc_reserve(&p->chunks);
-
-        if (slot == NULL) {
-            /* The loop thread is behind: these requests are not counted. */
-            prof_drop_chunk(p, chunk);
-
-        } else {
-            *slot = chunk;
-            (void) prof_spsc_commit(&p->chunks);
-            (void) uv_async_send(&p->batches_ready);
-        }
-
-        chunk = NULL;
+    if (__atomic_load_n(&t->period, __ATOMIC_ACQUIRE) != p->flushes) {
+        prof_counter_add(p->channel->diagnostics.endpoints_dropped, 1);
+        return;
     }
 
-    if (chunk == NULL) {
-        chunk = prof_endpoint_log_create(p->flushes);
-        if (chunk == NULL) {
-            prof_counter_add(p->diagnostics.endpoints_dropped, 1);
-            return;
-        }
-    }
-
-    prof_endpoint_writer_start(&p->endpoints, chunk);
-
-    (void) prof_endpoint_write(&p->endpoints, a, alen, b, blen);
+    p->counting = t;
+    prof_endpoint_table_count(t, a, alen, b, blen);
 }
 
 
@@ -1297,13 +1458,14 @@ prof_take_tracer_identity(prof_t *p)
     int  state;
 
     if (!p->conf.tracer_identity
-        || __atomic_load_n(&p->tracer_info_state, __ATOMIC_RELAXED) != 0)
+        || __atomic_load_n(&p->channel->tracer_info_state, __ATOMIC_RELAXED)
+           != 0)
     {
         return;
     }
 
-    state = (prof_tracer_info_read(&p->tracer_info) == 0) ? 1 : 2;
-    __atomic_store_n(&p->tracer_info_state, state, __ATOMIC_RELEASE);
+    state = (prof_tracer_info_read(&p->channel->tracer_info) == 0) ? 1 : 2;
+    __atomic_store_n(&p->channel->tracer_info_state, state, __ATOMIC_RELEASE);
 }
 
 
@@ -1314,10 +1476,10 @@ prof_deliver_log(prof_t *p)
 }
 
 
-prof_endpoint_writer_t *
-prof_get_endpoint_writer(prof_t *p)
+prof_endpoint_table_t **
+prof_get_endpoint_table(prof_t *p)
 {
-    return &p->endpoints;
+    return &p->counting;
 }
 
 
@@ -1328,8 +1490,8 @@ prof_get_sampler(prof_t *p)
 }
 
 
-const prof_diagnostics_t *
-prof_get_diagnostics(prof_t *p)
+pid_t
+prof_get_profiler_pid(prof_t *p)
 {
-    return &p->diagnostics;
+    return p->profiler_pid;
 }

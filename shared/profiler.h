@@ -1,29 +1,26 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Profiler: one per process. Owns the sampler, the sample queue, and the
- * profiler loop thread (libuv) where batches are aggregated and closed
- * profiles encoded and exported. The server embedding it (the nginx module)
- * talks to it only through this header and sampler.h.
+ * Profiler: one per worker, in two processes. The worker (the nginx worker,
+ * one thread, as nginx made it) arms the sampler and forks its profiler
+ * process at prof_start; they share only the channel (channel.h) and the
+ * sampler's ring (sampler_state.h). The profiler process runs the sampler
+ * thread and the profiler loop thread (libuv): aggregation, symbols, pprof
+ * encoding, the dump directory and uploads. It closes every descriptor it
+ * inherited but those the server names (conf.child_init), blocks every
+ * signal, and exits once its worker has gone and its last profile is out.
  *
- * What the server does per request costs no lock, no allocation and no
- * hashing: it appends the request's endpoint to a log (prof_count_endpoint)
- * and, only for the requests a sample carried, resolves their labels
- * (prof_label). Both go to the loop thread through lock-free rings; a full
- * ring drops what does not fit (counted).
+ * What the worker does per request costs no lock, no allocation and no
+ * copy: it counts the request's endpoint in a shared table, hashed where
+ * it lies (prof_count_endpoint), and, only for the requests a sample
+ * carried, resolves their labels into a shared ring (prof_label); a full
+ * table or ring drops what does not fit (counted).
  *
- * Threading: prof_start, prof_flush, prof_stop, prof_label,
- * prof_count_endpoint and prof_deliver_log are called by the sampled
- * thread (the nginx worker's main thread); none blocks, except prof_stop,
- * which waits for the loop thread at most wait_ms. The log handler is
- * called on that thread only (log.h): the loop thread's messages wait
- * until prof_deliver_log, and conf.log_notify (from the loop thread) says
- * that one waits.
- * Memory: the profiler copies what it needs from the configuration. A
- * loop thread that does not finish within prof_stop's wait keeps the
- * memory it uses (nothing it touches is freed) and logs nothing more.
- * A process has at most one profiler; the first prof_start initializes
- * libcurl, so it must run before the process has other threads using it.
+ * Threading: everything here is called by the worker's thread and never
+ * blocks. The log handler is called on the worker's thread for the
+ * worker's messages, and on the profiler process's main thread for its
+ * own (after conf.child_init).
+ * A process has at most one profiler.
  */
 
 #ifndef PROF_PROFILER_H
@@ -31,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "diagnostics.h"
 #include "endpoint_counts.h"
@@ -72,36 +70,44 @@ typedef struct {
     const char          *runtime_version;   /* the server's version */
     prof_log_pt          log;
     void                *log_data;
-    void               (*log_notify)(void *data);
-    void                *log_notify_data;
     prof_unwind_table_t *unwind_table;  /* built before (e.g. inherited
                                            from a parent process), kept by
                                            the caller; NULL: built here */
     int                  identify;      /* log the module's version and
                                            what it found, at NOTICE */
     struct prof_status_slot_s  *status_slot;    /* written every second
-                                           by the loop thread (status.h);
-                                           NULL: none */
+                                           by the profiler process
+                                           (status.h); NULL: none */
+    int                (*child_init)(void *data, int *keep, int max);
+                                        /* first thing in the profiler
+                                           process: the server's own
+                                           (its title, its log), and the
+                                           descriptors to keep open (at
+                                           most max) in keep: the count */
+    void                *child_init_data;
 } prof_conf_t;
 
 typedef struct prof_s  prof_t;
 
 
 /*
- * Starts sampling the calling thread. 0 or -errno; a dump directory that
- * cannot be used is logged once here and the profiler runs without it.
+ * Starts sampling the calling thread and forks its profiler process. 0 or
+ * -errno; a dump directory that cannot be used is logged once by the
+ * profiler process, which runs without it.
  */
 int prof_start(prof_t **profiler, const prof_conf_t *conf);
 
-/* Closes the current profile now; never blocks. */
+/* Closes the current profile now; never blocks. A profiler process that
+   exited unexpectedly is noticed here: sampling stops, logged, and the
+   status slot says so. */
 void prof_flush(prof_t *p);
 
 /*
- * Takes the last sample and closes the last profile; its upload (and any
- * upload in flight) gets at most upload_ms more (0: none, dropped and
- * counted; the dump directory still gets the profile). Waits at most
- * wait_ms for the loop thread, then frees all; -ETIMEDOUT: the thread
- * still runs and keeps what it uses (the process is about to exit).
+ * Takes the last sample and closes the last profile, then frees all
+ * without waiting: the profiler process finishes it after the worker.
+ * Its upload (and any in flight) gets at most upload_ms more (0: none,
+ * dropped and counted; the dump directory still gets the profile); the
+ * profiler process exits at most wait_ms after the worker. 0.
  */
 int prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms);
 
@@ -109,7 +115,7 @@ int prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms);
    dropped, counted. */
 int prof_label(prof_t *p, const prof_labels_t *labels);
 
-/* The log's messages from the loop thread, to the handler. */
+/* Messages queued, to the handler (the worker's own go at once). */
 void prof_deliver_log(prof_t *p);
 
 /*
@@ -121,21 +127,23 @@ void prof_deliver_log(prof_t *p);
 void prof_take_tracer_identity(prof_t *p);
 
 prof_sampler_t *prof_get_sampler(prof_t *p);
-const prof_diagnostics_t *prof_get_diagnostics(prof_t *p);
+pid_t prof_get_profiler_pid(prof_t *p);
 
+/* Where the worker counts endpoints (see prof_count_endpoint). */
+prof_endpoint_table_t **prof_get_endpoint_table(prof_t *p);
 
-/* One request more for an endpoint: see prof_count_endpoint. */
-prof_endpoint_writer_t *prof_get_endpoint_writer(prof_t *p);
 void prof_count_endpoint_slow(prof_t *p, const void *a, size_t alen,
     const void *b, size_t blen);
 
-
 /* One request more for the endpoint "a b" (just b when alen is 0). */
 static inline void
-prof_count_endpoint(prof_t *p, prof_endpoint_writer_t *w, const void *a,
-    size_t alen, const void *b, size_t blen)
+prof_count_endpoint(prof_t *p, prof_endpoint_table_t **counting,
+    const void *a, size_t alen, const void *b, size_t blen)
 {
-    if (prof_endpoint_write(w, a, alen, b, blen) != 0) {
+    if (*counting != NULL) {
+        prof_endpoint_table_count(*counting, a, alen, b, blen);
+
+    } else {
         prof_count_endpoint_slow(p, a, alen, b, blen);
     }
 }

@@ -43,8 +43,6 @@ typedef struct {
 } prof_sample_t;
 
 
-typedef struct prof_endpoint_log_s  prof_endpoint_log_t;
-
 /* One item of the queue: samples, and maybe a flush barrier after them. */
 typedef struct prof_batch_s  prof_batch_t;
 
@@ -58,8 +56,7 @@ struct prof_batch_s {
     int64_t        flush_realtime_ns;   /* when the barrier was taken */
     int64_t        flush_monotonic_ns;
     uint64_t       flush_last_tag;      /* requests up to it: closing */
-    prof_endpoint_log_t  *endpoints;    /* with the barrier, owned by
-                                           whoever takes it */
+    uint64_t       flush_period;        /* the last period it closes */
     unsigned char  data[];
 };
 

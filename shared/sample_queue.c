@@ -29,7 +29,7 @@ prof_batch_alloc(prof_queue_t *q, unsigned overflow)
     }
 
     b->next = NULL;
-    b->endpoints = NULL;
+    b->flush_period = 0;
     b->capacity = q->batch_bytes;
     b->overflow = overflow;
     q->allocated_bytes += prof_batch_total_bytes(q);
@@ -41,8 +41,7 @@ prof_batch_alloc(prof_queue_t *q, unsigned overflow)
 static void
 prof_batch_reset(prof_batch_t *b)
 {
-    prof_endpoint_log_free(b->endpoints);
-    b->endpoints = NULL;
+    b->flush_period = 0;
     b->next = NULL;
     b->used = 0;
     b->sample_count = 0;
@@ -104,7 +103,6 @@ prof_batch_list_free(prof_batch_t *b)
 
     for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
-        prof_endpoint_log_free(b->endpoints);
         free(b);
     }
 }
@@ -161,7 +159,7 @@ prof_queue_acquire_barrier(prof_queue_t *q)
         return NULL;
     }
 
-    b->endpoints = NULL;
+    b->flush_period = 0;
     prof_batch_reset(b);
     b->capacity = 0;
     b->overflow = 1;
@@ -205,12 +203,10 @@ prof_queue_release(prof_queue_t *q, prof_batch_t *b)
     pthread_mutex_lock(&q->mutex);
 
     if (b->capacity == 0) {
-        prof_endpoint_log_free(b->endpoints);
         free(b);                            /* a barrier-only batch */
 
     } else if (b->overflow) {
         q->allocated_bytes -= prof_batch_total_bytes(q);
-        prof_endpoint_log_free(b->endpoints);
         free(b);
 
     } else {

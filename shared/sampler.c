@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "endpoint_counts.h"
+#include "channel.h"
 #include "sampler_state.h"
 #include "thread.h"
 
@@ -280,10 +280,6 @@ prof_sampler_barrier(prof_sampler_t *s, prof_flush_t *f, int64_t now_ns)
     }
     if (b == NULL) {
         /* No memory at all: the next barrier closes both. */
-        prof_counter_add(s->conf.diagnostics->endpoints_dropped,
-                         prof_endpoint_log_records(f->endpoints));
-        prof_endpoint_log_free(f->endpoints);
-        f->endpoints = NULL;
         return;
     }
 
@@ -291,20 +287,7 @@ prof_sampler_barrier(prof_sampler_t *s, prof_flush_t *f, int64_t now_ns)
     b->flush_monotonic_ns = f->monotonic_ns;
     b->flush_realtime_ns = f->realtime_ns;
     b->flush_last_tag = f->last_tag;
-    b->endpoints = f->endpoints;
-    f->endpoints = NULL;
-
-    /*
-     * At the ceiling (the loop thread is behind, its profiles lose samples
-     * anyway) a barrier carries no endpoints: a stalled loop must not make
-     * every period's log pile up.
-     */
-    if (b->capacity == 0 && b->endpoints != NULL) {
-        prof_counter_add(s->conf.diagnostics->endpoints_dropped,
-                         prof_endpoint_log_records(b->endpoints));
-        prof_endpoint_log_free(b->endpoints);
-        b->endpoints = NULL;
-    }
+    b->flush_period = f->period;
 
     s->batch = b;
     prof_sampler_push(s, now_ns);
@@ -409,7 +392,7 @@ prof_sampler_request_stack(prof_sampler_t *s)
             return;
         }
 
-        (void) prof_futex(&s->served, FUTEX_WAIT_PRIVATE, served, &step);
+        (void) prof_futex(&s->served, FUTEX_WAIT, served, &step);
 
         if (__atomic_load_n(&s->served, __ATOMIC_ACQUIRE) == request
             || __atomic_load_n(&s->stop, __ATOMIC_RELAXED))
@@ -442,7 +425,7 @@ prof_sampler_watch(prof_sampler_t *s, int64_t now_ns)
 
     waits = __atomic_load_n(&s->hot.waits, __ATOMIC_RELAXED);
     index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
-    cpu_ns = waiting ? -1 : prof_clock_ns(s->cpu_clock);
+    cpu_ns = waiting ? -1 : prof_clock_ns(s->process_clock);
 
     if (!waiting && cpu_ns >= 0 && s->watch_cpu_ns >= 0
         && waits == s->watch_waits && index == s->watch_index
@@ -470,59 +453,6 @@ prof_sampler_table_counters(prof_sampler_t *s, prof_unwind_table_t *t)
                      __ATOMIC_RELAXED);
     __atomic_store_n(&d->unwind_objects_skipped,
                      prof_unwind_table_skipped(t), __ATOMIC_RELAXED);
-}
-
-
-/*
- * Builds the unwind table again when the handler met code outside it and
- * objects were loaded or unloaded since (checked at most once a
- * PROF_TABLE_CHECK_NS). The old table is freed once no handler uses it.
- */
-static void
-prof_sampler_update_table(prof_sampler_t *s, int64_t now_ns)
-{
-    uint32_t              unknown;
-    struct timespec       pause;
-    prof_unwind_table_t  *t, *old;
-
-    if (now_ns - s->table_checked_ns < PROF_TABLE_CHECK_NS) {
-        return;
-    }
-
-    unknown = __atomic_load_n(&s->unknown_pcs, __ATOMIC_RELAXED);
-    if (unknown == s->unknown_pcs_seen) {
-        return;
-    }
-
-    s->unknown_pcs_seen = unknown;
-    s->table_checked_ns = now_ns;
-
-    if (s->table != NULL
-        && prof_unwind_generation_now()
-           == prof_unwind_table_generation(s->table))
-    {
-        return;
-    }
-
-    t = prof_unwind_table_build();
-    if (t == NULL) {
-        return;
-    }
-
-    old = __atomic_exchange_n(&s->table, t, __ATOMIC_SEQ_CST);
-
-    pause.tv_sec = 0;
-    pause.tv_nsec = 100 * 1000;
-    while (__atomic_load_n(&s->in_handler, __ATOMIC_SEQ_CST)) {
-        (void) nanosleep(&pause, NULL);
-    }
-
-    if (old != s->borrowed) {
-        prof_unwind_table_free(old);
-    }
-
-    prof_counter_add(s->conf.diagnostics->unwind_tables, 1);
-    prof_sampler_table_counters(s, t);
 }
 
 
@@ -556,7 +486,6 @@ prof_sampler_main(void *arg)
         }
 
         prof_sampler_watch(s, now_ns);
-        prof_sampler_update_table(s, now_ns);
 
         /* The next look: when prof_sampler_watch() will take it */
         next_ns = s->watch_ns
@@ -579,7 +508,7 @@ prof_sampler_main(void *arg)
 
         deadline.tv_sec = next_ns / 1000000000;
         deadline.tv_nsec = next_ns % 1000000000;
-        (void) prof_futex(&s->wake, FUTEX_WAIT_BITSET_PRIVATE, wake,
+        (void) prof_futex(&s->wake, FUTEX_WAIT_BITSET, wake,
                           &deadline);
     }
 
@@ -593,7 +522,7 @@ static void
 prof_sampler_wake(prof_sampler_t *s)
 {
     __atomic_add_fetch(&s->wake, 1, __ATOMIC_RELEASE);
-    (void) prof_futex(&s->wake, FUTEX_WAKE_PRIVATE, 1, NULL);
+    (void) prof_futex(&s->wake, FUTEX_WAKE, 1, NULL);
 }
 
 
@@ -602,20 +531,24 @@ prof_sampler_wake(prof_sampler_t *s)
  * sample, and a flush after the slots filled so far.
  */
 static void
-prof_sampler_add_flush(prof_sampler_t *s, prof_endpoint_log_t *endpoints,
-    int final)
+prof_sampler_add_flush(prof_sampler_t *s, uint64_t period, int final,
+    int account)
 {
     int64_t              now_ns, cpu_ns, wall_ns, off_cpu_ns, idle_ns;
     uint32_t             added;
     prof_flush_t        *f;
-    prof_endpoint_log_t *tail;
 
     now_ns = prof_clock_ns(CLOCK_MONOTONIC);
-    cpu_ns = prof_clock_ns(s->cpu_clock);
+    wall_ns = 0;
+    off_cpu_ns = 0;
+    idle_ns = 0;
 
-    prof_signal_account(s, now_ns, __builtin_ia32_rdtsc(),
-                        (cpu_ns >= 0) ? cpu_ns - s->point_cpu_ns : 0,
-                        &wall_ns, &off_cpu_ns, &idle_ns);
+    if (account) {
+        cpu_ns = prof_clock_ns(s->cpu_clock);
+        prof_signal_account(s, now_ns, __builtin_ia32_rdtsc(),
+                            (cpu_ns >= 0) ? cpu_ns - s->point_cpu_ns : 0,
+                            &wall_ns, &off_cpu_ns, &idle_ns);
+    }
 
     added = s->flushes_added;
 
@@ -626,20 +559,13 @@ prof_sampler_add_flush(prof_sampler_t *s, prof_endpoint_log_t *endpoints,
         f = &s->flushes[(added - 1) % PROF_FLUSHES];
         prof_counter_add(s->conf.diagnostics->flushes_merged, 1);
 
-        if (endpoints != NULL) {
-            for (tail = endpoints; tail->next != NULL; tail = tail->next) {
-                /* void */
-            }
-            tail->next = f->endpoints;
-            f->endpoints = endpoints;
-        }
-
     } else {
         f = &s->flushes[added % PROF_FLUSHES];
         memset(f, 0, sizeof(prof_flush_t));
-        f->endpoints = endpoints;
         added++;
     }
+
+    f->period = period;
 
     f->wall_ns += wall_ns;
     f->off_cpu_ns += off_cpu_ns;
@@ -655,8 +581,7 @@ prof_sampler_add_flush(prof_sampler_t *s, prof_endpoint_log_t *endpoints,
 
 
 static void
-prof_sampler_flush_now(prof_sampler_t *s, prof_endpoint_log_t *endpoints,
-    int final)
+prof_sampler_flush_now(prof_sampler_t *s, uint64_t period, int final)
 {
     sigset_t  prof, saved;
 
@@ -664,7 +589,7 @@ prof_sampler_flush_now(prof_sampler_t *s, prof_endpoint_log_t *endpoints,
     sigaddset(&prof, SIGPROF);
     (void) pthread_sigmask(SIG_BLOCK, &prof, &saved);
 
-    prof_sampler_add_flush(s, endpoints, final);
+    prof_sampler_add_flush(s, period, final, 1);
 
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
@@ -673,9 +598,10 @@ prof_sampler_flush_now(prof_sampler_t *s, prof_endpoint_log_t *endpoints,
 
 
 void
-prof_sampler_flush(prof_sampler_t *s, prof_endpoint_log_t *endpoints)
+prof_sampler_flush(prof_sampler_t *s, uint64_t period)
 {
-    prof_sampler_flush_now(s, endpoints, 0);
+    __atomic_store_n(&s->period, period + 1, __ATOMIC_RELAXED);
+    prof_sampler_flush_now(s, period, 0);
 }
 
 
@@ -765,36 +691,40 @@ prof_sampler_stack_bounds(prof_sampler_t *s)
 static void
 prof_sampler_free(prof_sampler_t *s)
 {
-    if (s->table != s->borrowed) {
-        prof_unwind_table_free(s->table);
-    }
-
-    free(s->slots);
-    free(s->idle_frames);
     free(s->last_frames);
-    free(s);
+    prof_shared_free(s, s->shared_size);
 }
 
 
 static prof_sampler_t *
 prof_sampler_create(const prof_sampler_conf_t *conf)
 {
+    size_t           slot_size, size;
+    unsigned char   *m;
     prof_sampler_t  *s;
 
-    s = calloc(1, sizeof(prof_sampler_t));
-    if (s == NULL) {
+    slot_size = (sizeof(prof_slot_t)
+                 + (conf->max_frames + 1) * sizeof(uint64_t) + 63) & ~63UL;
+
+    /* The struct, the ring and the idle stack: shared with the profiler
+       process. */
+    size = ((sizeof(prof_sampler_t) + 63) & ~63UL) + PROF_SLOTS * slot_size
+           + conf->max_frames * sizeof(uint64_t);
+
+    m = prof_shared_alloc(size);
+    if (m == NULL) {
         return NULL;
     }
 
+    s = (prof_sampler_t *) m;
+    s->shared_size = size;
     s->conf = *conf;
-    s->slot_size = (sizeof(prof_slot_t)
-                    + (conf->max_frames + 1) * sizeof(uint64_t) + 63) & ~63UL;
+    s->slot_size = slot_size;
+    s->slots = m + ((sizeof(prof_sampler_t) + 63) & ~63UL);
+    s->idle_frames = (uint64_t *) (s->slots + PROF_SLOTS * slot_size);
 
-    s->slots = calloc(PROF_SLOTS, s->slot_size);
-    s->idle_frames = calloc(conf->max_frames, sizeof(uint64_t));
     s->last_frames = calloc(conf->max_frames + 1, sizeof(uint64_t));
-
-    if (s->slots == NULL || s->idle_frames == NULL || s->last_frames == NULL) {
+    if (s->last_frames == NULL) {
         prof_sampler_free(s);
         return NULL;
     }
@@ -825,6 +755,9 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     s->tid = (pid_t) syscall(SYS_gettid);
 
     rc = pthread_getcpuclockid(pthread_self(), &s->cpu_clock);
+    if (rc == 0) {
+        rc = clock_getcpuclockid(s->pid, &s->process_clock);
+    }
     if (rc != 0) {
         prof_sampler_free(s);
         return -rc;
@@ -876,21 +809,9 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     s->point_tsc = __builtin_ia32_rdtsc();
     s->last_push_ns = prof_clock_ns(CLOCK_MONOTONIC);
 
-    rc = prof_thread_create(&s->thread, prof_sampler_main, s);
-    if (rc != 0) {
-        prof_sampler_restore_signal(s);
-        goto failed;
-    }
-
     rc = prof_sampler_start_timer(s);
     if (rc != 0) {
-        __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
-        prof_sampler_wake(s);
-        (void) uv_thread_join(&s->thread);
         prof_sampler_restore_signal(s);
-        if (s->batch != NULL) {
-            prof_queue_release(s->conf.queue, s->batch);
-        }
         goto failed;
     }
 
@@ -900,13 +821,25 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 failed:
 
     __atomic_store_n(&prof_signal_sampler, NULL, __ATOMIC_RELEASE);
+    if (s->table != s->borrowed) {
+        prof_unwind_table_free(s->table);
+    }
     prof_sampler_free(s);
     return rc;
 }
 
 
+int
+prof_sampler_run(prof_sampler_t *s)
+{
+    s->last_push_ns = prof_clock_ns(CLOCK_MONOTONIC);
+
+    return prof_thread_create(&s->thread, prof_sampler_main, s);
+}
+
+
 void
-prof_sampler_stop(prof_sampler_t *s, prof_endpoint_log_t *endpoints)
+prof_sampler_stop(prof_sampler_t *s, uint64_t period)
 {
     sigset_t  prof, saved;
 
@@ -921,28 +854,108 @@ prof_sampler_stop(prof_sampler_t *s, prof_endpoint_log_t *endpoints)
 
     (void) timer_delete(s->cpu_timer);
 
-    prof_sampler_add_flush(s, endpoints, 1);
-
-    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
-    prof_sampler_wake(s);
-
-    (void) uv_thread_join(&s->thread);
-
-    prof_sampler_restore_signal(s);
-    __atomic_store_n(&prof_signal_sampler, NULL, __ATOMIC_RELEASE);
-
-    (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    prof_sampler_add_flush(s, period, 1, 1);
 
     prof_counter_add(s->conf.diagnostics->dropped_samples,
                      __atomic_load_n(&s->ring_full, __ATOMIC_RELAXED));
     prof_counter_add(s->conf.diagnostics->ring_full,
                      __atomic_load_n(&s->ring_full, __ATOMIC_RELAXED));
 
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    prof_sampler_wake(s);
+
+    prof_sampler_restore_signal(s);
+    __atomic_store_n(&prof_signal_sampler, NULL, __ATOMIC_RELEASE);
+
+    (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+
+    if (s->table != s->borrowed) {
+        prof_unwind_table_free(s->table);
+    }
+    s->table = NULL;
+}
+
+
+void
+prof_sampler_release(prof_sampler_t *s)
+{
+    prof_sampler_free(s);
+}
+
+
+void
+prof_sampler_finish(prof_sampler_t *s)
+{
+    /* Its sampled thread is gone without a final barrier: one now. */
+    if (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        prof_sampler_add_flush(s, __atomic_load_n(&s->period,
+                                                  __ATOMIC_RELAXED), 1, 0);
+        __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    }
+
+    prof_sampler_wake(s);
+    (void) uv_thread_join(&s->thread);
+
     if (s->batch != NULL) {
         prof_queue_release(s->conf.queue, s->batch);
     }
 
     prof_sampler_free(s);
+}
+
+
+/*
+ * Builds the unwind table again when the handler met code outside it and
+ * objects were loaded or unloaded since (checked at most once a
+ * PROF_TABLE_CHECK_NS). SIGPROF is blocked while the table is replaced:
+ * no handler uses the old one when it is freed.
+ */
+void
+prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns)
+{
+    uint32_t              unknown;
+    sigset_t              prof, saved;
+    prof_unwind_table_t  *t, *old;
+
+    if (now_ns - s->table_checked_ns < PROF_TABLE_CHECK_NS) {
+        return;
+    }
+
+    unknown = __atomic_load_n(&s->hot.unknown_pcs, __ATOMIC_RELAXED);
+    if (unknown == s->hot.unknown_pcs_seen) {
+        return;
+    }
+
+    s->hot.unknown_pcs_seen = unknown;
+    s->table_checked_ns = now_ns;
+
+    if (s->table != NULL
+        && prof_unwind_generation_now()
+           == prof_unwind_table_generation(s->table))
+    {
+        return;
+    }
+
+    t = prof_unwind_table_build();
+    if (t == NULL) {
+        return;
+    }
+
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    (void) pthread_sigmask(SIG_BLOCK, &prof, &saved);
+
+    old = s->table;
+    s->table = t;
+
+    (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+
+    if (old != s->borrowed) {
+        prof_unwind_table_free(old);
+    }
+
+    prof_counter_add(s->conf.diagnostics->unwind_tables, 1);
+    prof_sampler_table_counters(s, t);
 }
 
 

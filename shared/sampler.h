@@ -10,26 +10,29 @@
  *   A thread that uses no CPU gets no signal. Each such sample weighs
  *   interval * (1 + timer overruns).
  * - Wall: accounted on the sampled thread itself, without a ticking
- *   thread. Each CPU signal takes the wall time since the last account:
+ *   thread in its process. Each CPU signal takes the wall time since the last account:
  *   the part the thread spent in its event wait (timed with the TSC) goes
  *   to the event wait's stack, the rest to the stack sampled (off-CPU time
  *   = that rest - CPU: preempted or blocked there). A flush accounts the
  *   time since the last signal the same way (the wait's stack, and where
  *   the thread last ran), so a worker that sleeps for a whole period gets
- *   its wall time without one wake-up. The sampler thread wakes a few times a
- *   second only: it drains the ring into batches and, when the thread
- *   neither waited nor burned CPU for a while (blocked outside its event
- *   loop), asks it for its stack with tgkill, to account the blocked time.
+ *   its wall time without one wake-up. The sampler thread (in the profiler
+ *   process, profiler.h) wakes a few times a second only: it drains the
+ *   ring into batches and, when the thread neither waited nor burned CPU
+ *   for a while (blocked outside its event loop), asks it for its stack
+ *   with a queued SIGPROF, to account the blocked time.
  *
- * Threading contract:
- * - prof_sampler_start, _stop, _flush, _capture_idle_stack and the hot
- *   functions below are called by the sampled thread (the nginx worker's
- *   main thread) only. None of them blocks, except _stop, which joins the
- *   sampler thread.
- * - The sampler thread is created with every signal blocked. It takes the
- *   queue's mutex only; it waits for the handler through futex words. It
- *   rebuilds the unwind table when the handler met code outside it and
- *   the set of loaded objects changed since (dlopen).
+ * Two sides, in two processes or one (tests):
+ * - the sampled thread (the nginx worker's only thread) calls
+ *   prof_sampler_start, _stop, _flush, _maintain, _capture_idle_stack and
+ *   the hot functions below; none of them blocks. _maintain rebuilds the
+ *   unwind table when the handler met code outside it and the set of
+ *   loaded objects changed since (dlopen).
+ * - the profiler side calls prof_sampler_run (after start, in the process
+ *   forked by the sampled one, or in the same process) and _finish (once
+ *   the sampled thread stopped or is gone). The sampler thread is created
+ *   with every signal blocked. It takes the queue's mutex only; it waits
+ *   for the handler through process-shared futex words.
  * - The SIGPROF handler runs on the sampled thread and is async-signal-
  *   safe (signal_path.c, whose undefined symbols CI checks): a table walk
  *   into a preallocated slot, clock_gettime, a futex wake. No malloc, no
@@ -83,6 +86,8 @@ typedef struct {
     uint32_t       waits;           /* event waits entered */
     uint64_t       wait_start;      /* TSC when the wait began */
     uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
+    uint32_t       unknown_pcs;     /* walks that left the unwind table */
+    uint32_t       unknown_pcs_seen;    /* by prof_sampler_maintain */
 } prof_sampler_hot_t;
 
 
@@ -90,19 +95,35 @@ typedef struct {
 int prof_sampler_start(prof_sampler_t **sampler,
     const prof_sampler_conf_t *conf);
 
-/*
- * Stops sampling: the wall time since the last sample, a final flush
- * barrier (with the period's endpoint log, may be NULL), then the thread
- * is joined and SIGPROF restored.
- */
-void prof_sampler_stop(prof_sampler_t *s, prof_endpoint_log_t *endpoints);
+/* The sampler thread, in the calling process: 0 or -errno. */
+int prof_sampler_run(prof_sampler_t *s);
 
 /*
- * Closes the profile now: the barrier follows every sample taken before
- * and carries the period's endpoint log (may be NULL) to the aggregator.
- * Never blocks.
+ * Stops sampling: the wall time since the last sample, a final flush
+ * barrier closing period, SIGPROF restored. The sampler thread finishes
+ * on its own side (prof_sampler_finish). Never blocks.
  */
-void prof_sampler_flush(prof_sampler_t *s, prof_endpoint_log_t *endpoints);
+void prof_sampler_stop(prof_sampler_t *s, uint64_t period);
+
+/* The sampled side's mapping of a stopped sampler, unmapped (the profiler
+   process keeps its own). */
+void prof_sampler_release(prof_sampler_t *s);
+
+/*
+ * On the profiler side: a final barrier when the sampled thread went
+ * without one (it crashed), then the thread joined and the sampler freed.
+ */
+void prof_sampler_finish(prof_sampler_t *s);
+
+/*
+ * Closes profile number period now: the barrier follows every sample
+ * taken before; the aggregator takes that period's endpoint counts with
+ * it. Never blocks.
+ */
+void prof_sampler_flush(prof_sampler_t *s, uint64_t period);
+
+/* See prof_sampler_maintain. */
+void prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns);
 
 /*
  * Records the stack the event wait's time goes to: the caller's callers
@@ -113,6 +134,23 @@ void prof_sampler_capture_idle_stack(prof_sampler_t *s,
     const uint64_t *leaf_frames, unsigned leaf_count, unsigned skip_frames);
 
 prof_sampler_hot_t *prof_sampler_hot(prof_sampler_t *s);
+
+
+/*
+ * From the sampled thread's event loop (now: a coarse monotonic clock):
+ * the unwind table rebuilt when walks left it and objects were loaded.
+ * A load and a compare unless walks left it.
+ */
+static inline void
+prof_sampler_maintain(prof_sampler_t *s, prof_sampler_hot_t *h,
+    int64_t now_ns)
+{
+    if (__atomic_load_n(&h->unknown_pcs, __ATOMIC_RELAXED)
+        != h->unknown_pcs_seen)
+    {
+        prof_sampler_maintain_table(s, now_ns);
+    }
+}
 
 
 /* A new request executes from now: its tag. */

@@ -11,6 +11,10 @@
  *   the ring's slots while FREE and write_index, the flush mailbox;
  * - the sampler thread: slots back to FREE, read_index, and what it keeps
  *   for itself (batch, stacks, watchdog);
+ * - the struct, its slots and idle frames are in memory shared with the
+ *   profiler process (MAP_SHARED, at the same address in both after the
+ *   fork): its pointers are valid in the process that wrote them only,
+ *   and futex words are process-shared (no FUTEX_PRIVATE_FLAG).
  * - the hot fields (sampler.h) are written by the sampled thread only.
  * Cross-thread fields are accessed with atomics; futex words wake.
  */
@@ -73,7 +77,7 @@ typedef struct {
     int64_t         off_cpu_ns;     /*   where it last ran */
     int64_t         idle_ns;        /*   in the event wait */
     uint64_t        last_tag;       /* tags up to it are the old one's */
-    prof_endpoint_log_t  *endpoints; /* go with the barrier */
+    uint64_t        period;         /* the last period it closes */
 } prof_flush_t;
 
 
@@ -81,21 +85,22 @@ struct prof_sampler_s {
     prof_sampler_hot_t      hot;            /* first: the hooks' line */
 
     prof_sampler_conf_t     conf;
+    size_t                  shared_size;    /* of the mapping it heads */
     pid_t                   pid;
     pid_t                   tid;            /* the sampled thread */
     clockid_t               cpu_clock;      /* its CPU clock */
+    clockid_t               process_clock;  /* the process's: readable
+                                               from the profiler process */
     timer_t                 cpu_timer;
     uv_thread_t             thread;
     struct sigaction        saved_action;   /* chained for foreign ones */
     uintptr_t               stack_low;      /* the sampled thread's stack */
     uintptr_t               stack_high;
 
-    /* built and replaced by the sampler thread, read by the handler;
-       in_handler tells when an old table may be freed */
+    /* built and replaced by the sampled thread (prof_sampler_maintain),
+       read by the handler */
     prof_unwind_table_t    *table;
     prof_unwind_table_t    *borrowed;       /* conf's table: not freed */
-    uint32_t                in_handler;
-    uint32_t                unknown_pcs;    /* walks that left the table */
 
     /* wall accounting: the sampled thread only (handler, flush, stop) */
     int64_t                 point_wall_ns;  /* accounted up to here */
@@ -133,9 +138,10 @@ struct prof_sampler_s {
     unsigned                idle_frame_count;
     uint64_t               *idle_frames;
 
-    /* sampler thread only */
+    /* the sampled thread only: the unwind table's last check */
     int64_t                 table_checked_ns;
-    uint32_t                unknown_pcs_seen;
+    uint64_t                period;         /* the profile being taken */
+    /* sampler thread only (in the profiler process, its own memory) */
     prof_batch_t           *batch;
     int64_t                 last_push_ns;
     unsigned                last_frame_count;   /* of the last CPU sample */

@@ -331,8 +331,8 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     slot->unwind_stop = 0;
     slot->scanned = 0;
 
-    __atomic_store_n(&s->in_handler, 1, __ATOMIC_SEQ_CST);
-    t = __atomic_load_n(&s->table, __ATOMIC_SEQ_CST);
+    /* Replaced by this thread only, with SIGPROF blocked. */
+    t = s->table;
 
     n = 0;
     scans = 0;
@@ -352,7 +352,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             }
 
             if (status == PROF_UNWIND_NO_OBJECT) {
-                __atomic_fetch_add(&s->unknown_pcs, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&s->hot.unknown_pcs, 1, __ATOMIC_RELAXED);
             }
 
             if ((status != PROF_UNWIND_NO_OBJECT
@@ -366,8 +366,6 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             scans++;
         }
     }
-
-    __atomic_store_n(&s->in_handler, 0, __ATOMIC_RELEASE);
 
     slot->scanned = scans;
 
@@ -413,7 +411,7 @@ prof_signal_foreign(prof_sampler_t *s, int signo, siginfo_t *info,
 static long
 prof_signal_futex_wake(uint32_t *word)
 {
-    return syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    return syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 

@@ -2,9 +2,9 @@
 
 /*
  * A bounded single-producer single-consumer ring of fixed-size items,
- * without locks: how the server's thread hands request labels and
- * endpoint logs to the profiler loop thread, and the loop thread hands
- * log messages to the server's thread.
+ * without locks: how the worker hands request labels to the profiler
+ * loop thread (in memory shared between the two processes, channel.h),
+ * and the loop thread hands log messages to the thread that logs.
  *
  * Threading: one producer thread calls _reserve/_commit, one consumer
  * thread _peek/_release; either may call _count. Never blocks.
@@ -38,6 +38,20 @@ prof_spsc_init(prof_spsc_t *r, uint32_t capacity, size_t item_size)
     r->items = calloc(capacity, r->item_size);
 
     return (r->items != NULL) ? 0 : -1;
+}
+
+
+/* A ring over the caller's storage of capacity items of item_size (a
+   multiple of 8); not freed by prof_spsc_free. */
+static inline void
+prof_spsc_init_in(prof_spsc_t *r, uint32_t capacity, size_t item_size,
+    void *items)
+{
+    r->head = 0;
+    r->tail = 0;
+    r->mask = capacity - 1;
+    r->item_size = item_size;
+    r->items = items;
 }
 
 

@@ -158,6 +158,7 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     memset(&s, 0, sizeof(s));
 
     s.running = info->running;
+    s.profiler_pid = info->profiler_pid;
     s.started_ns = info->started_ns;
     s.updated_ns = prof_status_now_ns();
     s.handler_p50_ns = prof_histogram_quantile(&d->handler_ns, 0.5);
@@ -192,6 +193,25 @@ prof_status_publish_stopped(prof_status_slot_t *slot, const char *message,
     s.updated_ns = prof_status_now_ns();
     s.last_error_ns = s.updated_ns;
     prof_status_copy_text(s.last_error, text);
+
+    prof_status_store(slot, &s);
+}
+
+
+void
+prof_status_publish_lost(prof_status_slot_t *slot, const char *message)
+{
+    prof_status_slot_t  s;
+
+    if (prof_status_read(slot, &s) != 0) {
+        memset(&s, 0, sizeof(s));
+    }
+
+    s.running = 0;
+    s.profiler_crashes++;
+    s.updated_ns = prof_status_now_ns();
+    s.last_error_ns = s.updated_ns;
+    prof_status_copy_text(s.last_error, message);
 
     prof_status_store(slot, &s);
 }
@@ -292,8 +312,10 @@ prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
 {
     int  rc;
 
-    rc = prof_buffer_printf(out, "{\"pid\":%d,\"running\":%s,",
-                            (int) s->pid, s->running ? "true" : "false");
+    rc = prof_buffer_printf(out, "{\"pid\":%d,\"running\":%s,"
+                            "\"profiler_pid\":%d,\"profiler_crashes\":%d,",
+                            (int) s->pid, s->running ? "true" : "false",
+                            (int) s->profiler_pid, (int) s->profiler_crashes);
     rc |= prof_status_json_time(out, "started", s->started_ns);
     rc |= prof_buffer_append_str(out, ",");
     rc |= prof_status_json_time(out, "updated", s->updated_ns);
@@ -401,9 +423,12 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
 
         workers++;
 
-        rc |= prof_buffer_printf(out, "worker %d: %s, handler_ns p50 %llu "
+        rc |= prof_buffer_printf(out, "worker %d: %s, profiler process %d, "
+                                 "profiler crashes %d, handler_ns p50 %llu "
                                  "p99 %llu\n", (int) s.pid,
                                  s.running ? "profiling" : "not profiling",
+                                 (int) s.profiler_pid,
+                                 (int) s.profiler_crashes,
                                  (unsigned long long) s.handler_p50_ns,
                                  (unsigned long long) s.handler_p99_ns);
 

@@ -10,6 +10,8 @@
  * (odd while writing): a reader copies it and retries a few times while
  * the count is odd or changed, never waits on a lock, and gives up (the
  * slot is then "busy") rather than block. Writers never wait either.
+ * The owner's profiler process writes it while the owner runs; the owner
+ * itself only when no profiler process does.
  *
  * Threading: prof_status_claim/release by the owning process's main
  * thread; prof_status_publish by its profiler loop thread; prof_status_read
@@ -37,6 +39,9 @@ typedef struct prof_status_slot_s {
     uint32_t     seq;                   /* odd while written */
     int32_t      pid;                   /* 0: free */
     int32_t      running;               /* the profiler samples */
+    int32_t      profiler_crashes;      /* its profiler process exited
+                                           unexpectedly (then it stops) */
+    int32_t      profiler_pid;          /* 0: none */
     int32_t      pad;
     int64_t      started_ns;            /* unix ns */
     int64_t      updated_ns;
@@ -55,6 +60,7 @@ typedef struct prof_status_slot_s {
 /* What the profiler adds to its counters. */
 typedef struct {
     int          running;
+    pid_t        profiler_pid;
     int64_t      started_ns;
     int64_t      last_upload_ns;
     const char  *last_upload;
@@ -75,6 +81,10 @@ void prof_status_publish(prof_status_slot_t *slot,
 /* From the owner's main thread when no profiler runs: why not. */
 void prof_status_publish_stopped(prof_status_slot_t *slot,
     const char *message, int err);
+
+/* From the owner's main thread: its profiler process exited unexpectedly
+   (counted), with why it stopped. */
+void prof_status_publish_lost(prof_status_slot_t *slot, const char *message);
 
 /* A consistent copy: 0, or -1 when the slot is free or kept busy. */
 int prof_status_read(const prof_status_slot_t *slot,

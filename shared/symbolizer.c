@@ -2,7 +2,8 @@
 
 /*
  * Symbolizer: finds the ELF object (path, build id, load bias) mapping a pc
- * of this process from /proc/self/maps, and the function containing it.
+ * of a process (this one, or the worker of a profiler process) from its
+ * maps, and the function containing it.
  * Threading, memory and when the maps are read: see symbolizer.h.
  */
 
@@ -80,6 +81,8 @@ struct prof_symbolizer_s {
     char                *debug_dir;
     unsigned             next_id;
     unsigned             maps_tried:1;      /* a read was attempted */
+    char                 maps_path[64];     /* /proc/self/maps, or the
+                                               worker's */
     unsigned long long   loader_generation; /* loads + unloads at the last
                                                attempt to read the maps */
     int64_t              reread_due_ns;     /* rate of rereads for unknown
@@ -743,7 +746,7 @@ prof_sym_object_create(prof_symbolizer_t *sym, uint64_t start, uint64_t end,
 }
 
 
-/* Handles one line of /proc/self/maps: 0 or -errno. */
+/* Handles one line of the maps: 0 or -errno. */
 
 static int
 prof_sym_maps_line(prof_symbolizer_t *sym, char *line)
@@ -942,7 +945,17 @@ prof_symbolizer_create(void)
         return NULL;
     }
 
+    strcpy(sym->maps_path, "/proc/self/maps");
+
     return sym;
+}
+
+
+void
+prof_symbolizer_set_pid(prof_symbolizer_t *sym, pid_t pid)
+{
+    snprintf(sym->maps_path, sizeof(sym->maps_path), "/proc/%d/maps",
+             (int) pid);
 }
 
 
@@ -1006,7 +1019,7 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
     sym->loader_generation = prof_sym_loader_generation();
     sym->maps_tried = 1;
 
-    f = fopen("/proc/self/maps", "re");
+    f = fopen(sym->maps_path, "re");
     if (f == NULL) {
         return -errno;
     }

@@ -38,6 +38,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 
 typedef struct prof_symbolizer_s  prof_symbolizer_t;
@@ -55,7 +56,7 @@ typedef struct {
 
 
 typedef struct {
-    uint64_t      maps_reads;       /* reads of /proc/self/maps */
+    uint64_t      maps_reads;       /* reads of the maps */
     uint64_t      objects_held;     /* objects in memory now */
     uint64_t      objects_evicted;  /* freed by prof_symbolizer_collect() */
     uint64_t      objects_corrupt;  /* found malformed, each counted once */
@@ -63,6 +64,14 @@ typedef struct {
 
 
 prof_symbolizer_t *prof_symbolizer_create(void);
+
+/*
+ * Names the pcs of another process (a profiler process's worker): its
+ * maps are read instead of this one's. The objects are read from their
+ * files by path; a worker's objects are all mapped in this process too
+ * (the vdso's image is taken from here), but those loaded after the fork.
+ */
+void prof_symbolizer_set_pid(prof_symbolizer_t *sym, pid_t pid);
 void prof_symbolizer_destroy(prof_symbolizer_t *sym);
 
 /*

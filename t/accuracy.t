@@ -32,9 +32,12 @@ ok($worker, "a worker runs (pid $worker)");
 
 # Busy about 60% of the time: 30ms of CPU, then 20ms of nothing, for 7s,
 # across two complete 3s periods and part of a third.
-my $sampler;
-wait_until(sub { $sampler = thread_named($worker, 'prof-sampler') }, 5);
-my $sampler_ns = thread_cpu_ns($worker, $sampler) // 0;
+my ($profiler, $sampler);
+wait_until(sub {
+    $profiler = profiler_of($worker);
+    $sampler = $profiler && thread_named($profiler, 'prof-sampler');
+}, 5);
+my $sampler_ns = thread_cpu_ns($profiler, $sampler) // 0;
 my $t0 = time();
 my $served = $t->drive('/burn', 7, 0.020);
 my $elapsed = time() - $t0;
@@ -45,7 +48,7 @@ ok($served > 50, "$served requests burning 30ms each in "
 # a core here, nearly all of it the kernel's cost of a futex wake-up on
 # this kind of VM (~100 us each), more under ASan. This fails only well
 # above that: a sampler thread that spins takes 5-60%.
-$sampler_ns = (thread_cpu_ns($worker, $sampler) // 1e12) - $sampler_ns;
+$sampler_ns = (thread_cpu_ns($profiler, $sampler) // 1e12) - $sampler_ns;
 ok($sampler_ns / 1e9 / $elapsed < 0.01,
    sprintf('the sampler thread took %.3f%% of a core (%.2fms in %.1fs)',
            100 * $sampler_ns / 1e9 / $elapsed, $sampler_ns / 1e6,

@@ -183,11 +183,12 @@ sub worker_threads_of {
     is($r->{status}, 204, 'the worker serves a request');
 
     my $threads = ProfTest::thread_count($worker);
+    my $profiler = ProfTest::profiler_of($worker);
     $t->stop;
-    return ($threads, $t->error_log);
+    return ($threads, $t->error_log, $profiler);
 }
 
-my ($threads, $log) = worker_threads_of(<<'EOF');
+my ($threads, $log, $profiler) = worker_threads_of(<<'EOF');
     profiling off;
     profiling_dump_dir %%DUMP%%;
     server {
@@ -197,9 +198,10 @@ my ($threads, $log) = worker_threads_of(<<'EOF');
     }
 EOF
 is($threads, 1, 'with profiling off everywhere, a worker has 1 thread');
+ok(!$profiler, 'and no profiler process');
 unlike($log, qr/profiling: sampling/, 'and logs no profiler start');
 
-($threads, $log) = worker_threads_of(<<'EOF');
+($threads, $log, $profiler) = worker_threads_of(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
     server {
@@ -207,8 +209,8 @@ unlike($log, qr/profiling: sampling/, 'and logs no profiler start');
         location / { return 204; }
     }
 EOF
-is($threads, 3, 'with profiling on, a worker has 3 threads '
-   . '(main, sampler, profiler loop)');
+is($threads, 1, 'with profiling on, a worker still has 1 thread');
+ok($profiler, 'and a profiler process beside it');
 like($log, qr/profiling: sampling every 10ms, a profile every 60000ms/,
      'the worker logs the profiler start with the defaults');
 

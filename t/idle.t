@@ -35,10 +35,13 @@ ok($worker, "a worker runs (pid $worker)");
 my $status = proc_status($worker, $worker);
 my $before = $status->{voluntary_ctxt_switches};
 my $cpu_before = thread_cpu_ns($worker);
-my $sampler;
-wait_until(sub { $sampler = thread_named($worker, 'prof-sampler') }, 5);
-ok($sampler, 'the worker has its sampler thread');
-my $sampler_before = thread_cpu_ns($worker, $sampler);
+my ($profiler, $sampler);
+wait_until(sub {
+    $profiler = profiler_of($worker);
+    $sampler = $profiler && thread_named($profiler, 'prof-sampler');
+}, 5);
+ok($sampler, 'the worker\'s profiler process has its sampler thread');
+my $sampler_before = thread_cpu_ns($profiler, $sampler);
 my $t0 = time();
 
 # Meanwhile the first two profiles are written (at 2s and 4s).
@@ -51,7 +54,7 @@ ProfTest::wait_until(sub { time() >= $window_end }, 5, 0.05);
 $status = proc_status($worker, $worker);
 my $after = $status->{voluntary_ctxt_switches};
 my $cpu_after = thread_cpu_ns($worker);
-my $sampler_after = thread_cpu_ns($worker, $sampler);
+my $sampler_after = thread_cpu_ns($profiler, $sampler);
 my $window = time() - $t0;
 
 ok($after - $before <= 3,

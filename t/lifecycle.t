@@ -14,6 +14,53 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use ProfTest;
 
+# Listening sockets' inodes (/proc/net/tcp*, state LISTEN).
+sub listening_inodes {
+    my %inodes;
+    local $_;
+    for my $f ('/proc/net/tcp', '/proc/net/tcp6') {
+        open(my $fh, '<', $f) or next;
+        while (<$fh>) {
+            my @c = split;
+            $inodes{ $c[9] } = 1 if @c > 9 && $c[3] eq '0A';
+        }
+    }
+    return \%inodes;
+}
+
+# A worker runs no thread of the profiler's; its profiler process does,
+# holds none of nginx's listening sockets, and blocks nginx's signals.
+sub runs_profiler {
+    my ($pid, $what) = @_;
+    is(thread_count($pid), 1, "$what has one thread");
+
+    my $prof;
+    ProfTest::wait_until(sub { $prof = profiler_of($pid) }, 5);
+    ok($prof, "$what has its profiler process") or return;
+
+    my %names = map {
+        my $c = ProfTest::_slurp("/proc/$prof/task/$_/comm") // '';
+        chomp $c;
+        ($c => 1);
+    } ProfTest::thread_ids($prof);
+    ok($names{'prof-sampler'} && $names{'prof-loop'},
+       "its profiler process $prof runs the sampler and loop threads");
+
+    my $listening = listening_inodes();
+    my @held;
+    opendir(my $dh, "/proc/$prof/fd") or return;
+    for my $fd (grep { /^\d+$/ } readdir($dh)) {
+        my $l = readlink("/proc/$prof/fd/$fd") // next;
+        push @held, $fd if $l =~ /^socket:\[(\d+)\]/ && $listening->{$1};
+    }
+    is_deeply(\@held, [], 'it holds no listening socket');
+
+    my $status = proc_status($prof);
+    my $blocked = do { no warnings "portable"; hex($status->{SigBlk} // 0) };
+    ok(($blocked & (1 << 0)) && ($blocked & (1 << 2)) && ($blocked & (1 << 14)),
+       'it blocks HUP, QUIT and TERM');
+}
+
 my $HTTP = <<'EOF';
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -47,7 +94,7 @@ sub last_profile_ok {
     $t->write_config($HTTP);
     $t->run;
     my ($worker) = $t->worker_pids;
-    is(thread_count($worker), 3, 'the worker runs the profiler');
+    runs_profiler($worker, 'the worker');
 
     ok($t->stop, 'nginx quits right after start');
 
@@ -56,9 +103,9 @@ sub last_profile_ok {
               'the worker wrote its only profile as it quit');
     last_profile_ok($f[0], $worker, 'quit') if @f;
 
-    like($t->error_log, qr/\[notice\] $worker#$worker: profiling: stopped: .*exported=1 /,
+    like($t->error_log, qr/\[notice\] $worker#\d+: profiling: stopped: .*exported=1 /,
          'the worker logs its counters as it stops');
-    like($t->error_log, qr/$worker#$worker: profiling: stopped: .* unwind_tables=0 unwind_table_bytes=[1-9]/,
+    like($t->error_log, qr/$worker#\d+: profiling: stopped: .* unwind_tables=0 unwind_table_bytes=[1-9]/,
          'the worker walks stacks with the unwind tables the master built');
 }
 
@@ -71,7 +118,7 @@ sub last_profile_ok {
     $t->run;
     my $pid = $t->master_pid;
     is($t->get('/')->{status}, 204, 'a single nginx process serves');
-    is(thread_count($pid), 3, 'the single process runs the profiler');
+    runs_profiler($pid, 'the single process');
 
     ok($t->stop, 'it quits on SIGQUIT');
     ok(defined $t->exit_status && $t->exit_status == 0,
@@ -115,8 +162,7 @@ EOF
        'a cache manager runs');
 
     # Each worker's profiler is up before it serves: its threads exist.
-    is(thread_count($_), 3, "worker $_ has 3 threads (profiler)")
-        for sort @workers;
+    runs_profiler($_, "worker $_") for sort @workers;
     is(thread_count($_), 1, "$role{$_} $_ has 1 thread (no profiler)")
         for sort @helpers;
 
@@ -155,7 +201,7 @@ EOF
 
     my ($new) = @new;
     if ($new) {
-        is(thread_count($new), 3, 'the new worker runs the profiler');
+        runs_profiler($new, 'the new worker');
         @f = $t->wait_for_files(qr/^nginx\.$new\.0\.pprof$/, 1, 5);
         ok(@f, 'the new worker writes its own profiles, every 1s now');
         my $p = @f ? decode_profile($f[0]) : undef;

@@ -57,7 +57,7 @@ use Time::HiRes qw(time sleep);
 our @EXPORT = qw(
     wait_until poll_sleep
     process_alive children_of proc_cmdline proc_uid proc_status
-    thread_ids thread_count thread_named thread_cpu_ns
+    thread_ids thread_count thread_named thread_cpu_ns profiler_of
     decode_profile decode_profile_text
     pstr sample_types value_index profile_total leaf_totals
     function_names sample_labels leaf_function
@@ -268,6 +268,15 @@ sub thread_ids {
 }
 
 sub thread_count { scalar(thread_ids($_[0])) }
+
+# The profiler process a worker (or single process) forked, or undef.
+sub profiler_of {
+    my ($pid) = @_;
+    for my $c (children_of($pid)) {
+        return $c if proc_cmdline($c) =~ /^nginx: profiler of worker $pid\b/;
+    }
+    return undef;
+}
 
 # The id of a process's thread of that name (/proc/.../comm), or undef.
 sub thread_named {
@@ -574,6 +583,15 @@ sub children_pids {
     return @c;
 }
 
+# The master's children and theirs (the workers' profiler processes).
+sub family_pids {
+    my ($self) = @_;
+    my @c = $self->children_pids;
+    my @g = map { children_of($_) } @c;
+    $SEEN{$_} = 1 for @g;
+    return (@c, @g);
+}
+
 # Sends a signal to the master through nginx -s (quit, reload, ...), or
 # directly for a single process in the foreground.
 sub signal {
@@ -601,7 +619,8 @@ sub stop {
     my $timeout = $opts{timeout} // 20;
     return 1 unless $self->{master};
 
-    my @kids = $self->children_pids;
+    # The workers' profiler processes finish the last profiles after them.
+    my @kids = $self->family_pids;
     $self->signal('quit');
 
     my $gone = wait_until(sub {
@@ -630,6 +649,7 @@ sub kill_all {
     my $m = $self->{master} or return;
 
     my @pids = ($m, children_of($m));
+    push @pids, map { children_of($_) } @pids[1 .. $#pids];
     kill('KILL', @pids);
     wait_until(sub { !grep { process_alive($_) } @pids }, 5);
     $self->_reap;

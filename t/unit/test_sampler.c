@@ -49,6 +49,7 @@ typedef struct {
     int64_t   wall_ns_idle;         /* at the IDLE_LEAF stack */
     int64_t   wall_ns_in_burn;
     int64_t   wall_ns_in_sleep;     /* stacks through test_sampler_sleep */
+    uint64_t   periods[8];          /* closed by each barrier */
 } totals_t;
 
 
@@ -101,9 +102,20 @@ setup(void **state)
     conf.diagnostics = &f->diagnostics;
 
     assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
+    assert_int_equal(prof_sampler_run(f->sampler), 0);
 
     *state = f;
     return 0;
+}
+
+
+/* Both sides' ends, in this process. */
+static void
+stop_sampler(fixture_t *f, uint64_t period)
+{
+    prof_sampler_stop(f->sampler, period);
+    prof_sampler_finish(f->sampler);
+    f->sampler = NULL;
 }
 
 
@@ -113,7 +125,7 @@ teardown(void **state)
     fixture_t  *f = *state;
 
     if (f->sampler != NULL) {
-        prof_sampler_stop(f->sampler, NULL);
+        stop_sampler(f, 0);
     }
 
     prof_queue_destroy(&f->queue);
@@ -186,6 +198,9 @@ collect(fixture_t *f, totals_t *t, uint64_t burn_start, uint64_t burn_end)
         }
 
         if (b->flush_after) {
+            if (t->barriers < 8) {
+                t->periods[t->barriers] = b->flush_period;
+            }
             t->barriers++;
             t->samples_after_last_barrier = 0;
         }
@@ -264,7 +279,7 @@ test_cpu_samples_land_where_cpu_is_burned(void **state)
     cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     used = cpu1 - cpu0;
 
-    prof_sampler_stop(f->sampler, NULL);
+    stop_sampler(f, 0);
     f->sampler = NULL;
 
     memset(&t, 0, sizeof(t));
@@ -309,7 +324,7 @@ test_idle_thread_gets_no_signal(void **state)
     assert_int_equal(prof_counter_get(f->diagnostics.signals_sent), 0);
     assert_int_equal(prof_counter_get(f->diagnostics.cpu_samples), 0);
 
-    prof_sampler_stop(f->sampler, NULL);
+    stop_sampler(f, 0);
     f->sampler = NULL;
     end = clock_ns(CLOCK_MONOTONIC);
 
@@ -347,7 +362,7 @@ test_wake_up_after_idle_splits_the_time(void **state)
     burn_start = clock_ns(CLOCK_MONOTONIC);
     test_sampler_burn(40 * 1000 * 1000LL);
 
-    prof_sampler_stop(f->sampler, NULL);
+    stop_sampler(f, 0);
     f->sampler = NULL;
     burn_end = clock_ns(CLOCK_MONOTONIC);
 
@@ -384,7 +399,7 @@ test_blocked_thread_is_asked_for_its_stack(void **state)
 
     test_sampler_sleep(800 * 1000 * 1000LL);
 
-    prof_sampler_stop(f->sampler, NULL);
+    stop_sampler(f, 0);
     f->sampler = NULL;
 
     memset(&t, 0, sizeof(t));
@@ -426,11 +441,11 @@ test_wall_time_is_accounted_once(void **state)
     prof_wait_begin(hot);
     test_sampler_sleep(200 * 1000 * 1000LL);
     prof_wait_end(hot);
-    prof_sampler_flush(f->sampler, NULL);
+    prof_sampler_flush(f->sampler, 0);
     test_sampler_sleep(300 * 1000 * 1000LL);
     test_sampler_burn(50 * 1000 * 1000LL);
 
-    prof_sampler_stop(f->sampler, NULL);
+    stop_sampler(f, 0);
     f->sampler = NULL;
     end = clock_ns(CLOCK_MONOTONIC);
 
@@ -450,84 +465,30 @@ test_wall_time_is_accounted_once(void **state)
 }
 
 
-static size_t
-queued_batches(prof_queue_t *q)
-{
-    size_t  n;
-
-    pthread_mutex_lock(&q->mutex);
-    n = q->queued_batches;
-    pthread_mutex_unlock(&q->mutex);
-
-    return n;
-}
-
-
-/* A chunk of the endpoint log with n records. */
-static prof_endpoint_log_t *
-endpoint_log(unsigned n)
-{
-    unsigned                 i;
-    prof_endpoint_log_t     *log;
-    prof_endpoint_writer_t   w;
-
-    log = prof_endpoint_log_create(0);
-    assert_non_null(log);
-
-    prof_endpoint_writer_start(&w, log);
-    for (i = 0; i < n; i++) {
-        assert_int_equal(prof_endpoint_write(&w, "GET", 3, "/", 1), 0);
-    }
-
-    return prof_endpoint_writer_take(&w);
-}
-
-
 /*
- * At the memory ceiling (the consumer stalled) a barrier carries no
- * endpoint log: its requests are counted as dropped, once each.
+ * Each barrier names the last period it closes, for the endpoint tables
+ * of those periods; flushes the consumer was too slow for are merged
+ * into one that closes them all.
  */
 static void
-test_endpoints_dropped_at_the_ceiling(void **state)
+test_barriers_carry_their_periods(void **state)
 {
-    fixture_t               *f = *state;
-    int64_t                  deadline;
-    prof_sampler_conf_t      conf;
+    fixture_t  *f = *state;
+    totals_t    t;
 
-    /* A queue that holds one batch, never consumed. */
-    prof_sampler_stop(f->sampler, NULL);
-    prof_queue_destroy(&f->queue);
-    memset(&f->diagnostics, 0, sizeof(f->diagnostics));
+    prof_sampler_flush(f->sampler, 0);
+    prof_sampler_flush(f->sampler, 1);
+    stop_sampler(f, 2);
 
-    assert_int_equal(prof_queue_init(&f->queue, 64 * 1024, 64 * 1024 + 1024,
-                                     1), 0);
+    memset(&t, 0, sizeof(t));
+    collect(f, &t, 0, 0);
 
-    memset(&conf, 0, sizeof(conf));
-    conf.interval_ns = INTERVAL_NS;
-    conf.max_frames = 64;
-    conf.push_every_ns = 3600 * 1000000000LL;
-    conf.queue = &f->queue;
-    conf.diagnostics = &f->diagnostics;
-    assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
-
-    /* The first barrier takes the queue's only batch, with its log. */
-    prof_sampler_flush(f->sampler, endpoint_log(3));
-
-    deadline = clock_ns(CLOCK_MONOTONIC) + 5 * 1000000000LL;
-    while (queued_batches(&f->queue) == 0
-           && clock_ns(CLOCK_MONOTONIC) < deadline)
-    {
-        struct timespec  pause = { 0, 1000 * 1000 };
-        nanosleep(&pause, NULL);
+    assert_true(t.barriers >= 1 && t.barriers <= 3);
+    assert_int_equal(t.periods[t.barriers - 1], 2);
+    if (t.barriers == 3) {
+        assert_int_equal(t.periods[0], 0);
+        assert_int_equal(t.periods[1], 1);
     }
-    assert_int_equal(queued_batches(&f->queue), 1);
-
-    /* The next ones are past the ceiling. */
-    prof_sampler_flush(f->sampler, endpoint_log(10));
-    prof_sampler_stop(f->sampler, endpoint_log(7));
-    f->sampler = NULL;
-
-    assert_int_equal(prof_counter_get(f->diagnostics.endpoints_dropped), 17);
 }
 
 
@@ -538,7 +499,7 @@ test_flush_closes_the_batch_stream(void **state)
     totals_t    t;
     int64_t     deadline;
 
-    prof_sampler_flush(f->sampler, NULL);
+    prof_sampler_flush(f->sampler, 0);
 
     memset(&t, 0, sizeof(t));
     deadline = clock_ns(CLOCK_MONOTONIC) + 2000 * 1000 * 1000LL;
@@ -577,7 +538,7 @@ test_samples_carry_the_request_tag(void **state)
 
     test_sampler_burn(100 * 1000 * 1000LL);
 
-    prof_sampler_stop(f->sampler, NULL);
+    stop_sampler(f, 0);
     f->sampler = NULL;
 
     with = 0;
@@ -632,7 +593,7 @@ test_foreign_sigprof_is_not_a_sample(void **state)
     assert_int_equal(raise(SIGPROF), 0);
     assert_int_equal(prof_counter_get(f->diagnostics.cpu_samples), 0);
 
-    prof_sampler_stop(f->sampler, NULL);
+    stop_sampler(f, 0);
     f->sampler = NULL;
 
     /* Another handler was there first: it gets the signals not ours. */
@@ -647,6 +608,7 @@ test_foreign_sigprof_is_not_a_sample(void **state)
     conf.queue = &f->queue;
     conf.diagnostics = &f->diagnostics;
     assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
+    assert_int_equal(prof_sampler_run(f->sampler), 0);
 
     foreign_signals = 0;
     assert_int_equal(raise(SIGPROF), 0);
@@ -655,7 +617,7 @@ test_foreign_sigprof_is_not_a_sample(void **state)
     test_sampler_burn(50 * 1000 * 1000LL);
     assert_int_equal(foreign_signals, 1);
 
-    prof_sampler_stop(f->sampler, NULL);
+    stop_sampler(f, 0);
     f->sampler = NULL;
 
     /* The stop gives the process its handler back. */
@@ -702,7 +664,7 @@ main(void)
         cmocka_unit_test_setup_teardown(
             test_samples_carry_the_request_tag, setup, teardown),
         cmocka_unit_test_setup_teardown(
-            test_endpoints_dropped_at_the_ceiling, setup, teardown),
+            test_barriers_carry_their_periods, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_foreign_sigprof_is_not_a_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(
