@@ -9,6 +9,7 @@
 
 #define _GNU_SOURCE
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1020,6 +1021,40 @@ prof_child_log_notify(void *data)
 }
 
 
+static void
+prof_child_close_listed(const int *keep, int n)
+{
+    int             fd, i;
+    DIR            *dir;
+    struct dirent  *de;
+
+    dir = opendir("/proc/self/fd");
+    if (dir == NULL) {
+        return;
+    }
+
+    while ((de = readdir(dir)) != NULL) {
+        fd = atoi(de->d_name);
+
+        if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd < 3
+            || fd == dirfd(dir))
+        {
+            continue;
+        }
+
+        for (i = 0; i < n && keep[i] != fd; i++) {
+            /* void */
+        }
+
+        if (i == n) {
+            (void) close(fd);
+        }
+    }
+
+    (void) closedir(dir);
+}
+
+
 /*
  * Every descriptor inherited from the worker closed but 0 to 2, the pipe
  * and what the server asked to keep (its error log): a listening socket
@@ -1048,13 +1083,20 @@ prof_child_close_fds(prof_t *p, int *keep, int n)
         if (keep[i] < from) {
             continue;
         }
-        if (keep[i] > from) {
-            (void) syscall(SYS_close_range, from, keep[i] - 1, 0);
+        if (keep[i] > from
+            && syscall(SYS_close_range, from, keep[i] - 1, 0) != 0)
+        {
+            break;
         }
         from = keep[i] + 1;
     }
 
-    (void) syscall(SYS_close_range, from, ~0U, 0);
+    if (i == n && syscall(SYS_close_range, from, ~0U, 0) == 0) {
+        return;
+    }
+
+    /* Before Linux 5.9: one by one, as /proc/self/fd lists them. */
+    prof_child_close_listed(keep, n);
 }
 
 

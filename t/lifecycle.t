@@ -14,20 +14,6 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use ProfTest;
 
-# Listening sockets' inodes (/proc/net/tcp*, state LISTEN).
-sub listening_inodes {
-    my %inodes;
-    local $_;
-    for my $f ('/proc/net/tcp', '/proc/net/tcp6') {
-        open(my $fh, '<', $f) or next;
-        while (<$fh>) {
-            my @c = split;
-            $inodes{ $c[9] } = 1 if @c > 9 && $c[3] eq '0A';
-        }
-    }
-    return \%inodes;
-}
-
 # A worker runs no thread of the profiler's; its profiler process does,
 # holds none of nginx's listening sockets, and blocks nginx's signals.
 sub runs_profiler {
@@ -46,14 +32,8 @@ sub runs_profiler {
     ok($names{'prof-sampler'} && $names{'prof-loop'},
        "its profiler process $prof runs the sampler and loop threads");
 
-    my $listening = listening_inodes();
-    my @held;
-    opendir(my $dh, "/proc/$prof/fd") or return;
-    for my $fd (grep { /^\d+$/ } readdir($dh)) {
-        my $l = readlink("/proc/$prof/fd/$fd") // next;
-        push @held, $fd if $l =~ /^socket:\[(\d+)\]/ && $listening->{$1};
-    }
-    is_deeply(\@held, [], 'it holds no listening socket');
+    is_deeply([ listening_sockets_held($prof) ], [],
+              'it holds no listening socket');
 
     my $status = proc_status($prof);
     my $blocked = do { no warnings "portable"; hex($status->{SigBlk} // 0) };

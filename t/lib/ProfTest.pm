@@ -58,6 +58,7 @@ our @EXPORT = qw(
     wait_until poll_sleep
     process_alive children_of proc_cmdline proc_uid proc_status
     thread_ids thread_count thread_named thread_cpu_ns profiler_of
+    listening_sockets_held
     decode_profile decode_profile_text
     pstr sample_types value_index profile_total leaf_totals
     function_names sample_labels leaf_function
@@ -268,6 +269,28 @@ sub thread_ids {
 }
 
 sub thread_count { scalar(thread_ids($_[0])) }
+
+# The descriptors of $pid that are listening TCP sockets (by inode, from
+# /proc/net/tcp and tcp6).
+sub listening_sockets_held {
+    my ($pid) = @_;
+    my %listening;
+    for my $f ('/proc/net/tcp', '/proc/net/tcp6') {
+        my $s = _slurp($f) // next;
+        for (split /\n/, $s) {
+            my @c = split;
+            $listening{ $c[9] } = 1 if @c > 9 && $c[3] eq '0A';
+        }
+    }
+    my @held;
+    opendir(my $dh, "/proc/$pid/fd") or return ();
+    for my $fd (sort { $a <=> $b } grep { /^\d+$/ } readdir($dh)) {
+        my $l = readlink("/proc/$pid/fd/$fd") // next;
+        push @held, $fd if $l =~ /^socket:\[(\d+)\]/ && $listening{$1};
+    }
+    closedir($dh);
+    return @held;
+}
 
 # The profiler process a worker (or single process) forked, or undef.
 sub profiler_of {
