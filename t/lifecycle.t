@@ -24,11 +24,16 @@ sub runs_profiler {
     ProfTest::wait_until(sub { $prof = profiler_of($pid) }, 5);
     ok($prof, "$what has its profiler process") or return;
 
-    my %names = map {
-        my $c = ProfTest::_slurp("/proc/$prof/task/$_/comm") // '';
-        chomp $c;
-        ($c => 1);
-    } ProfTest::thread_ids($prof);
+    # Its threads start once it has closed what it inherited.
+    my %names;
+    ProfTest::wait_until(sub {
+        %names = map {
+            my $c = ProfTest::_slurp("/proc/$prof/task/$_/comm") // '';
+            chomp $c;
+            ($c => 1);
+        } ProfTest::thread_ids($prof);
+        $names{'prof-sampler'} && $names{'prof-loop'};
+    }, 5);
     ok($names{'prof-sampler'} && $names{'prof-loop'},
        "its profiler process $prof runs the sampler and loop threads");
 

@@ -138,7 +138,7 @@ EOF
     is(scalar(@workers), 2, 'two workers with reuseport');
     for my $worker (@workers) {
         my $profiler;
-        wait_until(sub { $profiler = profiler_of($worker) }, 5);
+        wait_until(sub { $profiler = profiler_ready($worker) }, 5);
         ok($profiler, "worker $worker has its profiler process");
         is_deeply([ listening_sockets_held($profiler) ], [],
                   'which holds no listening socket');

@@ -58,7 +58,7 @@ our @EXPORT = qw(
     wait_until poll_sleep
     process_alive children_of proc_cmdline proc_uid proc_status
     thread_ids thread_count thread_named thread_cpu_ns profiler_of
-    listening_sockets_held
+    profiler_ready listening_sockets_held
     decode_profile decode_profile_text
     pstr sample_types value_index profile_total leaf_totals
     function_names sample_labels leaf_function
@@ -290,6 +290,15 @@ sub listening_sockets_held {
     }
     closedir($dh);
     return @held;
+}
+
+# The profiler process of a worker once it runs its threads (it has then
+# closed what it inherited), or undef.
+sub profiler_ready {
+    my ($pid) = @_;
+    my $p = profiler_of($pid) // return undef;
+    return thread_named($p, 'prof-loop') && thread_named($p, 'prof-sampler')
+           ? $p : undef;
 }
 
 # The profiler process a worker (or single process) forked, or undef.
