@@ -1222,15 +1222,16 @@ ngx_http_profiling_log(void *data, int level, const char *message)
 /*
  * The first thing in the profiler process forked by the worker: its
  * title ("nginx: profiler of worker 1234") and the descriptors of the
- * error log, which it keeps; it closes the others. Its log lines carry
+ * error log (files, syslog sockets), which it keeps; it closes the others. Its log lines carry
  * the worker's pid (ngx_pid, unchanged) and its own as the thread id.
  */
 static int
 ngx_http_profiling_child_init(void *data, int *keep, int max)
 {
-    int         n;
-    u_char      title[64];
-    ngx_log_t  *log;
+    int                  n;
+    u_char               title[64];
+    ngx_log_t           *log;
+    ngx_syslog_peer_t   *peer;
 
     ngx_http_profiling_in_child = 1;
 
@@ -1242,7 +1243,15 @@ ngx_http_profiling_child_init(void *data, int *keep, int max)
     n = 0;
 
     for (log = ngx_cycle->log; log != NULL && n < max; log = log->next) {
-        if (log->file != NULL && log->file->fd != NGX_INVALID_FILE) {
+        if (log->writer == ngx_syslog_writer) {
+            /* Its socket, if nginx opened it already: kept too, lest the
+               number be reused by one of the profiler's own. */
+            peer = log->wdata;
+            if (peer->conn.fd != (ngx_socket_t) -1) {
+                keep[n++] = peer->conn.fd;
+            }
+
+        } else if (log->file != NULL && log->file->fd != NGX_INVALID_FILE) {
             keep[n++] = log->file->fd;
         }
     }

@@ -44,8 +44,9 @@
 enum {
     PROF_PROFILER_STARTING = 0,
     PROF_PROFILER_RUNNING,
-    PROF_PROFILER_FAILED,           /* could not start: the worker stops
-                                       sampling at its next flush */
+    PROF_PROFILER_FAILED,           /* could not start (it exits: its
+                                       worker notices that at its next
+                                       flush, as any exit) */
     PROF_PROFILER_DONE              /* exited after its worker */
 };
 

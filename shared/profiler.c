@@ -109,6 +109,10 @@ struct prof_s {
     prof_aggregator_t   *aggregator;
     prof_uploader_t     *uploader;
     uint64_t             open_period;           /* not closed yet */
+    uint64_t             maps_tables;           /* unwind tables the worker
+                                                   had built at the last
+                                                   read of its maps */
+    int                  maps_read;
 
     int                  identity_done;         /* loop thread */
     int                  identified;            /* loop thread: the line
@@ -373,12 +377,37 @@ prof_close_periods(prof_t *p, uint64_t period)
 }
 
 
+/*
+ * The worker's maps, read while it lives (its maps are empty once it has
+ * exited, when its last profile is named): at the start, and again each
+ * time the worker rebuilt its unwind tables (it loaded objects since).
+ */
+static void
+prof_read_maps(prof_t *p)
+{
+    uint64_t  tables;
+
+    tables = prof_counter_get(p->channel->diagnostics.unwind_tables);
+
+    if (p->maps_read && tables == p->maps_tables) {
+        return;
+    }
+
+    if (prof_symbolizer_refresh(p->symbolizer) == 0) {
+        p->maps_read = 1;
+        p->maps_tables = tables;
+    }
+}
+
+
 static void
 prof_drain(prof_t *p)
 {
     prof_batch_t            *b, *next;
     prof_labels_t           *l;
     prof_endpoint_counts_t  *counts;
+
+    prof_read_maps(p);
 
     /*
      * The batches first: what the server handed over before it asked
@@ -645,6 +674,8 @@ prof_loop_main(void *arg)
 
     /* Encoding and uploading yield to the workers when CPU is short. */
     prof_thread_settle("prof-loop", PROF_LOOP_NICE);
+
+    prof_read_maps(p);
 
     /* With an agent, the line waits for its first answer. */
     if (p->uploader == NULL) {
@@ -1104,18 +1135,29 @@ prof_child_close_fds(prof_t *p, int *keep, int n)
 static void
 prof_child_main(prof_t *p)
 {
-    int                  rc, n, keep[PROF_KEEP_FDS_MAX + 1];
+    int                  rc, n, nfds, keep[PROF_KEEP_FDS_MAX + 1];
     char                 line[2048];
     int64_t              upload_ms, wait_ms;
     uint64_t             count;
     sigset_t             all;
     struct pollfd        pfd[2];
+    struct timespec      pause = { 0, 100 * 1000 * 1000 };
     struct sigaction     sa;
     prof_channel_t      *ch = p->channel;
 
     /* nginx's signals stay blocked: it exits when its worker has gone. */
     sigfillset(&all);
     (void) sigprocmask(SIG_SETMASK, &all, NULL);
+
+    /*
+     * Until it watches the pipe, a worker's death kills it: a start-up
+     * stuck on a lock another thread of the worker held at the fork
+     * leaves no orphan.
+     */
+    (void) prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != p->pid) {
+        _exit(0);
+    }
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_IGN;
@@ -1176,30 +1218,43 @@ prof_child_main(prof_t *p)
         (void) uv_async_send(&p->batches_ready);
     }
 
+    /* From now on the pipe tells: the last profile is finished after. */
+    (void) prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+
     /* Its log's messages, until the worker is gone. */
     pfd[0].fd = p->worker_fd;
     pfd[0].events = POLLIN;
     pfd[1].fd = p->log_fd;
     pfd[1].events = POLLIN;
+    nfds = (p->log_fd >= 0) ? 2 : 1;
 
     for ( ;; ) {
-        rc = poll(pfd, (p->log_fd >= 0) ? 2 : 1, -1);
+        rc = poll(pfd, nfds, -1);
 
-        if (rc < 0 && errno == EINTR) {
+        if (rc < 0) {
+            /* EINTR, ENOMEM: the worker is still there. */
+            (void) nanosleep(&pause, NULL);
             continue;
         }
 
-        if (pfd[1].revents & POLLIN) {
+        if (nfds == 2 && (pfd[1].revents & POLLIN)) {
             (void) read(p->log_fd, &count, sizeof(count));
             prof_log_deliver(&p->log);
+
+        } else if (nfds == 2 && pfd[1].revents != 0) {
+            /* Lost: the messages wait for the end. */
+            nfds = 1;
         }
 
-        if (rc < 0 || (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        if (pfd[0].revents != 0) {
             break;
         }
     }
 
     __atomic_store_n(&p->worker_gone, 1, __ATOMIC_RELEASE);
+
+    /* Its maps are empty, or another process's once its pid is reused. */
+    prof_symbolizer_freeze(p->symbolizer);
 
     /* The worker's last profile, within what it allowed. */
     prof_sampler_finish(p->sampler);

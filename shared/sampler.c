@@ -917,7 +917,9 @@ prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns)
     sigset_t              prof, saved;
     prof_unwind_table_t  *t, *old;
 
-    if (now_ns - s->table_checked_ns < PROF_TABLE_CHECK_NS) {
+    if (now_ns - s->table_checked_ns < PROF_TABLE_CHECK_NS
+        || __atomic_load_n(&s->stop, __ATOMIC_RELAXED))
+    {
         return;
     }
 

@@ -202,9 +202,17 @@ void
 prof_status_publish_lost(prof_status_slot_t *slot, const char *message)
 {
     prof_status_slot_t  s;
+    uint32_t            seq;
 
     if (prof_status_read(slot, &s) != 0) {
         memset(&s, 0, sizeof(s));
+    }
+
+    /* Its writer may have died in the middle of a store: the count made
+       even again, so that this store reads as whole. */
+    seq = __atomic_load_n(&slot->seq, __ATOMIC_RELAXED);
+    if (seq & 1) {
+        __atomic_store_n(&slot->seq, seq + 1, __ATOMIC_RELEASE);
     }
 
     s.running = 0;

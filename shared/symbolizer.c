@@ -83,6 +83,7 @@ struct prof_symbolizer_s {
     unsigned             maps_tried:1;      /* a read was attempted */
     char                 maps_path[64];     /* /proc/self/maps, or the
                                                worker's */
+    int                  frozen;            /* maps never read again */
     unsigned long long   loader_generation; /* loads + unloads at the last
                                                attempt to read the maps */
     int64_t              reread_due_ns;     /* rate of rereads for unknown
@@ -952,6 +953,13 @@ prof_symbolizer_create(void)
 
 
 void
+prof_symbolizer_freeze(prof_symbolizer_t *sym)
+{
+    __atomic_store_n(&sym->frozen, 1, __ATOMIC_RELEASE);
+}
+
+
+void
 prof_symbolizer_set_pid(prof_symbolizer_t *sym, pid_t pid)
 {
     snprintf(sym->maps_path, sizeof(sym->maps_path), "/proc/%d/maps",
@@ -1008,7 +1016,11 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
     int      rc, err;
     FILE    *f;
     char    *line;
-    size_t   i, size;
+    size_t   i, size, lines;
+
+    if (__atomic_load_n(&sym->frozen, __ATOMIC_ACQUIRE)) {
+        return -ESRCH;
+    }
 
     /*
      * Taken before the read: a change during it is seen by the next
@@ -1033,13 +1045,21 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
     rc = 0;
     line = NULL;
     size = 0;
+    lines = 0;
 
     while (rc == 0 && getline(&line, &size, f) != -1) {
         rc = prof_sym_maps_line(sym, line);
+        lines++;
     }
 
     if (rc == 0 && ferror(f)) {
         rc = -EIO;
+    }
+
+    /* A process that has exited (a zombie) has empty maps: a failed read,
+       not every object unmapped. */
+    if (rc == 0 && lines == 0) {
+        rc = -ESRCH;
     }
 
     free(line);

@@ -72,6 +72,10 @@ prof_symbolizer_t *prof_symbolizer_create(void);
  * (the vdso's image is taken from here), but those loaded after the fork.
  */
 void prof_symbolizer_set_pid(prof_symbolizer_t *sym, pid_t pid);
+
+/* From any thread: the maps are not read again (that process is gone);
+   the objects known keep naming their pcs. */
+void prof_symbolizer_freeze(prof_symbolizer_t *sym);
 void prof_symbolizer_destroy(prof_symbolizer_t *sym);
 
 /*

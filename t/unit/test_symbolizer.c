@@ -28,6 +28,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -257,6 +258,79 @@ test_resolves_function_in_this_binary(void **state)
     assert_true(obj->id >= 1);
     assert_non_null(function);
     assert_string_equal(function, "test_target_function");
+}
+
+
+/*
+ * Another process's pcs (a profiler process names its worker's): its maps
+ * are read. Once it has exited (a zombie: empty maps) the objects known
+ * keep naming their pcs, and a frozen symbolizer reads no maps at all.
+ */
+static void
+test_another_process_and_its_exit(void **state)
+{
+    pid_t                 child;
+    int                   status;
+    uint64_t              pc;
+    const char           *function;
+    prof_symbolizer_t    *sym;
+    const prof_object_t  *obj;
+    int                   pipefd[2];
+    char                  c;
+
+    assert_int_equal(pipe(pipefd), 0);
+
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(pipefd[1]);
+        (void) read(pipefd[0], &c, 1);    /* until the parent says */
+        _exit(0);
+    }
+    close(pipefd[0]);
+
+    sym = prof_symbolizer_create();
+    assert_non_null(sym);
+    prof_symbolizer_set_pid(sym, child);
+
+    /* The child is a copy of this process: the same objects, addresses. */
+    pc = (uintptr_t) test_target_function + 1;
+    obj = prof_symbolize(sym, pc, &function);
+    assert_non_null(obj);
+    assert_string_equal(function, "test_target_function");
+
+    /* It exits, not reaped yet: its maps are empty. */
+    close(pipefd[1]);
+    for ( ;; ) {
+        char  path[64], st[256];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) child);
+        f = fopen(path, "r");
+        if (f == NULL || fgets(st, sizeof(st), f) == NULL) {
+            if (f != NULL) {
+                fclose(f);
+            }
+            break;
+        }
+        fclose(f);
+        if (strstr(st, ") Z ") != NULL) {
+            break;
+        }
+        usleep(1000);
+    }
+
+    assert_int_equal(prof_symbolizer_refresh(sym), -ESRCH);
+    obj = prof_symbolize(sym, pc, &function);
+    assert_non_null(obj);
+    assert_string_equal(function, "test_target_function");
+
+    prof_symbolizer_freeze(sym);
+    assert_int_equal(prof_symbolizer_refresh(sym), -ESRCH);
+    assert_non_null(prof_symbolize(sym, pc, &function));
+
+    assert_int_equal(waitpid(child, &status, 0), child);
+    prof_symbolizer_destroy(sym);
 }
 
 
@@ -1515,6 +1589,7 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_resolves_libc_function_via_dynsym,
                                         setup, teardown),
+        cmocka_unit_test(test_another_process_and_its_exit),
         cmocka_unit_test_setup_teardown(
             test_address_outside_any_symbol_has_no_function, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unmapped_address_returns_null,
