@@ -156,11 +156,19 @@ for arg in sys.argv[2:]:
         sys.exit("inotify_add_watch %s: errno %d" % (path, ctypes.get_errno()))
     watches[wd] = path
 
-signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+# TERM: what the kernel still holds is read out first, then exit (events
+# of the last moments, made just before the caller stopped the watch).
+def on_term(*a):
+    os.set_blocking(fd, False)
+
+signal.signal(signal.SIGTERM, on_term)
 out.write("ready\n")
 
 while True:
-    buf = os.read(fd, 65536)
+    try:
+        buf = os.read(fd, 65536)
+    except BlockingIOError:
+        sys.exit(0)
     i = 0
     while i < len(buf):
         wd, mask, cookie, length = struct.unpack_from("iIII", buf, i)
