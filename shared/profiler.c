@@ -57,6 +57,10 @@
 /* Descriptors the server may ask the profiler process to keep. */
 #define PROF_KEEP_FDS_MAX       16
 
+/* How often the worker's maps may be read again for walks that left its
+   unwind tables (JIT code leaves them all the time). */
+#define PROF_MAPS_EVERY_MS      200
+
 /* How often the status slot is written. */
 #define PROF_STATUS_EVERY_MS    1000
 
@@ -83,6 +87,7 @@ struct prof_s {
 
     prof_channel_t      *channel;               /* shared (channel.h) */
     prof_sampler_t      *sampler;               /* shared */
+    prof_sampler_hot_t  *hot;                   /* its hot fields */
 
     /* the worker only */
     pid_t                profiler_pid;
@@ -112,6 +117,9 @@ struct prof_s {
     uint64_t             maps_tables;           /* unwind tables the worker
                                                    had built at the last
                                                    read of its maps */
+    uint32_t             maps_unknown;          /* and walks that had left
+                                                   them */
+    uint64_t             maps_read_ms;          /* when (uv_now) */
     int                  maps_read;
 
     int                  identity_done;         /* loop thread */
@@ -379,23 +387,36 @@ prof_close_periods(prof_t *p, uint64_t period)
 
 /*
  * The worker's maps, read while it lives (its maps are empty once it has
- * exited, when its last profile is named): at the start, and again each
- * time the worker rebuilt its unwind tables (it loaded objects since).
+ * exited, when its last profile is named): at the start, and again when
+ * the worker's walks left its unwind tables (objects loaded since, or JIT
+ * code: then at most every PROF_MAPS_EVERY_MS) or it rebuilt them.
  */
 static void
 prof_read_maps(prof_t *p)
 {
-    uint64_t  tables;
+    uint32_t  unknown;
+    uint64_t  tables, now;
+
+    if (__atomic_load_n(&p->worker_gone, __ATOMIC_ACQUIRE)) {
+        return;
+    }
 
     tables = prof_counter_get(p->channel->diagnostics.unwind_tables);
+    unknown = __atomic_load_n(&p->hot->unknown_pcs, __ATOMIC_RELAXED);
+    now = uv_now(&p->loop);
 
-    if (p->maps_read && tables == p->maps_tables) {
+    if (p->maps_read
+        && ((tables == p->maps_tables && unknown == p->maps_unknown)
+            || now - p->maps_read_ms < PROF_MAPS_EVERY_MS))
+    {
         return;
     }
 
     if (prof_symbolizer_refresh(p->symbolizer) == 0) {
         p->maps_read = 1;
         p->maps_tables = tables;
+        p->maps_unknown = unknown;
+        p->maps_read_ms = now;
     }
 }
 
@@ -1397,6 +1418,8 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
         prof_free(p);
         return rc;
     }
+
+    p->hot = prof_sampler_hot(p->sampler);
 
     rc = prof_fork(p);
     if (rc != 0) {

@@ -460,6 +460,7 @@ static void
 prof_sampler_main(void *arg)
 {
     int               stopping;
+    uint32_t          unknown;
     prof_sampler_t   *s = arg;
     int64_t           now_ns, next_ns;
     uint32_t          wake;
@@ -486,6 +487,14 @@ prof_sampler_main(void *arg)
         }
 
         prof_sampler_watch(s, now_ns);
+
+        /* Walks left the tables (new objects, or JIT code): the other
+           side reads the worker's maps while it lives. */
+        unknown = __atomic_load_n(&s->hot.unknown_pcs, __ATOMIC_RELAXED);
+        if (unknown != s->unknown_pcs_told) {
+            s->unknown_pcs_told = unknown;
+            prof_sampler_notify(s);
+        }
 
         /* The next look: when prof_sampler_watch() will take it */
         next_ns = s->watch_ns
@@ -898,9 +907,8 @@ prof_sampler_finish(prof_sampler_t *s)
 
     if (s->batch != NULL) {
         prof_queue_release(s->conf.queue, s->batch);
+        s->batch = NULL;
     }
-
-    prof_sampler_free(s);
 }
 
 

@@ -105,13 +105,14 @@ int prof_sampler_run(prof_sampler_t *s);
  */
 void prof_sampler_stop(prof_sampler_t *s, uint64_t period);
 
-/* The sampled side's mapping of a stopped sampler, unmapped (the profiler
-   process keeps its own). */
+/* A stopped (and, in one process, finished) sampler's mapping unmapped in
+   the calling process (the other process keeps its own). */
 void prof_sampler_release(prof_sampler_t *s);
 
 /*
  * On the profiler side: a final barrier when the sampled thread went
- * without one (it crashed), then the thread joined and the sampler freed.
+ * without one (it crashed), then the thread joined. The mapping stays
+ * (prof_sampler_release): other threads may still read its fields.
  */
 void prof_sampler_finish(prof_sampler_t *s);
 

@@ -142,6 +142,7 @@ struct prof_sampler_s {
     int64_t                 table_checked_ns;
     uint64_t                period;         /* the profile being taken */
     /* sampler thread only (in the profiler process, its own memory) */
+    uint32_t                unknown_pcs_told;   /* to conf.notify */
     prof_batch_t           *batch;
     int64_t                 last_push_ns;
     unsigned                last_frame_count;   /* of the last CPU sample */

@@ -115,6 +115,7 @@ stop_sampler(fixture_t *f, uint64_t period)
 {
     prof_sampler_stop(f->sampler, period);
     prof_sampler_finish(f->sampler);
+    prof_sampler_release(f->sampler);
     f->sampler = NULL;
 }
 
