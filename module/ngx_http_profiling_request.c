@@ -344,6 +344,15 @@ ngx_http_profiling_resolve(ngx_http_request_t *r, uint64_t tag)
     prof_labels_t                   labels;
     ngx_http_profiling_loc_conf_t  *plcf;
 
+    /*
+     * Still reading its header (no phase has run): its location, which
+     * may say "profiling off", is not known yet. Its samples until then
+     * stay unlabelled.
+     */
+    if (!r->valid_location) {
+        return;
+    }
+
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
 
     /* "profiling off" there: its samples are counted, not labelled. */
