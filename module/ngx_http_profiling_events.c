@@ -16,6 +16,10 @@ static ngx_int_t (*ngx_http_profiling_orig_process_events)(
 
 static ngx_uint_t  ngx_http_profiling_idle_captured;
 
+/* When the next profile closes, and how often (nginx's clock). */
+static ngx_msec_t  ngx_http_profiling_flush_at;
+static ngx_msec_t  ngx_http_profiling_period;
+
 
 static void
 ngx_http_profiling_capture_idle(void)
@@ -41,71 +45,6 @@ ngx_http_profiling_capture_idle(void)
 
 
 /*
- * The expired timers, as ngx_event_expire_timers() runs them, each with
- * its request published (a request delayed by limit_req, or resumed after
- * ngx.sleep, resumes here).
- */
-static void
-ngx_http_profiling_expire_timers(void)
-{
-    ngx_event_t        *ev;
-    ngx_rbtree_node_t  *node, *root, *sentinel;
-
-    sentinel = ngx_event_timer_rbtree.sentinel;
-
-    for ( ;; ) {
-        root = ngx_event_timer_rbtree.root;
-
-        if (root == sentinel) {
-            return;
-        }
-
-        node = ngx_rbtree_min(root, sentinel);
-
-        /* node->key > ngx_current_msec */
-
-        if ((ngx_msec_int_t) (node->key - ngx_current_msec) > 0) {
-            return;
-        }
-
-        ev = ngx_rbtree_data(node, ngx_event_t, timer);
-
-        ngx_rbtree_delete(&ngx_event_timer_rbtree, &ev->timer);
-
-#if (NGX_DEBUG)
-        ev->timer.left = NULL;
-        ev->timer.right = NULL;
-        ev->timer.parent = NULL;
-#endif
-
-        ev->timer_set = 0;
-
-        ev->timedout = 1;
-
-        ngx_http_profiling_dispatch(ev);
-    }
-}
-
-
-static void
-ngx_http_profiling_process_posted(ngx_queue_t *posted)
-{
-    ngx_queue_t  *q;
-    ngx_event_t  *ev;
-
-    while (!ngx_queue_empty(posted)) {
-
-        q = ngx_queue_head(posted);
-        ev = ngx_queue_data(q, ngx_event_t, queue);
-
-        ngx_delete_posted_event(ev);
-
-        ngx_http_profiling_dispatch(ev);
-    }
-}
-
-
-/*
  * Wraps the event module's process_events. With NGX_POST_EVENTS the event
  * module only waits and queues what is ready (as nginx does when it holds
  * the accept mutex), so the bracket covers the wait alone. Then, in the
@@ -121,6 +60,7 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_uint_t flags)
 {
     ngx_int_t            rc;
+    ngx_msec_t           left, due;
     prof_sampler_hot_t  *hot;
 
     hot = ngx_http_profiling_hot;
@@ -140,8 +80,25 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
     ngx_http_profiling_request_leave();
 
+    /*
+     * A profile closes every period, from here rather than from a timer:
+     * one more node in nginx's timer tree is a few more comparisons for
+     * every timer a request sets. The wait ends in time for it.
+     */
+    left = ngx_http_profiling_flush_at - ngx_current_msec;
+
+    if ((ngx_msec_int_t) left <= 0) {
+        prof_flush(ngx_http_profiling_profiler);
+        ngx_http_profiling_flush_at = ngx_current_msec
+                                      + ngx_http_profiling_period;
+        left = ngx_http_profiling_period;
+    }
+
+    /* The first timer's deadline (timer: nginx's ngx_event_find_timer()). */
+    due = ngx_current_msec + timer;
+
     prof_wait_begin(hot);
-    rc = ngx_http_profiling_orig_process_events(cycle, timer,
+    rc = ngx_http_profiling_orig_process_events(cycle, ngx_min(timer, left),
                                                 flags | NGX_POST_EVENTS);
     prof_wait_end(hot);
 
@@ -149,15 +106,28 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     prof_sampler_maintain(ngx_http_profiling_sampler, hot,
                           (int64_t) ngx_current_msec * 1000000);
 
-    ngx_http_profiling_process_posted(&ngx_posted_accept_events);
+    if (!ngx_queue_empty(&ngx_posted_accept_events)) {
+        ngx_http_profiling_run_posted(&ngx_posted_accept_events);
+    }
 
     if (ngx_accept_mutex_held) {
         ngx_shmtx_unlock(&ngx_accept_mutex);
     }
 
-    ngx_http_profiling_expire_timers();
+    /*
+     * The tree is looked at once the first timer is due (the accept
+     * handlers' timers are later still), or every time when nginx found
+     * none (no timer, or timer_resolution: the clock moves by signal).
+     */
+    if (timer == NGX_TIMER_INFINITE
+        || (ngx_msec_int_t) (ngx_current_msec - due) >= 0)
+    {
+        ngx_http_profiling_run_timers();
+    }
 
-    ngx_http_profiling_process_posted(&ngx_posted_events);
+    if (!ngx_queue_empty(&ngx_posted_events)) {
+        ngx_http_profiling_run_posted(&ngx_posted_events);
+    }
 
     /* What nginx runs after us (events those handlers posted) is no
        request's that we know of. */
@@ -167,9 +137,13 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 }
 
 
+/* The first profile closes a period from now (nginx's clock, updated). */
 void
-ngx_http_profiling_events_start(void)
+ngx_http_profiling_events_start(ngx_msec_t period)
 {
+    ngx_http_profiling_period = period;
+    ngx_http_profiling_flush_at = ngx_current_msec + period;
+
     if (ngx_event_actions.process_events
         == ngx_http_profiling_process_events)
     {

@@ -248,9 +248,6 @@ prof_t                          *ngx_http_profiling_profiler;
 
 /* Built by the master for the cycle, inherited by its workers. */
 static prof_unwind_table_t      *ngx_http_profiling_unwind_table;
-static ngx_event_t               ngx_http_profiling_flush_event;
-static ngx_connection_t          ngx_http_profiling_flush_conn;
-static ngx_msec_t                ngx_http_profiling_period_ms;
 static ngx_msec_t                ngx_http_profiling_upload_ms;
 static ngx_cycle_t              *ngx_http_profiling_cycle;
 static prof_status_slot_t       *ngx_http_profiling_status_slot;
@@ -1260,15 +1257,6 @@ ngx_http_profiling_child_init(void *data, int *keep, int max)
 }
 
 
-static void
-ngx_http_profiling_flush_handler(ngx_event_t *ev)
-{
-    prof_flush(ngx_http_profiling_profiler);
-
-    ngx_add_timer(ev, ngx_http_profiling_period_ms);
-}
-
-
 /* A NUL-terminated copy, NULL for an empty or unset string. */
 static char *
 ngx_http_profiling_cstr(ngx_pool_t *pool, ngx_str_t *s)
@@ -1422,21 +1410,13 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     ngx_http_profiling_endpoints =
                    prof_get_endpoint_table(ngx_http_profiling_profiler);
 
-    ngx_http_profiling_request_start(cycle, traced);
-    ngx_http_profiling_events_start();
-
-    ngx_http_profiling_period_ms = pmcf->period;
     ngx_http_profiling_upload_ms = pmcf->upload_timeout;
-
-    ngx_http_profiling_flush_conn.fd = (ngx_socket_t) -1;
-    ngx_http_profiling_flush_event.data = &ngx_http_profiling_flush_conn;
-    ngx_http_profiling_flush_event.handler = ngx_http_profiling_flush_handler;
-    ngx_http_profiling_flush_event.log = cycle->log;
-    ngx_http_profiling_flush_event.cancelable = 1;
 
     /* From now: the profile started in prof_start, nginx's clock earlier. */
     ngx_time_update();
-    ngx_add_timer(&ngx_http_profiling_flush_event, pmcf->period);
+
+    ngx_http_profiling_request_start(cycle, traced);
+    ngx_http_profiling_events_start(pmcf->period);
 
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "profiling: sampling every %Mms, a profile every %Mms, "
@@ -1478,10 +1458,6 @@ ngx_http_profiling_stop(void)
         ngx_http_profiling_status_release(ngx_http_profiling_status_slot);
         ngx_http_profiling_status_slot = NULL;
         return;
-    }
-
-    if (ngx_http_profiling_flush_event.timer_set) {
-        ngx_del_timer(&ngx_http_profiling_flush_event);
     }
 
     ngx_http_profiling_request_leave();

@@ -17,6 +17,17 @@
 #include "profiler.h"
 
 
+extern ngx_module_t             ngx_http_profiling_module;
+
+
+/*
+ * What follows is the module's own, not nginx's: no other object sees it,
+ * so its variables and functions are reached directly, not through the
+ * global offset table (the request path reads them every event).
+ */
+#pragma GCC visibility push(hidden)
+
+
 typedef struct {
     ngx_flag_t     enabled_anywhere;
     ngx_str_t      dump_dir;
@@ -51,8 +62,6 @@ typedef struct {
 } ngx_http_profiling_loc_conf_t;
 
 
-extern ngx_module_t             ngx_http_profiling_module;
-
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
@@ -60,8 +69,11 @@ extern prof_sampler_hot_t      *ngx_http_profiling_hot;
 extern prof_endpoint_table_t  **ngx_http_profiling_endpoints;
 
 
-/* ngx_http_profiling_events.c: the wrapper of the event module. */
-void ngx_http_profiling_events_start(void);
+/*
+ * ngx_http_profiling_events.c: the wrapper of the event module, which also
+ * closes a profile every period (no timer of ours in nginx's tree).
+ */
+void ngx_http_profiling_events_start(ngx_msec_t period);
 void ngx_http_profiling_events_stop(void);
 
 /* ngx_http_profiling_request.c */
@@ -72,23 +84,56 @@ void ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle);
 /* init_process: whether a tracer runs beside (its resource names). */
 void ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced);
 
-/* Runs an event's handler with its request published to the sampler. */
-void ngx_http_profiling_dispatch(ngx_event_t *ev);
+/*
+ * Run the posted events, or the expired timers, as nginx would, each
+ * event's handler with its request published to the sampler.
+ */
+void ngx_http_profiling_run_posted(ngx_queue_t *posted);
+void ngx_http_profiling_run_timers(void);
 
-/* No request is executing (back in the event loop). */
-extern ngx_http_request_t  *ngx_http_profiling_current;
-extern ngx_log_t           *ngx_http_profiling_pending_log;
+
+/*
+ * What executes, published to the sampler under a tag: a main request
+ * (alive: its log phase leaves before it is freed), or, "pending", an
+ * event of a connection whose request is not known when it begins (a new
+ * connection's first request, a keep-alive connection's next one): the
+ * request logged in it, or else the connection's request when it ends,
+ * takes its samples. Nothing more is done unless a sample carried the
+ * tag, or every leave is timed (slow).
+ */
+typedef struct {
+    uint64_t                  tag;          /* 0: nothing published */
+    ngx_http_request_t       *request;      /* NULL: pending */
+    ngx_log_t                *log;          /* pending: its connection's */
+    ngx_connection_t         *connection;   /* pending: the log's */
+    ngx_atomic_uint_t         number;       /* that connection's number */
+    ngx_uint_t                slow;         /* handlers timed, or HTTP/3 */
+} ngx_http_profiling_running_t;
+
+extern ngx_http_profiling_running_t  ngx_http_profiling_running;
 
 void ngx_http_profiling_request_leave_slow(void);
 
+
+/* Nothing executes any more (back in the event loop, another event). */
 static ngx_inline void
 ngx_http_profiling_request_leave(void)
 {
-    if (ngx_http_profiling_current != NULL
-        || ngx_http_profiling_pending_log != NULL)
-    {
-        ngx_http_profiling_request_leave_slow();
+    ngx_http_profiling_running_t  *run;
+
+    run = &ngx_http_profiling_running;
+
+    if (run->tag == 0) {
+        return;
     }
+
+    if (run->slow || prof_request_sampled(ngx_http_profiling_hot, run->tag)) {
+        ngx_http_profiling_request_leave_slow();
+        return;
+    }
+
+    prof_request_leave(ngx_http_profiling_hot);
+    run->tag = 0;
 }
 
 /* Whether the request came with a caller's trace context (a tracer runs). */
@@ -115,5 +160,7 @@ ngx_http_complex_value_t *ngx_http_profiling_tracer_resource(
 ngx_uint_t ngx_http_profiling_tracer_identity(ngx_cycle_t *cycle,
     ngx_str_t *service, ngx_str_t *env, ngx_str_t *version);
 
+
+#pragma GCC visibility pop
 
 #endif /* _NGX_HTTP_PROFILING_MODULE_H_INCLUDED_ */

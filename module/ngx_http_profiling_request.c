@@ -4,8 +4,8 @@
  * Code hotspots: which request the worker executes, published to the
  * sampler at the cost of a few stores an event; the labels of a request
  * (ids, endpoint) resolved only when a sample carried it; the endpoint of
- * every request appended to the profiler's log; $profiling_span_id and
- * $profiling_request_cpu.
+ * every request counted in the table shared with the profiler process;
+ * $profiling_span_id and $profiling_request_cpu.
  */
 
 #include "ngx_http_profiling_module.h"
@@ -53,18 +53,16 @@ prof_sampler_t                   *ngx_http_profiling_sampler;
 prof_sampler_hot_t               *ngx_http_profiling_hot;
 prof_endpoint_table_t           **ngx_http_profiling_endpoints;
 
-/*
- * The main request executing now (alive: its log phase clears it before
- * it is freed), and its tag; nginx's HTTP log handler (how an event tells
- * its request), learned at the first client connection's first event.
- */
-ngx_http_request_t               *ngx_http_profiling_current;
-static uint64_t                   ngx_http_profiling_current_tag;
+ngx_http_profiling_running_t      ngx_http_profiling_running;
 
 static ngx_uint_t                 ngx_http_profiling_account;
 static ngx_uint_t                 ngx_http_profiling_traced;
 static uint64_t                   ngx_http_profiling_since_ns;
 
+/*
+ * nginx's HTTP log handler (how an event tells its request), learned at
+ * the first client connection's first event.
+ */
 static u_char *ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf,
     size_t len);
 
@@ -451,51 +449,33 @@ ngx_http_profiling_quic_request(ngx_event_t *ev)
 #endif
 
 
-/*
- * An event of a connection whose request is not known when it begins (a
- * new connection's first request, a keep-alive connection's next one,
- * pipelined ones) runs under a tag of its own, "pending": the request
- * logged in it (the log handler), or else the connection's request when
- * the event ends (ngx_http_profiling_request_leave), takes the samples it
- * carried.
- */
-ngx_log_t                        *ngx_http_profiling_pending_log;
-static ngx_connection_t          *ngx_http_profiling_pending_conn;
-static ngx_atomic_uint_t          ngx_http_profiling_pending_number;
-
-
-/* The connection of an event, when it is one of nginx's: else NULL. */
-static ngx_inline ngx_connection_t *
-ngx_http_profiling_event_connection(ngx_event_t *ev)
+/* Whether c is one of nginx's connections (not an HTTP/2 stream's). */
+static ngx_inline ngx_uint_t
+ngx_http_profiling_real_connection(ngx_connection_t *c)
 {
-    ngx_connection_t  *c;
-
-    c = ev->data;
-
-    if (c < ngx_cycle->connections
-        || c >= ngx_cycle->connections + ngx_cycle->connection_n
-        || (c->read != ev && c->write != ev))
-    {
-        return NULL;
-    }
-
-    return c;
+    return c >= ngx_cycle->connections
+           && c < ngx_cycle->connections + ngx_cycle->connection_n;
 }
 
 
+/* An event of the connection of log (an HTTP one) without a request. */
 static void
-ngx_http_profiling_pend(ngx_event_t *ev, ngx_log_t *log)
+ngx_http_profiling_pend(ngx_log_t *log)
 {
-    ngx_connection_t  *c;
+    ngx_connection_t              *c;
+    ngx_http_profiling_running_t  *run;
+
+    run = &ngx_http_profiling_running;
 
     ngx_http_profiling_request_leave();
 
-    c = ngx_http_profiling_event_connection(ev);
+    c = ((ngx_http_log_ctx_t *) log->data)->connection;
 
-    ngx_http_profiling_pending_log = log;
-    ngx_http_profiling_pending_conn = c;
-    ngx_http_profiling_pending_number = (c != NULL) ? c->number : 0;
-    ngx_http_profiling_current_tag = prof_request_enter(ngx_http_profiling_hot);
+    run->request = NULL;
+    run->log = log;
+    run->connection = c;
+    run->number = (c != NULL) ? c->number : 0;
+    run->tag = prof_request_enter(ngx_http_profiling_hot);
 }
 
 
@@ -503,10 +483,12 @@ ngx_http_profiling_pend(ngx_event_t *ev, ngx_log_t *log)
 static void
 ngx_http_profiling_claim(ngx_http_request_t *r)
 {
-    if (prof_request_sampled(ngx_http_profiling_hot,
-                             ngx_http_profiling_current_tag))
-    {
-        ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
+    uint64_t  tag;
+
+    tag = ngx_http_profiling_running.tag;
+
+    if (prof_request_sampled(ngx_http_profiling_hot, tag)) {
+        ngx_http_profiling_resolve(r, tag);
     }
 }
 
@@ -519,34 +501,38 @@ ngx_http_profiling_claim(ngx_http_request_t *r)
 static void
 ngx_http_profiling_pending_end(void)
 {
-    ngx_uint_t           sampled, quic;
-    ngx_connection_t    *c;
-    ngx_http_request_t  *r;
+    ngx_uint_t                     sampled, quic;
+    ngx_connection_t              *c;
+    ngx_http_request_t            *r;
+    ngx_http_profiling_running_t  *run;
 
-    c = ngx_http_profiling_pending_conn;
-    sampled = prof_request_sampled(ngx_http_profiling_hot,
-                                   ngx_http_profiling_current_tag);
+    run = &ngx_http_profiling_running;
+    c = run->connection;
+    sampled = prof_request_sampled(ngx_http_profiling_hot, run->tag);
+
+    if (c == NULL || !ngx_http_profiling_real_connection(c)) {
+        return;
+    }
 
 #if (NGX_QUIC)
     /* An HTTP/3 request made in this event: its connection's own events
        are its now (ngx_http_profiling_quic_ran). */
-    quic = (c != NULL && c->quic != NULL
-            && ngx_http_profiling_quic_last != NULL);
+    quic = (c->quic != NULL && ngx_http_profiling_quic_last != NULL);
 #else
     quic = 0;
 #endif
 
-    if (c != NULL && (sampled || quic)
-        && c->number == ngx_http_profiling_pending_number
+    if ((sampled || quic)
+        && c->number == run->number
         && c->fd != (ngx_socket_t) -1 && !c->destroyed
-        && c->log == ngx_http_profiling_pending_log
+        && c->log == run->log
         && c->log->handler == ngx_http_profiling_http_log)
     {
         r = ((ngx_http_log_ctx_t *) c->log->data)->request;
 
         if (r != NULL && r == r->main && r->connection == c) {
             if (sampled) {
-                ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
+                ngx_http_profiling_resolve(r, run->tag);
             }
 
 #if (NGX_QUIC)
@@ -556,9 +542,6 @@ ngx_http_profiling_pending_end(void)
 #endif
         }
     }
-
-    ngx_http_profiling_pending_log = NULL;
-    ngx_http_profiling_pending_conn = NULL;
 }
 
 
@@ -578,9 +561,11 @@ ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
         return 0;
     }
 
-    c = ngx_http_profiling_event_connection(ev);
+    c = ev->data;
 
-    if (c == NULL || c->log != log || c->listening == NULL
+    if (!ngx_http_profiling_real_connection(c)
+        || (c->read != ev && c->write != ev)
+        || c->log != log || c->listening == NULL
         || c->listening->handler != ngx_http_init_connection)
     {
         return 0;
@@ -596,9 +581,15 @@ ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
 static ngx_inline void
 ngx_http_profiling_enter(ngx_http_request_t *r)
 {
-    if (r == ngx_http_profiling_current) {
+    ngx_http_profiling_running_t  *run;
+
+    run = &ngx_http_profiling_running;
+
+    if (run->tag != 0 && r == run->request) {
         return;
     }
+
+    ngx_http_profiling_request_leave();
 
 #if (NGX_QUIC)
     if (ngx_http_profiling_quic_last != NULL && r->connection->quic != NULL) {
@@ -606,10 +597,8 @@ ngx_http_profiling_enter(ngx_http_request_t *r)
     }
 #endif
 
-    ngx_http_profiling_request_leave();
-
-    ngx_http_profiling_current = r;
-    ngx_http_profiling_current_tag = prof_request_enter(ngx_http_profiling_hot);
+    run->request = r;
+    run->tag = prof_request_enter(ngx_http_profiling_hot);
 
     if (ngx_http_profiling_account) {
         ngx_http_profiling_since_ns = ngx_http_profiling_now_ns();
@@ -618,41 +607,38 @@ ngx_http_profiling_enter(ngx_http_request_t *r)
 
 
 /*
- * No request executes any more (the event loop, another event, the
- * request's end): the labels of the one that did, if a sample carried it.
+ * What executed ends: the labels of the request it was for, if a sample
+ * carried it; its time, if handlers are timed.
  */
 void
 ngx_http_profiling_request_leave_slow(void)
 {
-    ngx_http_request_t        *r;
-    ngx_http_profiling_ctx_t  *ctx;
+    ngx_http_request_t            *r;
+    ngx_http_profiling_ctx_t      *ctx;
+    ngx_http_profiling_running_t  *run;
 
-    r = ngx_http_profiling_current;
+    run = &ngx_http_profiling_running;
+    r = run->request;
 
     if (r == NULL) {
-        if (ngx_http_profiling_pending_log != NULL) {
-            ngx_http_profiling_pending_end();
-            prof_request_leave(ngx_http_profiling_hot);
+        ngx_http_profiling_pending_end();
+
+    } else {
+        if (prof_request_sampled(ngx_http_profiling_hot, run->tag)) {
+            ngx_http_profiling_resolve(r, run->tag);
         }
-        return;
-    }
 
-    if (prof_request_sampled(ngx_http_profiling_hot,
-                             ngx_http_profiling_current_tag))
-    {
-        ngx_http_profiling_resolve(r, ngx_http_profiling_current_tag);
-    }
-
-    if (ngx_http_profiling_account) {
-        ctx = ngx_http_profiling_find_ctx(r, 1);
-        if (ctx != NULL) {
-            ctx->cpu_ns += ngx_http_profiling_now_ns()
-                           - ngx_http_profiling_since_ns;
+        if (ngx_http_profiling_account) {
+            ctx = ngx_http_profiling_find_ctx(r, 1);
+            if (ctx != NULL) {
+                ctx->cpu_ns += ngx_http_profiling_now_ns()
+                               - ngx_http_profiling_since_ns;
+            }
         }
     }
 
     prof_request_leave(ngx_http_profiling_hot);
-    ngx_http_profiling_current = NULL;
+    run->tag = 0;
 }
 
 
@@ -660,12 +646,12 @@ ngx_http_profiling_request_leave_slow(void)
  * Runs an event's handler with its request published: the request its
  * log says it works for (client and upstream connections, timers and
  * posted events of modules that give their events the request's log).
- * The request stays published after the handler, until another event or
- * the event loop's wait: a store less an event. (Its log handler leaves
+ * It stays published after the handler, until another event or the
+ * event loop's wait: a store less an event. (Its log handler leaves
  * before it is freed; any other handler that runs meanwhile is
  * dispatched, and leaves it first.)
  */
-void
+static ngx_inline void
 ngx_http_profiling_dispatch(ngx_event_t *ev)
 {
     ngx_log_t           *log;
@@ -689,7 +675,7 @@ ngx_http_profiling_dispatch(ngx_event_t *ev)
             ngx_http_profiling_enter(r);
 
         } else {
-            ngx_http_profiling_pend(ev, log);
+            ngx_http_profiling_pend(log);
         }
 
     } else {
@@ -700,6 +686,71 @@ ngx_http_profiling_dispatch(ngx_event_t *ev)
 }
 
 
+/* The posted events, as ngx_event_process_posted() runs them. */
+void
+ngx_http_profiling_run_posted(ngx_queue_t *posted)
+{
+    ngx_queue_t  *q;
+    ngx_event_t  *ev;
+
+    while (!ngx_queue_empty(posted)) {
+
+        q = ngx_queue_head(posted);
+        ev = ngx_queue_data(q, ngx_event_t, queue);
+
+        ngx_delete_posted_event(ev);
+
+        ngx_http_profiling_dispatch(ev);
+    }
+}
+
+
+/*
+ * The expired timers, as ngx_event_expire_timers() runs them (a request
+ * delayed by limit_req, or resumed after ngx.sleep, resumes here).
+ */
+void
+ngx_http_profiling_run_timers(void)
+{
+    ngx_event_t        *ev;
+    ngx_rbtree_node_t  *node, *root, *sentinel;
+
+    sentinel = ngx_event_timer_rbtree.sentinel;
+
+    for ( ;; ) {
+        root = ngx_event_timer_rbtree.root;
+
+        if (root == sentinel) {
+            return;
+        }
+
+        node = ngx_rbtree_min(root, sentinel);
+
+        /* node->key > ngx_current_msec */
+
+        if ((ngx_msec_int_t) (node->key - ngx_current_msec) > 0) {
+            return;
+        }
+
+        ev = ngx_rbtree_data(node, ngx_event_t, timer);
+
+        ngx_rbtree_delete(&ngx_event_timer_rbtree, &ev->timer);
+
+#if (NGX_DEBUG)
+        ev->timer.left = NULL;
+        ev->timer.right = NULL;
+        ev->timer.parent = NULL;
+#endif
+
+        ev->timer_set = 0;
+
+        ev->timedout = 1;
+
+        ngx_http_profiling_dispatch(ev);
+    }
+}
+
+
 /*
  * The end of a main request, before it is freed: its labels if a sample
  * carried it, its endpoint counted.
@@ -707,21 +758,26 @@ ngx_http_profiling_dispatch(ngx_event_t *ev)
 static ngx_int_t
 ngx_http_profiling_log_handler(ngx_http_request_t *r)
 {
+    ngx_http_profiling_running_t   *run;
     ngx_http_profiling_loc_conf_t  *plcf;
 
     if (r != r->main || ngx_http_profiling_hot == NULL) {
         return NGX_OK;
     }
 
-    if (r == ngx_http_profiling_current) {
+    run = &ngx_http_profiling_running;
+
+    if (run->tag == 0) {
+        /* void */
+
+    } else if (r == run->request) {
         ngx_http_profiling_request_leave();
 
-    } else if (r->connection->log == ngx_http_profiling_pending_log) {
+    } else if (run->request == NULL && r->connection->log == run->log) {
         /* Made in this event: the pending samples are its. The next
            request of the connection (pipelined) gets a tag of its own. */
         ngx_http_profiling_claim(r);
-        ngx_http_profiling_current_tag =
-                                  prof_request_enter(ngx_http_profiling_hot);
+        run->tag = prof_request_enter(ngx_http_profiling_hot);
     }
 
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
@@ -731,8 +787,10 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
     }
 
     if (plcf->endpoint == NULL && !ngx_http_profiling_traced) {
+        /* A method nginx knows is known by its bit. */
         prof_count_endpoint(ngx_http_profiling_profiler,
                             ngx_http_profiling_endpoints,
+                            (r->method != NGX_HTTP_UNKNOWN) ? r->method : 0,
                             r->method_name.data, r->method_name.len,
                             r->uri.data, r->uri.len);
 
@@ -767,7 +825,7 @@ ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
     }
 
     prof_count_endpoint(ngx_http_profiling_profiler,
-                        ngx_http_profiling_endpoints, NULL, 0,
+                        ngx_http_profiling_endpoints, 0, NULL, 0,
                         value.data, value.len);
 }
 
@@ -792,8 +850,9 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
         }
     }
 
-    if (r->main == ngx_http_profiling_current
-        || ngx_http_profiling_hot == NULL)
+    if (ngx_http_profiling_hot == NULL
+        || (ngx_http_profiling_running.tag != 0
+            && r->main == ngx_http_profiling_running.request))
     {
         return NGX_DECLINED;
     }
@@ -812,20 +871,25 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
-    ngx_int_t  rc;
+    ngx_int_t                      rc;
+    ngx_http_request_t            *mr;
+    ngx_http_profiling_running_t  *run;
+
+    run = &ngx_http_profiling_running;
+    mr = r->main;
 
     if (ngx_http_profiling_hot == NULL || r->stream == NULL
-        || r->main == ngx_http_profiling_current)
+        || (run->tag != 0 && mr == run->request))
     {
         return ngx_http_next_body_filter(r, in);
     }
 
-    ngx_http_profiling_enter(r->main);
+    ngx_http_profiling_enter(mr);
 
     rc = ngx_http_next_body_filter(r, in);
 
     /* Freed meanwhile, the request left already. */
-    if (ngx_http_profiling_current == r->main) {
+    if (run->tag != 0 && run->request == mr) {
         ngx_http_profiling_request_leave();
     }
 
@@ -880,7 +944,9 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     ctx = ngx_http_profiling_find_ctx(r, 0);
     ns = (ctx != NULL) ? ctx->cpu_ns : 0;
 
-    if (ngx_http_profiling_current == r->main) {
+    if (ngx_http_profiling_running.tag != 0
+        && ngx_http_profiling_running.request == r->main)
+    {
         ns += ngx_http_profiling_now_ns() - ngx_http_profiling_since_ns;
     }
 
@@ -1061,9 +1127,14 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
 #endif
 
     ngx_http_profiling_traced = traced;
-    ngx_http_profiling_current = NULL;
-    ngx_http_profiling_pending_log = NULL;
-    ngx_http_profiling_pending_conn = NULL;
+    ngx_memzero(&ngx_http_profiling_running,
+                sizeof(ngx_http_profiling_running_t));
+#if (NGX_QUIC)
+    ngx_http_profiling_running.slow = ngx_http_profiling_account
+                                      || ngx_http_profiling_quic_last != NULL;
+#else
+    ngx_http_profiling_running.slow = ngx_http_profiling_account;
+#endif
     ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
 }
 

@@ -20,6 +20,15 @@ prof_endpoint_table_insert(prof_endpoint_table_t *t, uint64_t hash,
     char    *name;
     size_t   n;
 
+    /* The name cut at PROF_ENDPOINT_MAX (the hash saw more of b, maybe:
+       names alike once cut are merged when taken). */
+    if (alen > PROF_ENDPOINT_MAX / 2) {
+        alen = PROF_ENDPOINT_MAX / 2;
+    }
+    if (blen > PROF_ENDPOINT_MAX - alen - (alen != 0)) {
+        blen = PROF_ENDPOINT_MAX - alen - (alen != 0);
+    }
+
     n = alen + (alen != 0) + blen;
 
     if (t->used >= PROF_ENDPOINT_COUNTS_MAX

@@ -113,21 +113,26 @@ prof_endpoint_hash_bytes(uint64_t h, const unsigned char *p, size_t n)
 }
 
 
-/* The endpoint "a b" (just b when alen is 0), cut at PROF_ENDPOINT_MAX. */
+/*
+ * The endpoint "a b" (just b when alen is 0), each part up to
+ * PROF_ENDPOINT_MAX bytes (the name is cut shorter: two ways to the same
+ * name give two slots, merged by name when taken). A caller that knows a
+ * by a number (seed, not 0: the same seed for the same a, always) saves
+ * hashing it; its name is still copied from a.
+ */
 static inline uint64_t
-prof_endpoint_hash(const void *a, size_t *alen, const void *b, size_t *blen)
+prof_endpoint_hash(uint64_t seed, const void *a, size_t alen, const void *b,
+    size_t blen)
 {
     uint64_t  h;
 
-    if (*alen > PROF_ENDPOINT_MAX / 2) {
-        *alen = PROF_ENDPOINT_MAX / 2;
-    }
-    if (*blen > PROF_ENDPOINT_MAX - *alen - (*alen != 0)) {
-        *blen = PROF_ENDPOINT_MAX - *alen - (*alen != 0);
-    }
-
-    h = prof_endpoint_hash_bytes(0x2545f4914f6cdd1dULL, a, *alen);
-    h = prof_endpoint_hash_bytes(h, b, *blen);
+    h = 0x2545f4914f6cdd1dULL;
+    h = (seed != 0) ? prof_endpoint_mix(h, seed)
+                    : prof_endpoint_hash_bytes(h, a,
+                                      (alen < PROF_ENDPOINT_MAX) ? alen
+                                                         : PROF_ENDPOINT_MAX);
+    h = prof_endpoint_hash_bytes(h, b, (blen < PROF_ENDPOINT_MAX) ? blen
+                                                         : PROF_ENDPOINT_MAX);
 
     return h | 1;
 }
@@ -139,16 +144,19 @@ void prof_endpoint_table_insert(prof_endpoint_table_t *t, uint64_t hash,
     size_t blen);
 
 
-/* One request more for "a b" in t (NULL: dropped, counted in *dropped). */
+/*
+ * One request more for "a b" in t (a known by seed, if not 0: see
+ * prof_endpoint_hash).
+ */
 static inline void
-prof_endpoint_table_count(prof_endpoint_table_t *t, const void *a,
-    size_t alen, const void *b, size_t blen)
+prof_endpoint_table_count(prof_endpoint_table_t *t, uint64_t seed,
+    const void *a, size_t alen, const void *b, size_t blen)
 {
     uint64_t               h;
     uint32_t               i;
     prof_endpoint_slot_t  *slot;
 
-    h = prof_endpoint_hash(a, &alen, b, &blen);
+    h = prof_endpoint_hash(seed, a, alen, b, blen);
 
     for (i = (uint32_t) h; /* void */ ; i++) {
         slot = &t->slots[i & (PROF_ENDPOINT_SLOTS - 1)];

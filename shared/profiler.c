@@ -1554,8 +1554,8 @@ prof_label(prof_t *p, const prof_labels_t *labels)
 
 
 void
-prof_count_endpoint_slow(prof_t *p, const void *a, size_t alen,
-    const void *b, size_t blen)
+prof_count_endpoint_slow(prof_t *p, uint64_t seed, const void *a,
+    size_t alen, const void *b, size_t blen)
 {
     prof_endpoint_table_t  *t;
 
@@ -1568,7 +1568,7 @@ prof_count_endpoint_slow(prof_t *p, const void *a, size_t alen,
     }
 
     p->counting = t;
-    prof_endpoint_table_count(t, a, alen, b, blen);
+    prof_endpoint_table_count(t, seed, a, alen, b, blen);
 }
 
 

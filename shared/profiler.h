@@ -132,19 +132,22 @@ pid_t prof_get_profiler_pid(prof_t *p);
 /* Where the worker counts endpoints (see prof_count_endpoint). */
 prof_endpoint_table_t **prof_get_endpoint_table(prof_t *p);
 
-void prof_count_endpoint_slow(prof_t *p, const void *a, size_t alen,
-    const void *b, size_t blen);
+void prof_count_endpoint_slow(prof_t *p, uint64_t seed, const void *a,
+    size_t alen, const void *b, size_t blen);
 
-/* One request more for the endpoint "a b" (just b when alen is 0). */
+/*
+ * One request more for the endpoint "a b" (just b when alen is 0; a known
+ * by seed, if not 0: see prof_endpoint_hash).
+ */
 static inline void
 prof_count_endpoint(prof_t *p, prof_endpoint_table_t **counting,
-    const void *a, size_t alen, const void *b, size_t blen)
+    uint64_t seed, const void *a, size_t alen, const void *b, size_t blen)
 {
     if (*counting != NULL) {
-        prof_endpoint_table_count(*counting, a, alen, b, blen);
+        prof_endpoint_table_count(*counting, seed, a, alen, b, blen);
 
     } else {
-        prof_count_endpoint_slow(p, a, alen, b, blen);
+        prof_count_endpoint_slow(p, seed, a, alen, b, blen);
     }
 }
 

@@ -413,7 +413,8 @@ prof_sampler_watch(prof_sampler_t *s, int64_t now_ns)
 {
     int       waiting;
     int64_t   cpu_ns;
-    uint32_t  waits, index;
+    uint32_t  index;
+    uint64_t  waits;
 
     waiting = __atomic_load_n(&s->hot.waiting, __ATOMIC_RELAXED);
 
@@ -423,7 +424,8 @@ prof_sampler_watch(prof_sampler_t *s, int64_t now_ns)
         return;
     }
 
-    waits = __atomic_load_n(&s->hot.waits, __ATOMIC_RELAXED);
+    /* A new wait has a new start. */
+    waits = __atomic_load_n(&s->hot.wait_start, __ATOMIC_RELAXED);
     index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
     cpu_ns = waiting ? -1 : prof_clock_ns(s->process_clock);
 

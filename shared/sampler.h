@@ -83,7 +83,6 @@ typedef struct {
     uint64_t       published;       /* the tag executing, 0: none */
     uint64_t       sampled;         /* the last tag a sample carried */
     uint32_t       waiting;         /* in the event wait */
-    uint32_t       waits;           /* event waits entered */
     uint64_t       wait_start;      /* TSC when the wait began */
     uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
     uint32_t       unknown_pcs;     /* walks that left the unwind table */
@@ -191,14 +190,14 @@ prof_request_sampled(prof_sampler_hot_t *h, uint64_t tag)
 /*
  * The event wait, timed with the TSC (an instruction, where a clock read
  * would cost tens): wall time is split between the wait and the stacks
- * sampled in the proportion of TSC ticks waited. The sampler thread reads
- * waits and waiting.
+ * sampled in the proportion of TSC ticks waited. wait_ticks adds up
+ * modulo 2^64 (a TSC a little behind on another core subtracts a little).
+ * The sampler thread reads waiting, and wait_start to see the loop move.
  */
 static inline void
 prof_wait_begin(prof_sampler_hot_t *h)
 {
-    h->wait_start = __builtin_ia32_rdtsc();
-    __atomic_store_n(&h->waits, h->waits + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->wait_start, __builtin_ia32_rdtsc(), __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&h->waiting, 1, __ATOMIC_RELAXED);
 }
@@ -207,10 +206,7 @@ prof_wait_begin(prof_sampler_hot_t *h)
 static inline void
 prof_wait_end(prof_sampler_hot_t *h)
 {
-    uint64_t  now;
-
-    now = __builtin_ia32_rdtsc();
-    h->wait_ticks += (now > h->wait_start) ? now - h->wait_start : 0;
+    h->wait_ticks += __builtin_ia32_rdtsc() - h->wait_start;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&h->waiting, 0, __ATOMIC_RELAXED);
 }

@@ -150,7 +150,7 @@ struct prof_sampler_s {
     uint64_t               *last_frames;
     int64_t                 watch_ns;           /* the watchdog's last look */
     uint32_t                watch_index;
-    uint32_t                watch_waits;
+    uint64_t                watch_waits;
     int64_t                 watch_cpu_ns;
 };
 

@@ -83,24 +83,27 @@ test_shared_table_counts_in_place(void **state)
     t = &ch->endpoints[0];
 
     for (i = 0; i < 5; i++) {
-        prof_endpoint_table_count(t, "GET", 3, "/a", 2);
+        prof_endpoint_table_count(t, 0, "GET", 3, "/a", 2);
     }
-    prof_endpoint_table_count(t, "POST", 4, "/a", 2);
-    prof_endpoint_table_count(t, NULL, 0, "custom name", 11);
+    /* Known by a seed: a slot of its own, the same name. */
+    prof_endpoint_table_count(t, 2, "GET", 3, "/a", 2);
+    prof_endpoint_table_count(t, 2, "GET", 3, "/a", 2);
+    prof_endpoint_table_count(t, 0, "POST", 4, "/a", 2);
+    prof_endpoint_table_count(t, 0, NULL, 0, "custom name", 11);
     /* Lengths of every tail (1 to 7 bytes past the words). */
     for (i = 1; i <= 15; i++) {
-        prof_endpoint_table_count(t, "GET", 3, "/abcdefghijklmno", i);
-        prof_endpoint_table_count(t, "GET", 3, "/abcdefghijklmno", i);
+        prof_endpoint_table_count(t, 0, "GET", 3, "/abcdefghijklmno", i);
+        prof_endpoint_table_count(t, 0, "GET", 3, "/abcdefghijklmno", i);
     }
     memset(uri, 'x', sizeof(uri));
     uri[0] = '/';
-    prof_endpoint_table_count(t, "GET", 3, uri, sizeof(uri));
+    prof_endpoint_table_count(t, 0, "GET", 3, uri, sizeof(uri));
 
     c = prof_endpoint_counts_create();
     assert_non_null(c);
     assert_int_equal(prof_endpoint_table_take(t, 0, c), 0);
 
-    assert_int_equal(count_of(c, "GET /a"), 5 + 2);   /* i == 2 too */
+    assert_int_equal(count_of(c, "GET /a"), 5 + 2 + 2);   /* i == 2 too */
     assert_int_equal(count_of(c, "POST /a"), 1);
     assert_int_equal(count_of(c, "custom name"), 1);
     assert_int_equal(count_of(c, "GET /abcdefg"), 2);
@@ -112,7 +115,7 @@ test_shared_table_counts_in_place(void **state)
         longest = (n > longest) ? n : longest;
     }
     assert_int_equal(longest, PROF_ENDPOINT_MAX);
-    assert_int_equal(c->requests, 5 + 1 + 1 + 30 + 1);
+    assert_int_equal(c->requests, 5 + 2 + 1 + 1 + 30 + 1);
     assert_int_equal(c->dropped, 0);
 
     /* Given back, empty, for the period after next; not for period 0. */
@@ -142,9 +145,9 @@ test_shared_table_is_bounded(void **state)
 
     for (i = 0; i < PROF_ENDPOINT_COUNTS_MAX + 1000; i++) {
         n = snprintf(name, sizeof(name), "/item/%d", i);
-        prof_endpoint_table_count(t, "GET", 3, name, n);
+        prof_endpoint_table_count(t, 0, "GET", 3, name, n);
     }
-    prof_endpoint_table_count(t, "GET", 3, "/item/7", 7);
+    prof_endpoint_table_count(t, 0, "GET", 3, "/item/7", 7);
 
     assert_int_equal(t->used, PROF_ENDPOINT_COUNTS_MAX);
     assert_int_equal(t->dropped, 1000);
