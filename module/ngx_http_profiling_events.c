@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The event loop wrapper: brackets the event wait for the sampler, then
- * runs what the wait made ready in nginx's own order, publishing for each
- * event the request it works for.
+ * The event loop wrapper: closes a profile every period, brackets the
+ * event wait for the sampler, then runs what the wait made ready in
+ * nginx's own order, publishing for each event the request it works for.
  */
 
 #include "ngx_http_profiling_module.h"
@@ -49,7 +49,8 @@ ngx_http_profiling_capture_idle(void)
  * module only waits and queues what is ready (as nginx does when it holds
  * the accept mutex), so the bracket covers the wait alone. Then, in the
  * order of ngx_process_events_and_timers(): the accept events, the accept
- * mutex released, the expired timers, the other posted events; nginx then
+ * mutex released, the expired timers (when one is due), the other posted
+ * events; nginx then
  * finds nothing left to run (but what these handlers made ready meanwhile,
  * which it runs as it would have, and OpenResty's delayed posted events,
  * which its nginx runs last). ./configure checks that the nginx it builds
@@ -94,7 +95,11 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         left = ngx_http_profiling_period;
     }
 
-    /* The first timer's deadline (timer: nginx's ngx_event_find_timer()). */
+    /*
+     * The first timer's deadline, when nginx looked for it (the timer it
+     * found, or earlier: the accept mutex's delay, posted-next events).
+     * With timer_resolution it did not (no NGX_UPDATE_TIME): unknown.
+     */
     due = ngx_current_msec + timer;
 
     prof_wait_begin(hot);
@@ -116,10 +121,11 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
     /*
      * The tree is looked at once the first timer is due (the accept
-     * handlers' timers are later still), or every time when nginx found
-     * none (no timer, or timer_resolution: the clock moves by signal).
+     * handlers' timers are later still), or every time when its deadline
+     * is not known (no timer, or timer_resolution: the clock moves by
+     * signal).
      */
-    if (timer == NGX_TIMER_INFINITE
+    if (timer == NGX_TIMER_INFINITE || !(flags & NGX_UPDATE_TIME)
         || (ngx_msec_int_t) (ngx_current_msec - due) >= 0)
     {
         ngx_http_profiling_run_timers();

@@ -2,9 +2,9 @@
 
 /*
  * ngx_http_profiling_module: directives, and the profiler's life in a
- * worker process: started in init_process, a profile closed by a timer
- * every period, the last one written in exit_process within nginx's
- * deadlines; the profiler's messages logged from the event loop.
+ * worker process: started in init_process, a profile closed every period
+ * (by the event loop wrapper), the last one written in exit_process within
+ * nginx's deadlines; the profiler's messages logged from the event loop.
  */
 
 #include "ngx_http_profiling_module.h"

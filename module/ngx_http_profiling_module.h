@@ -127,12 +127,14 @@ ngx_http_profiling_request_leave(void)
         return;
     }
 
+    /* Unpublished first: a sample after the test would carry it. */
+    prof_request_leave(ngx_http_profiling_hot);
+
     if (run->slow || prof_request_sampled(ngx_http_profiling_hot, run->tag)) {
         ngx_http_profiling_request_leave_slow();
         return;
     }
 
-    prof_request_leave(ngx_http_profiling_hot);
     run->tag = 0;
 }
 

@@ -481,12 +481,8 @@ ngx_http_profiling_pend(ngx_log_t *log)
 
 /* The pending tag's samples go to r (alive). */
 static void
-ngx_http_profiling_claim(ngx_http_request_t *r)
+ngx_http_profiling_claim(ngx_http_request_t *r, uint64_t tag)
 {
-    uint64_t  tag;
-
-    tag = ngx_http_profiling_running.tag;
-
     if (prof_request_sampled(ngx_http_profiling_hot, tag)) {
         ngx_http_profiling_resolve(r, tag);
     }
@@ -758,6 +754,7 @@ ngx_http_profiling_run_timers(void)
 static ngx_int_t
 ngx_http_profiling_log_handler(ngx_http_request_t *r)
 {
+    uint64_t                        tag;
     ngx_http_profiling_running_t   *run;
     ngx_http_profiling_loc_conf_t  *plcf;
 
@@ -776,8 +773,9 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
     } else if (run->request == NULL && r->connection->log == run->log) {
         /* Made in this event: the pending samples are its. The next
            request of the connection (pipelined) gets a tag of its own. */
-        ngx_http_profiling_claim(r);
+        tag = run->tag;
         run->tag = prof_request_enter(ngx_http_profiling_hot);
+        ngx_http_profiling_claim(r, tag);
     }
 
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);

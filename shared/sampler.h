@@ -191,7 +191,8 @@ prof_request_sampled(prof_sampler_hot_t *h, uint64_t tag)
  * The event wait, timed with the TSC (an instruction, where a clock read
  * would cost tens): wall time is split between the wait and the stacks
  * sampled in the proportion of TSC ticks waited. wait_ticks adds up
- * modulo 2^64 (a TSC a little behind on another core subtracts a little).
+ * modulo 2^64 (a TSC behind on another core subtracts; a total below zero
+ * counts as no wait, signal_path.c).
  * The sampler thread reads waiting, and wait_start to see the loop move.
  */
 static inline void

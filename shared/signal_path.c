@@ -437,6 +437,11 @@ prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
         waited += now_tsc - s->hot.wait_start;
     }
 
+    /* Below zero: a TSC behind on another core (sampler.h). */
+    if (waited > UINT64_MAX / 2) {
+        waited = 0;
+    }
+
     elapsed = now_tsc - s->point_tsc;
 
     if (now_tsc <= s->point_tsc || waited >= elapsed) {

@@ -80,7 +80,13 @@ subtest 'fast shutdown while uploads hang' => sub {
     ok(!@killed, 'no worker was killed with SIGKILL')
         or diag(join("\n", map { "  $_" } @killed));
     $t->ok_no_worker_died('SIGTERM');
-    my @stopped = log_lines($t, qr/profiling: stopped:/);
+    # Logged by the profiler processes as they exit, within 300 ms of
+    # their workers.
+    my @stopped;
+    wait_until(sub {
+        @stopped = log_lines($t, qr/profiling: stopped:/);
+        return @stopped >= 2;
+    }, 2);
     is(scalar(@stopped), 2, 'each worker logs its counters as it stops');
 
     for my $w (@workers) {
