@@ -46,6 +46,10 @@ static char *ngx_http_profiling_dump_keep(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static char *ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_profiling_debuginfod(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_profiling_debuginfod_cache(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static char *ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static void *ngx_http_profiling_create_main_conf(ngx_conf_t *cf);
@@ -130,6 +134,20 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       ngx_http_profiling_agent_url,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_profiling_main_conf_t, agent_url),
+      NULL },
+
+    { ngx_string("profiling_debuginfod"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_profiling_debuginfod,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("profiling_debuginfod_cache"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_http_profiling_debuginfod_cache,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
       NULL },
 
     { ngx_string("profiling_upload_timeout"),
@@ -635,6 +653,127 @@ ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/* profiling_debuginfod off | URL...: where debug files are fetched. */
+static char *
+ngx_http_profiling_debuginfod(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    u_char      *p;
+    size_t       len;
+    ngx_str_t   *value;
+    ngx_uint_t   i;
+
+    if (pmcf->debuginfod.data != NULL) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") == 0 && cf->args->nelts == 2) {
+        pmcf->debuginfod = value[1];
+        return NGX_CONF_OK;
+    }
+
+    len = 0;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        if (!((value[i].len > 7
+               && ngx_strncmp(value[i].data, "http://", 7) == 0)
+              || (value[i].len > 8
+                  && ngx_strncmp(value[i].data, "https://", 8) == 0))
+            || ngx_strlchr(value[i].data, value[i].data + value[i].len, ' ')
+            || ngx_strlchr(value[i].data, value[i].data + value[i].len, '\t'))
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value \"%V\" in \"%V\" directive, "
+                               "it must be \"off\" or debuginfod servers' "
+                               "URLs (\"http://...\", \"https://...\")",
+                               &value[i], &cmd->name);
+            return NGX_CONF_ERROR;
+        }
+
+        len += value[i].len + 1;
+    }
+
+    /* libdebuginfod's DEBUGINFOD_URLS: separated by spaces. */
+    p = ngx_pnalloc(cf->pool, len);
+    if (p == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    pmcf->debuginfod.data = p;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        p = ngx_cpymem(p, value[i].data, value[i].len);
+        *p++ = (i + 1 < cf->args->nelts) ? ' ' : '\0';
+    }
+
+    pmcf->debuginfod.len = len - 1;
+
+    return NGX_CONF_OK;
+}
+
+
+/* profiling_debuginfod_cache path [max_size=size] */
+static char *
+ngx_http_profiling_debuginfod_cache(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    off_t       size;
+    ngx_str_t  *value, s;
+
+    if (pmcf->debuginfod_cache.data != NULL) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (value[1].len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"\" in \"%V\" directive",
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    pmcf->debuginfod_cache = value[1];
+
+    if (ngx_conf_full_name(cf->cycle, &pmcf->debuginfod_cache, 0) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (cf->args->nelts == 2) {
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strncmp(value[2].data, "max_size=", 9) != 0) {
+        goto invalid;
+    }
+
+    s.data = value[2].data + 9;
+    s.len = value[2].len - 9;
+
+    size = ngx_parse_offset(&s);
+    if (size == NGX_ERROR || size < 1024 * 1024) {
+        goto invalid;
+    }
+
+    pmcf->debuginfod_cache_max = size;
+
+    return NGX_CONF_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\" in \"%V\" directive, it must "
+                       "be \"max_size=\" and a size of at least 1m",
+                       &value[2], &cmd->name);
+    return NGX_CONF_ERROR;
+}
+
+
 /*
  * A DD_* variable as the workers will not see it: "env NAME=value;" in the
  * configuration first, else the master's environment.
@@ -665,6 +804,130 @@ ngx_http_profiling_getenv(ngx_conf_t *cf, const char *name)
     }
 
     return getenv(name);
+}
+
+
+/* The value of an environment variable the workers get ("env"), or NULL. */
+static char *
+ngx_http_profiling_worker_env(ngx_conf_t *cf, const char *name)
+{
+    size_t            len;
+    ngx_str_t        *var;
+    ngx_uint_t        i;
+    ngx_core_conf_t  *ccf;
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
+                                           ngx_core_module);
+    len = ngx_strlen(name);
+
+    if (ccf == NULL || ccf->env.elts == NULL) {
+        return NULL;
+    }
+
+    var = ccf->env.elts;
+
+    for (i = 0; i < ccf->env.nelts; i++) {
+        if (var[i].len == len && ngx_strncmp(var[i].data, name, len) == 0) {
+            return (var[i].data[len] == '=') ? (char *) var[i].data + len + 1
+                                             : getenv(name);
+        }
+    }
+
+    return NULL;
+}
+
+
+/*
+ * Where debuginfod's files are kept, when debug files may be fetched:
+ * by default "profiling_debuginfod" beside the client body temporary
+ * files' directory (/var/lib/nginx on Debian, /var/cache/nginx in
+ * nginx.org's packages, the prefix when built by hand). nginx creates it
+ * at start, owned by the workers' user.
+ */
+static ngx_int_t
+ngx_http_profiling_debuginfod_path(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf)
+{
+    u_char                    *p, *slash;
+    char                      *urls;
+    ngx_str_t                  temp;
+    ngx_path_t                *path;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (pmcf->debuginfod_cache_max == NGX_CONF_UNSET) {
+        pmcf->debuginfod_cache_max = 512 * 1024 * 1024;
+    }
+
+    urls = ngx_http_profiling_worker_env(cf, "DEBUGINFOD_URLS");
+
+    if ((pmcf->debuginfod.data != NULL
+         && ngx_strcmp(pmcf->debuginfod.data, "off") == 0)
+        || (pmcf->debuginfod.data == NULL
+            && (urls == NULL || urls[strspn(urls, " \t")] == '\0')))
+    {
+        ngx_str_set(&pmcf->debuginfod, "off");
+        return NGX_OK;
+    }
+
+    if (pmcf->debuginfod.data == NULL) {
+        /* the workers' DEBUGINFOD_URLS */
+        pmcf->debuginfod.data = (u_char *) "";
+    }
+
+    if (pmcf->debuginfod_cache.data == NULL) {
+        clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+        if (clcf->client_body_temp_path != NGX_CONF_UNSET_PTR
+            && clcf->client_body_temp_path != NULL)
+        {
+            temp = clcf->client_body_temp_path->name;
+
+        } else {
+#ifdef NGX_HTTP_CLIENT_TEMP_PATH
+            ngx_str_set(&temp, NGX_HTTP_CLIENT_TEMP_PATH);
+#else
+            ngx_str_set(&temp, "client_body_temp");
+#endif
+            if (ngx_conf_full_name(cf->cycle, &temp, 0) != NGX_OK) {
+                return NGX_ERROR;
+            }
+        }
+
+        while (temp.len > 1 && temp.data[temp.len - 1] == '/') {
+            temp.len--;
+        }
+
+        slash = ngx_strlchr(temp.data, temp.data + temp.len, '/');
+        for (p = slash; p != NULL;
+             p = ngx_strlchr(p + 1, temp.data + temp.len, '/'))
+        {
+            slash = p;
+        }
+
+        temp.len = (slash == NULL) ? 0 : (size_t) (slash - temp.data);
+
+        pmcf->debuginfod_cache.len = temp.len
+                                     + sizeof("/profiling_debuginfod") - 1;
+        pmcf->debuginfod_cache.data = ngx_pnalloc(cf->pool,
+                                            pmcf->debuginfod_cache.len + 1);
+        if (pmcf->debuginfod_cache.data == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_sprintf(pmcf->debuginfod_cache.data, "%V/profiling_debuginfod%Z",
+                    &temp);
+    }
+
+    path = ngx_pcalloc(cf->pool, sizeof(ngx_path_t));
+    if (path == NULL) {
+        return NGX_ERROR;
+    }
+
+    path->name = pmcf->debuginfod_cache;
+    path->conf_file = cf->conf_file->file.name.data;
+    path->line = cf->conf_file->line;
+
+    return ngx_add_path(cf, &path);
 }
 
 
@@ -879,6 +1142,8 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
      *     pmcf->env = { 0, NULL };
      *     pmcf->version = { 0, NULL };
      *     pmcf->tags = NULL;
+     *     pmcf->debuginfod = { 0, NULL };
+     *     pmcf->debuginfod_cache = { 0, NULL };
      */
 
     pmcf->dump_keep_files = NGX_CONF_UNSET_UINT;
@@ -889,6 +1154,7 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
     pmcf->interval = NGX_CONF_UNSET_MSEC;
     pmcf->max_frames = NGX_CONF_UNSET_UINT;
     pmcf->memory_limit = NGX_CONF_UNSET_SIZE;
+    pmcf->debuginfod_cache_max = NGX_CONF_UNSET;
 
     return pmcf;
 }
@@ -999,6 +1265,10 @@ ngx_http_profiling_postconfiguration(ngx_conf_t *cf)
     /* Off everywhere: no hook at all. */
     if (!pmcf->enabled_anywhere) {
         return NGX_OK;
+    }
+
+    if (ngx_http_profiling_debuginfod_path(cf, pmcf) != NGX_OK) {
+        return NGX_ERROR;
     }
 
     pmcf->tracer = ngx_http_profiling_tracer_create(cf);
@@ -1382,6 +1652,16 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     }
 
     conf.child_init = ngx_http_profiling_child_init;
+
+    if (ngx_strcmp(pmcf->debuginfod.data, "off") != 0) {
+        conf.debuginfod = 1;
+        conf.debuginfod_urls = (pmcf->debuginfod.len > 0)
+                               ? (char *) pmcf->debuginfod.data : NULL;
+        conf.debuginfod_cache = ngx_http_profiling_cstr(cycle->pool,
+                                                  &pmcf->debuginfod_cache);
+        conf.debuginfod_cache_bytes = pmcf->debuginfod_cache_max;
+        conf.debuginfod_retry_ms = pmcf->period;
+    }
 
     ngx_http_profiling_status_slot = ngx_http_profiling_status_claim(pmcf);
     conf.status_slot = ngx_http_profiling_status_slot;

@@ -50,6 +50,11 @@ typedef struct {
     void          *tracer;              /* ngx_http_profiling_tracer.c */
     ngx_flag_t     status_used;         /* a location has profiling_status */
     ngx_shm_zone_t  *status_zone;       /* ngx_http_profiling_status.c */
+    ngx_str_t      debuginfod;          /* URLs; "off"; unset: the
+                                           workers' DEBUGINFOD_URLS */
+    ngx_str_t      debuginfod_cache;    /* unset: beside the client body
+                                           temporary files */
+    off_t          debuginfod_cache_max;
 } ngx_http_profiling_main_conf_t;
 
 

@@ -228,6 +228,27 @@ prof_aggregator_forget_unknown(prof_aggregator_t *agg)
 }
 
 
+/* Every known address symbolized again: its object has new names. */
+static void
+prof_aggregator_rename(prof_aggregator_t *agg)
+{
+    uint32_t          i;
+    uint64_t          pc;
+    prof_address_t   *info;
+
+    for (i = 0; i < agg->addresses.count; i++) {
+        info = &agg->address_info[i];
+
+        if (info->object != NULL) {
+            memcpy(&pc, prof_intern_key(&agg->addresses, i, NULL),
+                   sizeof(pc));
+            info->object = prof_symbolize(agg->conf.symbolizer, pc,
+                                          &info->function);
+        }
+    }
+}
+
+
 const prof_address_t *
 prof_aggregator_address(prof_aggregator_t *agg, uint64_t pc)
 {
@@ -580,6 +601,13 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
     agg->start_monotonic_ns = b->flush_monotonic_ns;
 
     prof_counter_add(agg->conf.diagnostics->profiles_closed, 1);
+
+    /* Debug files fetched meanwhile name the profile being closed. */
+    if (agg->conf.symbolizer != NULL
+        && prof_symbolizer_take_fetched(agg->conf.symbolizer) > 0)
+    {
+        prof_aggregator_rename(agg);
+    }
 
     if (agg->conf.on_profile != NULL) {
         agg->conf.on_profile(agg->conf.on_profile_data, closed);

@@ -76,6 +76,13 @@ typedef struct {
     uint64_t          addresses_evicted;    /* address cache bound */
     uint64_t          requests_evicted;     /* request label bound */
 
+    /* debuginfod (its fetch thread, in the profiler process) */
+    uint64_t          debuginfod_asked;     /* build ids queued */
+    uint64_t          debuginfod_found;     /* debug files fetched */
+    uint64_t          debuginfod_failed;    /* none, a server down, a
+                                               timeout */
+    uint64_t          debuginfod_evicted;   /* cache entries removed */
+
     /* agent uploads (profiler loop thread), defined in upload.h: once
        the uploader is closed, each profile submitted has ended once,
        submitted = succeeded + failed_* + dropped */

@@ -110,6 +110,7 @@ struct prof_s {
     prof_dump_dir_t     *dump;
 
     /* profiler loop thread only */
+    prof_debuginfod_t   *debuginfod;            /* NULL: none */
     prof_symbolizer_t   *symbolizer;
     prof_aggregator_t   *aggregator;
     prof_uploader_t     *uploader;
@@ -236,6 +237,27 @@ prof_warn_corrupt(prof_t *p)
 }
 
 
+/* What debuginfod brought, or why it could not: a line each. */
+static void
+prof_report_debuginfod(prof_t *p)
+{
+    const char           *why;
+    const prof_object_t  *o;
+
+    why = prof_debuginfod_load_error(p->debuginfod);
+    if (why != NULL) {
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: libdebuginfod could "
+                 "not be loaded (%s): no debug files are fetched", why);
+    }
+
+    while ((o = prof_symbolizer_fetched_object(p->symbolizer)) != NULL) {
+        prof_log(&p->log, PROF_LOG_NOTICE, "profiling: \"%s\": all "
+                 "functions named by the debug file of build id %s from "
+                 "debuginfod", o->path, o->build_id);
+    }
+}
+
+
 /* A string of the identity replaced by the tracer's (loop thread). */
 static void
 prof_take_value(char **field, const char *value, int explicit)
@@ -314,6 +336,10 @@ prof_export(void *data, prof_profile_t *profile)
     prof_t             *p = data;
     prof_buffer_t       out = { NULL, 0, 0 };
     prof_pprof_info_t   info;
+
+    if (p->debuginfod != NULL) {
+        prof_report_debuginfod(p);
+    }
 
     rc = prof_pprof_encode_info(profile, p->aggregator, &out, &info);
 
@@ -535,11 +561,12 @@ prof_identify(prof_t *p, const char *agent)
     const prof_object_t  *o;
     static const char    *kinds[] = {
         "none", "all functions (.symtab)", "all functions (debug file)",
-        "all functions (MiniDebugInfo)", "exported functions (.dynsym)"
+        "all functions (MiniDebugInfo)", "all functions (debuginfod)",
+        "exported functions (.dynsym)"
     };
     static const char    *libraries[] = {
         "without", "with .symtab", "with a debug file", "with MiniDebugInfo",
-        "with .dynsym only"
+        "with debuginfod's debug file", "with .dynsym only"
     };
 
     if (p->identified || !p->conf.identify) {
@@ -674,6 +701,13 @@ prof_on_stop_requested(uv_async_t *handle)
 {
     prof_t  *p = handle->data;
 
+    /* Debug files under way are waited for only as long as the last
+       upload may take. */
+    if (p->debuginfod != NULL) {
+        prof_symbolizer_set_debuginfod(p->symbolizer, p->debuginfod,
+                    __atomic_load_n(&p->stop_upload_ms, __ATOMIC_ACQUIRE));
+    }
+
     prof_drain(p);
 
     if (p->uploader == NULL) {
@@ -807,6 +841,11 @@ prof_start_loop(prof_t *p)
     }
 
     prof_symbolizer_set_pid(p->symbolizer, p->pid);
+
+    if (p->debuginfod != NULL) {
+        prof_symbolizer_set_debuginfod(p->symbolizer, p->debuginfod,
+                                       p->conf.upload_timeout_ms);
+    }
 
     memset(&ac, 0, sizeof(ac));
     ac.symbolizer = p->symbolizer;
@@ -1152,6 +1191,32 @@ prof_child_close_fds(prof_t *p, int *keep, int n)
 }
 
 
+/*
+ * Debug files from debuginfod servers, when there are URLs (the
+ * configuration's, or DEBUGINFOD_URLS): nothing is loaded or fetched
+ * until a frame is left unnamed.
+ */
+static void
+prof_start_debuginfod(prof_t *p)
+{
+    prof_debuginfod_conf_t  dc;
+
+    memset(&dc, 0, sizeof(dc));
+    dc.urls = p->conf.debuginfod_urls;
+    dc.cache_dir = p->conf.debuginfod_cache;
+    dc.cache_max_bytes = p->conf.debuginfod_cache_bytes;
+    dc.timeout_ms = p->conf.upload_timeout_ms;
+    dc.retry_ms = p->conf.debuginfod_retry_ms;
+    dc.diagnostics = &p->channel->diagnostics;
+
+    if (prof_debuginfod_setenv(&dc) != 0) {
+        return;
+    }
+
+    p->debuginfod = prof_debuginfod_create(&dc);
+}
+
+
 /* The profiler process, from its fork to its exit; never returns. */
 static void
 prof_child_main(prof_t *p)
@@ -1217,6 +1282,11 @@ prof_child_main(prof_t *p)
                          PROF_POOL_BATCHES);
     if (rc != 0) {
         goto failed;
+    }
+
+    /* Its environment is libdebuginfod's: set before any thread. */
+    if (p->conf.debuginfod) {
+        prof_start_debuginfod(p);
     }
 
     rc = prof_start_loop(p);

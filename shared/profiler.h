@@ -78,6 +78,14 @@ typedef struct {
     struct prof_status_slot_s  *status_slot;    /* written every second
                                            by the profiler process
                                            (status.h); NULL: none */
+    int                  debuginfod;    /* fetch debug files for objects
+                                           with unnamed frames, in the
+                                           profiler process (debuginfod.h)
+                                           */
+    const char          *debuginfod_urls;   /* NULL: $DEBUGINFOD_URLS */
+    const char          *debuginfod_cache;  /* NULL: libdebuginfod's */
+    uint64_t             debuginfod_cache_bytes;    /* 0: no bound */
+    int64_t              debuginfod_retry_ms;   /* after a failure */
     int                (*child_init)(void *data, int *keep, int max);
                                         /* first thing in the profiler
                                            process: the server's own

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "debug_info.h"
+#include "debuginfod.h"
 #include "elf_file.h"
 #include "symbolizer.h"
 
@@ -59,6 +60,9 @@ typedef struct {
     unsigned             seen:1;            /* in the maps read under way */
     unsigned             loaded:1;          /* symbols were looked for */
     unsigned             corrupt_reported:1;
+    unsigned             asked:1;           /* of debuginfod, not taken */
+    unsigned             fetched:1;         /* debuginfod's file taken */
+    unsigned             fetched_reported:1;
     prof_symbols_e       names;             /* where they came from, once
                                                loaded */
     prof_sym_t          *syms;              /* sorted by addr, no dups */
@@ -79,6 +83,8 @@ struct prof_symbolizer_s {
     prof_sym_object_t  **active;            /* mapped ones, by start */
     size_t               nactive;
     char                *debug_dir;
+    prof_debuginfod_t   *debuginfod;        /* NULL: none */
+    int64_t              fetch_wait_ms;
     unsigned             next_id;
     unsigned             maps_tried:1;      /* a read was attempted */
     char                 maps_path[64];     /* /proc/self/maps, or the
@@ -1082,6 +1088,26 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
 }
 
 
+/*
+ * A frame of o has no name: its debug file is asked of debuginfod, when
+ * none of the files at hand had its functions.
+ */
+static void
+prof_sym_ask_debuginfod(prof_symbolizer_t *sym, prof_sym_object_t *o)
+{
+    if (sym->debuginfod == NULL || o->asked || o->fetched
+        || o->obj.corrupt || o->build_id[0] == '\0'
+        || o->names == PROF_SYMBOLS_SYMTAB
+        || o->names == PROF_SYMBOLS_DEBUG_FILE)
+    {
+        return;
+    }
+
+    o->asked = 1;
+    (void) prof_debuginfod_ask(sym->debuginfod, o->build_id);
+}
+
+
 const prof_object_t *
 prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
 {
@@ -1115,9 +1141,106 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
 
     if (function) {
         *function = prof_sym_object_lookup(o, pc - o->obj.load_bias);
+
+        if (*function == NULL) {
+            prof_sym_ask_debuginfod(sym, o);
+        }
     }
 
     return &o->obj;
+}
+
+
+void
+prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym, prof_debuginfod_t *d,
+    int64_t wait_ms)
+{
+    sym->debuginfod = d;
+    sym->fetch_wait_ms = wait_ms;
+}
+
+
+/* Its .symtab for o's, from a debug file open at fd: 0, or -errno. */
+static int
+prof_sym_take_debug_file(prof_sym_object_t *o, int fd)
+{
+    int                 rc;
+    char                path[32];
+    prof_sym_object_t   fetched;
+
+    memset(&fetched, 0, sizeof(fetched));
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+
+    rc = prof_sym_load_file(&fetched, path, SHT_SYMTAB);
+    if (rc != 0) {
+        return rc;
+    }
+
+    free(o->syms);
+    free(o->strtab);
+    free(o->strtab_extra);
+
+    o->syms = fetched.syms;
+    o->nsyms = fetched.nsyms;
+    o->strtab = fetched.strtab;
+    o->strtab_extra = NULL;
+    o->names = PROF_SYMBOLS_DEBUGINFOD;
+
+    return 0;
+}
+
+
+size_t
+prof_symbolizer_take_fetched(prof_symbolizer_t *sym)
+{
+    int                      fd;
+    size_t                   i, asked, renamed;
+    prof_sym_object_t       *o;
+    prof_debuginfod_state_e  state;
+
+    if (sym->debuginfod == NULL) {
+        return 0;
+    }
+
+    for (i = 0, asked = 0; i < sym->nobjects; i++) {
+        asked += sym->objects[i]->asked;
+    }
+
+    if (asked == 0) {
+        return 0;
+    }
+
+    (void) prof_debuginfod_wait(sym->debuginfod,
+                                prof_sym_monotonic_ns()
+                                + sym->fetch_wait_ms * 1000000);
+
+    renamed = 0;
+
+    for (i = 0; i < sym->nobjects; i++) {
+        o = sym->objects[i];
+
+        if (!o->asked) {
+            continue;
+        }
+
+        state = prof_debuginfod_take(sym->debuginfod, o->build_id, &fd);
+        if (state == PROF_DEBUGINFOD_PENDING) {
+            continue;
+        }
+
+        /* A failure is asked again by the next frame left unnamed. */
+        o->asked = 0;
+
+        if (state != PROF_DEBUGINFOD_FOUND) {
+            continue;
+        }
+
+        o->fetched = 1;
+        renamed += (prof_sym_take_debug_file(o, fd) == 0);
+        close(fd);
+    }
+
+    return renamed;
 }
 
 
@@ -1265,6 +1388,25 @@ prof_symbolizer_corrupt_object(prof_symbolizer_t *sym)
 
         if (o->obj.corrupt && !o->corrupt_reported) {
             o->corrupt_reported = 1;
+            return &o->obj;
+        }
+    }
+
+    return NULL;
+}
+
+
+const prof_object_t *
+prof_symbolizer_fetched_object(prof_symbolizer_t *sym)
+{
+    size_t              i;
+    prof_sym_object_t  *o;
+
+    for (i = 0; i < sym->nobjects; i++) {
+        o = sym->objects[i];
+
+        if (o->names == PROF_SYMBOLS_DEBUGINFOD && !o->fetched_reported) {
+            o->fetched_reported = 1;
             return &o->obj;
         }
     }

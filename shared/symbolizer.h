@@ -40,6 +40,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "debuginfod.h"
+
 
 typedef struct prof_symbolizer_s  prof_symbolizer_t;
 
@@ -88,6 +90,26 @@ void prof_symbolizer_destroy(prof_symbolizer_t *sym);
 int prof_symbolizer_set_debug_dir(prof_symbolizer_t *sym, const char *dir);
 
 /*
+ * Debug files from debuginfod (NULL: none): an object whose files at hand
+ * leave a function unnamed (stripped: .dynsym, MiniDebugInfo, nothing)
+ * has its debug file asked when prof_symbolize() first finds a pc of it
+ * in no function, without waiting; prof_symbolizer_take_fetched() takes
+ * what came, waiting at most wait_ms for those under way.
+ */
+void prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym,
+    prof_debuginfod_t *d, int64_t wait_ms);
+
+/*
+ * The debug files fetched since the last call become the names of their
+ * objects (waiting for those under way, see above): how many objects got
+ * new names. When it is not 0, every function name prof_symbolize()
+ * returned before is invalid: the caller symbolizes its pcs again. Call
+ * it when nothing being encoded holds such a name (before a closed
+ * profile is encoded).
+ */
+size_t prof_symbolizer_take_fetched(prof_symbolizer_t *sym);
+
+/*
  * Re-reads /proc/self/maps now (objects mapped outside the loader at an
  * address known before, tests). 0 or -errno.
  */
@@ -99,7 +121,8 @@ int prof_symbolizer_refresh(prof_symbolizer_t *sym);
  * the file's .symtab when present, else the .symtab of its debug file
  * found by build id, else of the one its .gnu_debuglink names, else its
  * MiniDebugInfo with .dynsym, else .dynsym (a stripped library always has
- * one, so the debug information must come first). *function is NULL when
+ * one, so the debug information must come first); later, the debug file
+ * debuginfod gave (see above). *function is NULL when
  * no symbol covers pc. Returns NULL when no object maps pc. Deleted files
  * are objects without symbols; the vdso is read from memory.
  */
@@ -129,6 +152,8 @@ typedef enum {
     PROF_SYMBOLS_DEBUG_FILE,    /* the .symtab of its debug file (by
                                    build id, or .gnu_debuglink) */
     PROF_SYMBOLS_MINIDEBUGINFO, /* .gnu_debugdata's .symtab and .dynsym */
+    PROF_SYMBOLS_DEBUGINFOD,    /* the .symtab of the debug file a
+                                   debuginfod server gave */
     PROF_SYMBOLS_DYNSYM         /* exported functions only */
 } prof_symbols_e;
 
@@ -139,6 +164,12 @@ prof_symbols_e prof_symbolizer_symbols(prof_symbolizer_t *sym, size_t i);
  * NULL: for one warning per object.
  */
 const prof_object_t *prof_symbolizer_corrupt_object(prof_symbolizer_t *sym);
+
+/*
+ * An object named by debuginfod's debug file and not returned by this
+ * function before, or NULL: for one line per object.
+ */
+const prof_object_t *prof_symbolizer_fetched_object(prof_symbolizer_t *sym);
 
 void prof_symbolizer_stats(prof_symbolizer_t *sym,
     prof_symbolizer_stats_t *stats);

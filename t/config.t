@@ -106,6 +106,10 @@ for my $ok (
     'profiling_agent_url unix:/var/run/datadog/apm.socket;',
     'profiling_service "my svc/1";',
     'profiling on;', 'profiling off;',
+    'profiling_debuginfod off;',
+    'profiling_debuginfod https://debuginfod.debian.net;',
+    "profiling_debuginfod http://a:8002 https://b/x;\n"
+        . '    profiling_debuginfod_cache debuginfod-cache max_size=64m;',
 )
 {
     $t->write_config(http_with($ok));
@@ -137,6 +141,10 @@ for my $bad (
     [ 'profiling_agent_url', 'ftp://agent:21' ],
     [ 'profiling_agent_url', 'http://' ],
     [ 'profiling_agent_url', 'localhost:8126' ],
+    [ 'profiling_debuginfod', 'on' ],
+    [ 'profiling_debuginfod', 'ftp://debuginfod' ],
+    [ 'profiling_debuginfod', 'http://' ],
+    [ 'profiling_debuginfod_cache', '' ],
 )
 {
     my ($directive, $value) = @$bad;
@@ -150,6 +158,15 @@ for my $bad (
          . 'directive') or diag($out);
     like($out, qr/\Q"$value"\E/, "the error for $what names the value")
         or diag($out);
+}
+
+# The cache's bound, its second value.
+for my $bad ('max_size=1k', 'max_size=x', 'size=1g') {
+    $t->write_config(http_with("profiling_debuginfod_cache /tmp/c $bad;"));
+    ($rc, $out) = $t->test_config;
+    isnt($rc, 0, "nginx -t rejects profiling_debuginfod_cache /tmp/c $bad");
+    like($out, qr/"\Q$bad\E" in "profiling_debuginfod_cache"/,
+         'and names the value and the directive') or diag($out);
 }
 
 # A second tag among good ones is checked too.

@@ -1,0 +1,247 @@
+#!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
+
+# Names of static functions in stripped libraries from a debuginfod server
+# (Debian's debuginfod, serving a directory of debug files), as
+# DEBUGINFOD_URLS passed to the workers with "env" names it: a library
+# whose debug file the server has gets its static function named; one it
+# lacks is asked once and stays unnamed; one with its own .symtab is never
+# asked; the cache keeps to its bound; with "profiling_debuginfod off"
+# nothing is asked and nothing is named.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use ProfTest;
+
+my @MODULES = ProfTest::jit_workload_modules();
+plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
+                 . 'with libnginx-mod-http-lua: ci/install-deps)')
+    unless @MODULES;
+for my $tool (qw(gcc objcopy readelf debuginfod curl)) {
+    plan(skip_all => "no $tool")
+        unless grep { -x "$_/$tool" } split /:/, $ENV{PATH};
+}
+plan(skip_all => 'no libdebuginfod.so.1 (Debian package libdebuginfod1)')
+    unless grep { -e "$_/libdebuginfod.so.1" }
+           qw(/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/lib64);
+
+my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $p = $t->prefix;
+
+sub sh {
+    my ($cmd) = @_;
+    my $out = `cd '$p/lib' && ($cmd) 2>&1`;
+    $? == 0 or die "$cmd: $out";
+    return $out;
+}
+
+# debuginfod_burn(ms) spins in a static function for ms of CPU; SALT makes
+# each build of it an object of its own (its own build id).
+mkdir("$p/lib") or die;
+open(my $fh, '>', "$p/lib/burn.c") or die;
+print $fh <<'EOF';
+#include <time.h>
+
+static double __attribute__((noinline, noclone))
+debuginfod_hidden_spin(long n)
+{
+    double  s = 0;
+    long    i;
+
+    for (i = 0; i < n; i++) {
+        s += (double) (i % SALT) * 0.5;
+        __asm__ volatile ("" : : : "memory");
+    }
+
+    return s;
+}
+
+static long
+cpu_ms(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+double
+debuginfod_burn(long ms)
+{
+    long    end;
+    double  s = 0;
+
+    end = cpu_ms() + ms;
+
+    while (cpu_ms() < end) {
+        s += debuginfod_hidden_spin(200000);
+    }
+
+    return s;
+}
+EOF
+close($fh);
+
+# served: stripped, its debug file on the server; unserved: stripped, the
+# server lacks it; named: not stripped (its .symtab names everything).
+my (%LIB, %ID);
+mkdir("$p/lib/served-debug") or die;
+for my $way (qw(served unserved named)) {
+    my $salt = { served => 7, unserved => 11, named => 13 }->{$way};
+    sh("mkdir $way && gcc -O2 -g -DSALT=$salt -shared -fPIC -Wl,--build-id"
+       . " -o $way/full.so burn.c");
+    if ($way eq 'named') {
+        sh("cp $way/full.so $way/libburn.so");
+    } else {
+        sh("objcopy --strip-all $way/full.so $way/libburn.so");
+    }
+    ($ID{$way}) = sh("readelf -n $way/full.so") =~ /Build ID: ([0-9a-f]+)/
+        or die "no build id";
+    $LIB{$way} = "$p/lib/$way/libburn.so";
+}
+sh('objcopy --only-keep-debug served/full.so served-debug/served.debug'
+   . ' && chmod -R a+rX .');
+
+# The server, ready once it serves the debug file.
+my $dport = ProfTest::free_port();
+my $dlog = "$p/debuginfod.log";
+my $dpid = fork();
+die "fork: $!" unless defined $dpid;
+if ($dpid == 0) {
+    open(STDOUT, '>', $dlog) or die;
+    open(STDERR, '>&', \*STDOUT) or die;
+    exec('debuginfod', '-F', "$p/lib/served-debug", '-p', $dport,
+         '-d', "$p/debuginfod.sqlite", '-v') or die "debuginfod: $!";
+}
+END { kill('TERM', $dpid) if $dpid; }
+
+my $url = "http://127.0.0.1:$dport";
+ok(ProfTest::wait_until(sub {
+       `curl -s -o /dev/null -w '%{http_code}' $url/buildid/$ID{served}/debuginfo`
+       eq '200' }, 60, 0.1),
+   'the debuginfod server serves the debug file');
+
+# What the server was asked by libdebuginfod (curl's own asks left out).
+sub asked {
+    my ($id) = @_;
+    open(my $in, '<', $dlog) or return 0;
+    return scalar grep { m{GET /buildid/$id/debuginfo} && !/UA:curl/ } <$in>;
+}
+
+# The cache, with an old entry of 2 MB that its 1m bound must drop.
+my $cache = "$p/debuginfod-cache";
+my $stale = 'ab' x 20;
+mkdir($cache) or die;
+mkdir("$cache/$stale") or die;
+open($fh, '>', "$cache/$stale/debuginfo") or die;
+print $fh "\0" x (2 << 20);
+close($fh);
+utime(time - 86400, time - 86400, "$cache/$stale/debuginfo");
+$t->chown_to_user($_) for ($cache, "$cache/$stale", "$cache/$stale/debuginfo");
+
+sub config {
+    my ($directive) = @_;
+    my $locations = join('', map { <<"EOF" } sort keys %LIB);
+        location /$_ {
+            content_by_lua_block {
+                local lib = ffi.load("$LIB{$_}")
+                ngx.say(lib.debuginfod_burn(30))
+            }
+        }
+EOF
+    $t->write_config(<<"EOF", main => "env DEBUGINFOD_URLS=$url;");
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 10m;
+    profiling_debuginfod_cache $cache max_size=1m;
+    $directive
+
+    init_by_lua_block {
+        ffi = require "ffi"
+        ffi.cdef[[double debuginfod_burn(long ms);]]
+    }
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+$locations
+    }
+EOF
+}
+
+# The CPU in a library's own code (its frames on top), by leaf name.
+sub leaf_names {
+    my ($samples, $path) = @_;
+    my %by;
+    for my $s (@$samples) {
+        next unless ($s->{objects}[0] // '') eq $path;
+        $by{ $s->{funcs}[0] // '(none)' } += $s->{cpu};
+    }
+    my $total = 0;
+    $total += $_ for values %by;
+    return (\%by, $total);
+}
+
+sub serve_and_profile {
+    for my $way (sort keys %LIB) {
+        my @bad = grep { ($t->get("/$way")->{status} // 0) != 200 } 1 .. 15;
+        is(scalar(@bad), 0, "/$way: 15 requests answered 200");
+    }
+    ok($t->stop, 'nginx quits (and writes its last profile)');
+    my @s = grep { $_->{cpu} > 0 }
+            ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+    unlink(glob($t->dump_dir . '/*'));
+    return \@s;
+}
+
+config('');
+$t->run;
+my $S = serve_and_profile();
+
+my ($by, $total) = leaf_names($S, $LIB{served});
+my $named = $by->{debuginfod_hidden_spin} // 0;
+ok($total >= 200e6 && $named >= 0.95 * $total,
+   sprintf('served: %.1f%% of the %.0fms of cpu-time in the stripped '
+           . 'library carries debuginfod_hidden_spin',
+           $total ? 100 * $named / $total : 0, $total / 1e6))
+    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+is(asked($ID{served}), 1, 'served: its debug file was asked once');
+ok(-s "$cache/$ID{served}/debuginfo", 'served: the debug file is cached');
+ok(!-e "$cache/$stale", 'the cache kept to its bound: the old entry went');
+
+($by, $total) = leaf_names($S, $LIB{unserved});
+ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
+   sprintf('unserved: %.0fms of cpu-time, none of it named',
+           $total / 1e6))
+    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+is(asked($ID{unserved}), 1, 'unserved: asked once in the period');
+
+($by, $total) = leaf_names($S, $LIB{named});
+$named = $by->{debuginfod_hidden_spin} // 0;
+ok($total >= 200e6 && $named >= 0.95 * $total,
+   'named: its own .symtab names it')
+    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+is(asked($ID{named}), 0, 'named: never asked');
+
+like($t->error_log,
+     qr/"\Q$LIB{served}\E": all functions named by the debug file of build id $ID{served} from debuginfod/,
+     'a line says where the names came from');
+
+# Off: nothing asked, nothing named (the cache emptied first).
+system("rm -rf '$cache/$ID{served}'");
+config('profiling_debuginfod off;');
+$t->run;
+$S = serve_and_profile();
+
+($by, $total) = leaf_names($S, $LIB{served});
+ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
+   sprintf('off: %.0fms of cpu-time in the stripped library, none named',
+           $total / 1e6))
+    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+is(asked($ID{served}) + asked($ID{unserved}), 2, 'off: nothing more asked');
+
+done_testing();
