@@ -604,7 +604,7 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
 
     /* Debug files fetched meanwhile name the profile being closed. */
     if (agg->conf.symbolizer != NULL
-        && prof_symbolizer_take_fetched(agg->conf.symbolizer) > 0)
+        && prof_symbolizer_take_fetched(agg->conf.symbolizer, 1) > 0)
     {
         prof_aggregator_rename(agg);
     }
@@ -650,6 +650,13 @@ prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b,
 
     rc = 0;
     offset = 0;
+
+    /* Debug files fetched meanwhile: their names from now on. */
+    if (agg->conf.symbolizer != NULL
+        && prof_symbolizer_take_fetched(agg->conf.symbolizer, 0) > 0)
+    {
+        prof_aggregator_rename(agg);
+    }
 
     for (i = 0; i < b->sample_count && offset < b->used; i++) {
         s = (const prof_sample_t *) (b->data + offset);

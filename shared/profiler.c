@@ -485,6 +485,7 @@ prof_drain(prof_t *p)
 
 
 static void prof_publish_status(prof_t *p);
+static const char *prof_base_name(const char *path);
 
 
 static void
@@ -504,7 +505,15 @@ prof_on_batches_ready(uv_async_t *handle)
 static void
 prof_publish_status(prof_t *p)
 {
-    prof_status_info_t  info;
+    int                   rc, kind;
+    size_t                i;
+    prof_buffer_t         symbols = { NULL, 0, 0 };
+    prof_status_info_t    info;
+    const prof_object_t  *o;
+    static const char    *sources[] = {
+        "none", ".symtab", "debug file", "MiniDebugInfo", "debuginfod",
+        ".dynsym"
+    };
 
     /* The worker's slot while it is its: released when the worker went. */
     if (__atomic_load_n(&p->worker_gone, __ATOMIC_ACQUIRE)
@@ -520,13 +529,29 @@ prof_publish_status(prof_t *p)
     info.started_ns = p->started_ns;
     info.last_error_ns = p->log.last_error_ns;
     info.last_error = p->log.last_error;
+    rc = 0;
 
     if (p->uploader != NULL) {
         info.last_upload = prof_uploader_last(p->uploader,
                                               &info.last_upload_ns);
     }
 
+    /* Where the names of the objects in its profiles come from. */
+    for (i = 0; i < prof_symbolizer_object_count(p->symbolizer); i++) {
+        kind = prof_symbolizer_symbols_loaded(p->symbolizer, i);
+        if (kind >= 0) {
+            o = prof_symbolizer_object(p->symbolizer, i);
+            rc |= prof_buffer_printf(&symbols, "%s\t%s\n",
+                                     prof_base_name(o->path), sources[kind]);
+        }
+    }
+
+    if (rc == 0 && prof_buffer_append(&symbols, "", 1) == 0) {
+        info.symbols = (const char *) symbols.data;
+    }
+
     prof_status_publish(p->conf.status_slot, &p->channel->diagnostics, &info);
+    prof_buffer_free(&symbols);
 }
 
 

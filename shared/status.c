@@ -147,6 +147,32 @@ prof_status_copy_text(char *dst, const char *src)
 }
 
 
+/* Whole lines of src, as many as fit. */
+static void
+prof_status_copy_symbols(char *dst, const char *src)
+{
+    size_t  n;
+
+    dst[0] = '\0';
+
+    if (src == NULL) {
+        return;
+    }
+
+    n = strlen(src);
+
+    if (n >= PROF_STATUS_SYMBOLS_MAX) {
+        n = PROF_STATUS_SYMBOLS_MAX - 1;
+        while (n > 0 && src[n - 1] != '\n') {
+            n--;
+        }
+    }
+
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+
 void
 prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     const prof_status_info_t *info)
@@ -167,6 +193,7 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     prof_status_copy_text(s.last_upload, info->last_upload);
     s.last_error_ns = info->last_error_ns;
     prof_status_copy_text(s.last_error, info->last_error);
+    prof_status_copy_symbols(s.symbols, info->symbols);
 
     n = 0;
     for (f = prof_diagnostics_fields;
@@ -315,6 +342,33 @@ prof_status_json_counters(prof_buffer_t *out, const uint64_t *counters,
 }
 
 
+/* "file\tsource\n"... as {"file":"source",...} */
+static int
+prof_status_json_symbols(prof_buffer_t *out, const char *symbols)
+{
+    int          rc;
+    const char  *p, *tab, *end;
+
+    rc = prof_buffer_append_str(out, "{");
+
+    for (p = symbols; *p != '\0'; p = end + 1) {
+        end = strchr(p, '\n');
+        tab = memchr(p, '\t', end ? (size_t) (end - p) : 0);
+
+        if (end == NULL || tab == NULL) {
+            break;
+        }
+
+        rc |= prof_buffer_append_str(out, p != symbols ? "," : "");
+        rc |= prof_utf8_append_json(out, p, tab - p);
+        rc |= prof_buffer_append_str(out, ":");
+        rc |= prof_utf8_append_json(out, tab + 1, end - tab - 1);
+    }
+
+    return rc | prof_buffer_append_str(out, "}");
+}
+
+
 static int
 prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
 {
@@ -360,6 +414,8 @@ prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
 
     rc |= prof_buffer_append_str(out, ",\"counters\":");
     rc |= prof_status_json_counters(out, s->counters, s->counter_count);
+    rc |= prof_buffer_append_str(out, ",\"symbols\":");
+    rc |= prof_status_json_symbols(out, s->symbols);
 
     return rc | prof_buffer_append_str(out, "}");
 }
@@ -410,6 +466,31 @@ prof_status_json(prof_buffer_t *out, const prof_status_slot_t *slots,
 }
 
 
+/* "  symbols: file source, file source\n" */
+static int
+prof_status_text_symbols(prof_buffer_t *out, const char *symbols)
+{
+    int          rc;
+    const char  *p, *tab, *end;
+
+    rc = prof_buffer_append_str(out, "  symbols:");
+
+    for (p = symbols; (end = strchr(p, '\n')) != NULL; p = end + 1) {
+        tab = memchr(p, '\t', end - p);
+        if (tab == NULL) {
+            break;
+        }
+
+        rc |= prof_buffer_append_str(out, p != symbols ? ", " : " ");
+        rc |= prof_utf8_append(out, p, tab - p);
+        rc |= prof_buffer_append_str(out, " ");
+        rc |= prof_utf8_append(out, tab + 1, end - tab - 1);
+    }
+
+    return rc | prof_buffer_append_str(out, "\n");
+}
+
+
 int
 prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
     size_t count)
@@ -451,6 +532,10 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
             rc |= prof_buffer_printf(out, "  last error: %s ", t);
             rc |= prof_utf8_append(out, s.last_error, strlen(s.last_error));
             rc |= prof_buffer_append_str(out, "\n");
+        }
+
+        if (s.symbols[0] != '\0') {
+            rc |= prof_status_text_symbols(out, s.symbols);
         }
 
         rc |= prof_buffer_append_str(out, " ");

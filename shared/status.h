@@ -33,6 +33,7 @@
 
 #define PROF_STATUS_COUNTERS     64
 #define PROF_STATUS_TEXT_MAX     256
+#define PROF_STATUS_SYMBOLS_MAX  2048
 
 
 typedef struct prof_status_slot_s {
@@ -54,6 +55,9 @@ typedef struct prof_status_slot_s {
     uint32_t     counter_count;
     uint64_t     counters[PROF_STATUS_COUNTERS];    /* prof_diagnostics_
                                                        fields' order */
+    char         symbols[PROF_STATUS_SYMBOLS_MAX];  /* where the names of
+                                           the objects in its profiles come
+                                           from: "file\tsource\n"... */
 } prof_status_slot_t;
 
 
@@ -66,6 +70,7 @@ typedef struct {
     const char  *last_upload;
     int64_t      last_error_ns;
     const char  *last_error;
+    const char  *symbols;               /* as the slot's, NULL: none */
 } prof_status_info_t;
 
 

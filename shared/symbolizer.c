@@ -1191,7 +1191,7 @@ prof_sym_take_debug_file(prof_sym_object_t *o, int fd)
 
 
 size_t
-prof_symbolizer_take_fetched(prof_symbolizer_t *sym)
+prof_symbolizer_take_fetched(prof_symbolizer_t *sym, int wait)
 {
     int                      fd;
     size_t                   i, asked, renamed;
@@ -1210,9 +1210,11 @@ prof_symbolizer_take_fetched(prof_symbolizer_t *sym)
         return 0;
     }
 
-    (void) prof_debuginfod_wait(sym->debuginfod,
-                                prof_sym_monotonic_ns()
-                                + sym->fetch_wait_ms * 1000000);
+    if (wait) {
+        (void) prof_debuginfod_wait(sym->debuginfod,
+                                    prof_sym_monotonic_ns()
+                                    + sym->fetch_wait_ms * 1000000);
+    }
 
     renamed = 0;
 
@@ -1324,6 +1326,17 @@ prof_sym_has_section(const char *path, uint32_t type)
     free(sh);
 
     return i < shnum;
+}
+
+
+int
+prof_symbolizer_symbols_loaded(prof_symbolizer_t *sym, size_t i)
+{
+    if (i >= sym->nactive || !sym->active[i]->loaded) {
+        return -1;
+    }
+
+    return (int) sym->active[i]->names;
 }
 
 

@@ -94,20 +94,20 @@ int prof_symbolizer_set_debug_dir(prof_symbolizer_t *sym, const char *dir);
  * leave a function unnamed (stripped: .dynsym, MiniDebugInfo, nothing)
  * has its debug file asked when prof_symbolize() first finds a pc of it
  * in no function, without waiting; prof_symbolizer_take_fetched() takes
- * what came, waiting at most wait_ms for those under way.
+ * what came, waiting (when asked to) at most wait_ms for those under way.
  */
 void prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym,
     prof_debuginfod_t *d, int64_t wait_ms);
 
 /*
  * The debug files fetched since the last call become the names of their
- * objects (waiting for those under way, see above): how many objects got
- * new names. When it is not 0, every function name prof_symbolize()
+ * objects (with wait, waiting for those under way, see above): how many
+ * objects got new names. When it is not 0, every function name prof_symbolize()
  * returned before is invalid: the caller symbolizes its pcs again. Call
  * it when nothing being encoded holds such a name (before a closed
  * profile is encoded).
  */
-size_t prof_symbolizer_take_fetched(prof_symbolizer_t *sym);
+size_t prof_symbolizer_take_fetched(prof_symbolizer_t *sym, int wait);
 
 /*
  * Re-reads /proc/self/maps now (objects mapped outside the loader at an
@@ -158,6 +158,9 @@ typedef enum {
 } prof_symbols_e;
 
 prof_symbols_e prof_symbolizer_symbols(prof_symbolizer_t *sym, size_t i);
+
+/* The same, once a pc of it was symbolized (no file read); else -1. */
+int prof_symbolizer_symbols_loaded(prof_symbolizer_t *sym, size_t i);
 
 /*
  * An object found corrupt and not returned by this function before, or

@@ -17,6 +17,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use ProfTest;
+use IO::Socket::INET;
 
 my @MODULES = ProfTest::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
@@ -145,7 +146,8 @@ utime(time - 86400, time - 86400, "$cache/$stale/debuginfo");
 $t->chown_to_user($_) for ($cache, "$cache/$stale", "$cache/$stale/debuginfo");
 
 sub config {
-    my ($directive) = @_;
+    my ($directive, $urls) = @_;
+    $urls //= $url;
     my $locations = join('', map { <<"EOF" } sort keys %LIB);
         location /$_ {
             content_by_lua_block {
@@ -154,7 +156,7 @@ sub config {
             }
         }
 EOF
-    $t->write_config(<<"EOF", main => "env DEBUGINFOD_URLS=$url;");
+    $t->write_config(<<"EOF", main => "env DEBUGINFOD_URLS=$urls;");
     profiling on;
     profiling_dump_dir %%DUMP%%;
     profiling_period 10m;
@@ -168,6 +170,7 @@ EOF
 
     server {
         listen 127.0.0.1:%%PORT%%;
+        location = /status { profiling_status; }
 $locations
     }
 EOF
@@ -187,9 +190,17 @@ sub leaf_names {
 }
 
 sub serve_and_profile {
+    my ($status_has) = @_;
     for my $way (sort keys %LIB) {
         my @bad = grep { ($t->get("/$way")->{status} // 0) != 200 } 1 .. 15;
         is(scalar(@bad), 0, "/$way: 15 requests answered 200");
+    }
+    if ($status_has) {
+        my $text = '';
+        ok(ProfTest::wait_until(sub {
+               $text = $t->get('/status?format=text')->{content} // '';
+               $text =~ $status_has }, 10),
+           "the status page says $status_has") or diag($text);
     }
     ok($t->stop, 'nginx quits (and writes its last profile)');
     my @s = grep { $_->{cpu} > 0 }
@@ -200,7 +211,7 @@ sub serve_and_profile {
 
 config('');
 $t->run;
-my $S = serve_and_profile();
+my $S = serve_and_profile(qr/symbols: .*libburn\.so debuginfod/);
 
 my ($by, $total) = leaf_names($S, $LIB{served});
 my $named = $by->{debuginfod_hidden_spin} // 0;
@@ -243,5 +254,24 @@ ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
            $total / 1e6))
     or diag('by leaf: ' . ProfTest::format_cpu_by($by));
 is(asked($ID{served}) + asked($ID{unserved}), 2, 'off: nothing more asked');
+
+# A server that takes connections and never answers: each fetch is given
+# up at the upload timeout, the server counted down for the period, the
+# profile written at the exit as ever.
+my $silent = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1',
+                                   LocalPort => 0, Proto => 'tcp')
+    or die "listen: $!";
+config("profiling_upload_timeout 1s;",
+       'http://127.0.0.1:' . $silent->sockport);
+$t->run;
+$S = serve_and_profile();
+($by, $total) = leaf_names($S, $LIB{served});
+ok($total >= 200e6, sprintf('a silent server: the profile has the '
+                            . '%.0fms of cpu-time, unnamed', $total / 1e6));
+my ($stopped) = ($t->error_log =~ /profiling: stopped: (.*)/g)[-1];
+my %c = ($stopped // '') =~ /(\w+)=(\d+)/g;
+ok(($c{debuginfod_failed} // 0) >= 1 && ($c{debuginfod_found} // 1) == 0,
+   'a silent server: fetches failed, counted')
+    or diag($stopped);
 
 done_testing();
