@@ -105,15 +105,17 @@ $(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/trace_context.c \
 	    $(TOP)/shared/trace_context.c
 
 FUZZ_ELF_SRCS = $(TOP)/shared/symbolizer.c $(TOP)/shared/elf_file.c \
-                $(TOP)/shared/debug_info.c $(TOP)/shared/io.c
+                $(TOP)/shared/debug_info.c $(TOP)/shared/io.c \
+                $(TOP)/shared/debuginfod.c $(TOP)/shared/thread.c
 
 $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
         $(TOP)/shared/symbolizer.h $(TOP)/shared/elf_file.h \
-        $(TOP)/shared/debug_info.h $(TOP)/shared/io.h
+        $(TOP)/shared/debug_info.h $(TOP)/shared/io.h \
+        $(TOP)/shared/debuginfod.h
 	mkdir -p $(BUILD_DIR)/fuzz/elf-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(FUZZ_ELF_SRCS) -llzma -lz
+	    $(FUZZ_ELF_SRCS) -llzma -lz -luv -ldl
 
 $(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(TOP)/shared/unwind.c \
         $(TOP)/shared/signal_path.c $(TOP)/shared/unwind.h \

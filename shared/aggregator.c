@@ -228,7 +228,8 @@ prof_aggregator_forget_unknown(prof_aggregator_t *agg)
 }
 
 
-/* Every known address symbolized again: its object has new names. */
+/* Every known address named again, in the object it was found in (held
+   until collected, even unmapped): some objects have new names. */
 static void
 prof_aggregator_rename(prof_aggregator_t *agg)
 {
@@ -242,8 +243,8 @@ prof_aggregator_rename(prof_aggregator_t *agg)
         if (info->object != NULL) {
             memcpy(&pc, prof_intern_key(&agg->addresses, i, NULL),
                    sizeof(pc));
-            info->object = prof_symbolize(agg->conf.symbolizer, pc,
-                                          &info->function);
+            info->function = prof_symbolizer_function(agg->conf.symbolizer,
+                                                      info->object, pc);
         }
     }
 }

@@ -64,6 +64,7 @@ struct prof_debuginfod_s {
     unsigned                   pending;     /* records PENDING */
     int64_t                    down_until_ns;   /* a server unreachable */
     int                        stop;
+    int                        interrupted; /* waits return at once */
     int                        done;        /* the fetch thread ended */
     int                        load_failed;
     char                       load_error[256];
@@ -77,6 +78,8 @@ struct prof_debuginfod_s {
     void                      *handle;      /* dlopen() */
     prof_debuginfod_lib_t      lib;
     int64_t                    fetch_deadline_ns;
+    int                        cancelled;   /* the fetch under way was
+                                               given up by the callback */
 };
 
 
@@ -104,6 +107,14 @@ prof_debuginfod_setenv_u64(const char *name, uint64_t value)
 }
 
 
+/* A fetch's bound in whole seconds, at least 1. */
+static uint64_t
+prof_debuginfod_seconds(const prof_debuginfod_conf_t *conf)
+{
+    return (conf->timeout_ms + 999) / 1000;
+}
+
+
 int
 prof_debuginfod_setenv(const prof_debuginfod_conf_t *conf)
 {
@@ -127,12 +138,20 @@ prof_debuginfod_setenv(const prof_debuginfod_conf_t *conf)
         return -errno;
     }
 
-    /* Seconds: a connection and a stalled transfer, and all of a fetch;
-       the progress callback enforces the milliseconds. */
+    /*
+     * Seconds: all of a fetch (MAXTIME, which fails it with ETIME and
+     * leaves no "missing" mark in the cache), and a transfer slower than
+     * 100 KB/s for as long (TIMEOUT); libdebuginfod checks them in whole
+     * seconds, so a fetch may take a second more. The progress callback
+     * is a backstop two seconds later.
+     */
     rc |= prof_debuginfod_setenv_u64(DEBUGINFOD_TIMEOUT_ENV_VAR,
-                                     (uint64_t) conf->timeout_ms / 1000 + 1);
+                                     prof_debuginfod_seconds(conf));
     rc |= prof_debuginfod_setenv_u64(DEBUGINFOD_MAXTIME_ENV_VAR,
-                                     (uint64_t) conf->timeout_ms / 1000 + 1);
+                                     prof_debuginfod_seconds(conf));
+
+    /* Each try gets MAXTIME: one try, the retries are a period later. */
+    rc |= prof_debuginfod_setenv_u64(DEBUGINFOD_RETRY_LIMIT_ENV_VAR, 0);
 
     if (conf->cache_max_bytes > 0) {
         rc |= prof_debuginfod_setenv_u64(DEBUGINFOD_MAXSIZE_ENV_VAR,
@@ -226,15 +245,22 @@ prof_debuginfod_progress(debuginfod_client *c, long done, long total)
 {
     prof_debuginfod_t  *d = prof_debuginfod_current;
 
-    return __atomic_load_n(&d->stop, __ATOMIC_RELAXED)
-           || prof_debuginfod_now_ns() >= d->fetch_deadline_ns;
+    if (__atomic_load_n(&d->stop, __ATOMIC_RELAXED)
+        || prof_debuginfod_now_ns() >= d->fetch_deadline_ns)
+    {
+        d->cancelled = 1;
+        return 1;
+    }
+
+    return 0;
 }
 
 
 typedef struct {
     char      name[PROF_DEBUGINFOD_BUILD_ID_MAX + 1];
     uint64_t  bytes;
-    int64_t   mtime;
+    int64_t   fetched;
+    int       foreign;      /* holds what libdebuginfod does not write */
 } prof_debuginfod_entry_t;
 
 
@@ -243,7 +269,7 @@ prof_debuginfod_entry_cmp(const void *a, const void *b)
 {
     const prof_debuginfod_entry_t  *x = a, *y = b;
 
-    return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+    return (x->fetched > y->fetched) - (x->fetched < y->fetched);
 }
 
 
@@ -280,10 +306,21 @@ prof_debuginfod_entry_walk(int dirfd, prof_debuginfod_entry_t *e,
             continue;
         }
 
+        /* Only what libdebuginfod writes there: else not an entry. */
+        if (strcmp(de->d_name, "debuginfo") != 0
+            && strcmp(de->d_name, "executable") != 0
+            && strncmp(de->d_name, "source", 6) != 0
+            && strncmp(de->d_name, "section", 7) != 0)
+        {
+            e->foreign = 1;
+            continue;
+        }
+
+        /* ctime: when it was written (its mtime is the server's). */
         if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
             e->bytes += (uint64_t) st.st_size;
-            if (st.st_mtime > e->mtime) {
-                e->mtime = st.st_mtime;
+            if (st.st_ctime > e->fetched) {
+                e->fetched = st.st_ctime;
             }
         }
     }
@@ -345,9 +382,14 @@ prof_debuginfod_trim(prof_debuginfod_t *d, const char *keep)
 
         memcpy(entries[n].name, de->d_name, len + 1);
 
-        if (prof_debuginfod_entry_walk(fd, &entries[n], 0) == 0) {
+        if (prof_debuginfod_entry_walk(fd, &entries[n], 0) == 0
+            && !entries[n].foreign)
+        {
             total += entries[n].bytes;
             n++;
+
+        } else {
+            memset(&entries[n], 0, sizeof(prof_debuginfod_entry_t));
         }
     }
 
@@ -366,6 +408,49 @@ prof_debuginfod_trim(prof_debuginfod_t *d, const char *keep)
 
     closedir(dir);
     free(entries);
+}
+
+
+/* Whether a fetch's failure says a server is unreachable or too slow. */
+static int
+prof_debuginfod_server_down(int rc)
+{
+    switch (rc) {
+    case -ETIME:
+    case -ETIMEDOUT:
+    case -ECONNREFUSED:
+    case -ECONNRESET:
+    case -EHOSTUNREACH:
+    case -ENETUNREACH:
+    case -ECANCELED:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+
+/*
+ * libdebuginfod marks a build id "missing" with an empty file when a fetch
+ * ends without it, also when the progress callback gave it up: removed,
+ * for that only means "not in time".
+ */
+static void
+prof_debuginfod_unmark(prof_debuginfod_t *d, const char *build_id)
+{
+    char         path[PATH_MAX];
+    struct stat  st;
+
+    if (d->cache_dir == NULL
+        || snprintf(path, sizeof(path), "%s/%s/debuginfo", d->cache_dir,
+                    build_id) >= (int) sizeof(path))
+    {
+        return;
+    }
+
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) {
+        (void) unlink(path);
+    }
 }
 
 
@@ -467,7 +552,9 @@ prof_debuginfod_main(void *arg)
 
         memcpy(id, r->build_id, sizeof(id));
         r->queued = 0;
-        d->fetch_deadline_ns = now_ns + d->conf.timeout_ms * 1000000;
+        d->fetch_deadline_ns = now_ns + d->conf.timeout_ms * 1000000
+                               + 2000000000;
+        d->cancelled = 0;
 
         uv_mutex_unlock(&d->mutex);
 
@@ -478,14 +565,19 @@ prof_debuginfod_main(void *arg)
 
         if (fd >= 0) {
             prof_debuginfod_trim(d, id);
+
+        } else if (d->cancelled) {
+            /* Given up, it reads as "missing": not a mark to keep. */
+            prof_debuginfod_unmark(d, id);
+            fd = -ETIME;
         }
 
         uv_mutex_lock(&d->mutex);
 
         now_ns = prof_debuginfod_now_ns();
 
-        /* Anything but "no server has it": asking others now is no use. */
-        if (fd < 0 && fd != -ENOENT) {
+        /* A server unreachable or too slow: asking others now is no use. */
+        if (prof_debuginfod_server_down(fd)) {
             d->down_until_ns = now_ns + d->conf.retry_ms * 1000000;
         }
 
@@ -552,7 +644,7 @@ prof_debuginfod_ask(prof_debuginfod_t *d, const char *build_id)
         r->failed_ns = INT64_MIN / 2;
     }
 
-    if (r->state == PROF_DEBUGINFOD_FAILED && !d->done
+    if (r->state == PROF_DEBUGINFOD_FAILED && !d->done && !d->load_failed
         && now_ns - r->failed_ns >= d->conf.retry_ms * 1000000)
     {
         r->state = PROF_DEBUGINFOD_PENDING;
@@ -594,7 +686,7 @@ prof_debuginfod_wait(prof_debuginfod_t *d, int64_t deadline_ns)
 
     uv_mutex_lock(&d->mutex);
 
-    while (d->pending > 0) {
+    while (d->pending > 0 && !d->interrupted) {
         now_ns = prof_debuginfod_now_ns();
         if (now_ns >= deadline_ns) {
             break;
@@ -635,6 +727,16 @@ prof_debuginfod_take(prof_debuginfod_t *d, const char *build_id, int *fd)
     uv_mutex_unlock(&d->mutex);
 
     return state;
+}
+
+
+void
+prof_debuginfod_interrupt(prof_debuginfod_t *d)
+{
+    uv_mutex_lock(&d->mutex);
+    d->interrupted = 1;
+    uv_cond_broadcast(&d->changed);
+    uv_mutex_unlock(&d->mutex);
 }
 
 

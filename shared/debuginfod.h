@@ -7,17 +7,21 @@
  * dlopen() by the first fetch: a process that never asks never loads it.
  *
  * Threading: the prof_debuginfod_* functions are called by one thread (the
- * profiler loop thread); fetches run one at a time on a thread of this
+ * profiler loop thread), prof_debuginfod_interrupt() by any; fetches run
+ * one at a time on a thread of this
  * component, started by the first ask. The mutex protects the records'
  * state, the queue and the stop flag; a record's build id never changes.
  *
  * Bounds: at most PROF_DEBUGINFOD_RECORDS build ids are asked in a process
- * (past that, an ask fails, counted). A fetch is given timeout_ms, then
- * abandoned. A failure (no such file, a server down, a timeout) is
- * remembered: the build id is not asked again for retry_ms, and while a
- * server is unreachable no other build id is asked either. Files larger
- * than the cache's bound are not fetched; after each file fetched the
- * cache is trimmed to its bound, the least recently fetched first.
+ * (past that, an ask fails). A fetch is one try given timeout_ms
+ * rounded up to whole seconds (libdebuginfod's bound, checked once a
+ * second: a second more at worst), then abandoned. A failure (no
+ * such file, a server down, a timeout) is remembered: the build id is not
+ * asked again for retry_ms, and after a server was unreachable or too
+ * slow no other build id is asked for as long. Files larger than the
+ * cache's bound are not fetched; after each file fetched the cache is
+ * trimmed to its bound, the least recently fetched first (entries holding
+ * only what libdebuginfod writes: the cache is a directory of its own).
  *
  * Environment: libdebuginfod reads DEBUGINFOD_URLS and its other settings
  * from the environment: prof_debuginfod_setenv() writes them, before the
@@ -79,9 +83,13 @@ void prof_debuginfod_destroy(prof_debuginfod_t *d);
 prof_debuginfod_state_e prof_debuginfod_ask(prof_debuginfod_t *d,
     const char *build_id);
 
-/* Waits until nothing is pending, or until deadline_ns (CLOCK_MONOTONIC):
-   how many are still pending. */
+/* Waits until nothing is pending, or until deadline_ns (CLOCK_MONOTONIC),
+   or prof_debuginfod_interrupt(): how many are still pending. */
 unsigned prof_debuginfod_wait(prof_debuginfod_t *d, int64_t deadline_ns);
+
+/* From any thread: waits return at once, now and from now on (the
+   process is finishing). */
+void prof_debuginfod_interrupt(prof_debuginfod_t *d);
 
 /*
  * The state of build_id (FAILED when it was never asked), and when FOUND

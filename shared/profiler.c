@@ -485,7 +485,6 @@ prof_drain(prof_t *p)
 
 
 static void prof_publish_status(prof_t *p);
-static const char *prof_base_name(const char *path);
 
 
 static void
@@ -541,8 +540,8 @@ prof_publish_status(prof_t *p)
         kind = prof_symbolizer_symbols_loaded(p->symbolizer, i);
         if (kind >= 0) {
             o = prof_symbolizer_object(p->symbolizer, i);
-            rc |= prof_buffer_printf(&symbols, "%s\t%s\n",
-                                     prof_base_name(o->path), sources[kind]);
+            rc |= prof_buffer_printf(&symbols, "%s\t%s\n", o->path,
+                                     sources[kind]);
         }
     }
 
@@ -726,11 +725,9 @@ prof_on_stop_requested(uv_async_t *handle)
 {
     prof_t  *p = handle->data;
 
-    /* Debug files under way are waited for only as long as the last
-       upload may take. */
+    /* The last profile takes the debug files come, waits for none. */
     if (p->debuginfod != NULL) {
-        prof_symbolizer_set_debuginfod(p->symbolizer, p->debuginfod,
-                    __atomic_load_n(&p->stop_upload_ms, __ATOMIC_ACQUIRE));
+        prof_symbolizer_set_debuginfod(p->symbolizer, p->debuginfod, 0);
     }
 
     prof_drain(p);
@@ -1235,6 +1232,8 @@ prof_start_debuginfod(prof_t *p)
     dc.diagnostics = &p->channel->diagnostics;
 
     if (prof_debuginfod_setenv(&dc) != 0) {
+        prof_log(&p->log, PROF_LOG_NOTICE, "profiling: no debuginfod URLs "
+                 "in the environment, no debug files are fetched");
         return;
     }
 
@@ -1386,6 +1385,11 @@ prof_child_main(prof_t *p)
     }
 
     p->stop_upload_ms = upload_ms;
+
+    /* A close waiting for debug files stops waiting. */
+    if (p->debuginfod != NULL) {
+        prof_debuginfod_interrupt(p->debuginfod);
+    }
 
     if (prof_stop_loop(p, wait_ms) != 0) {
         prof_log(&p->log, PROF_LOG_WARN, "profiling: the last profile of "

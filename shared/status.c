@@ -295,6 +295,7 @@ prof_status_read(const prof_status_slot_t *slot, prof_status_slot_t *copy)
             }
             copy->last_upload[PROF_STATUS_TEXT_MAX - 1] = '\0';
             copy->last_error[PROF_STATUS_TEXT_MAX - 1] = '\0';
+            copy->symbols[PROF_STATUS_SYMBOLS_MAX - 1] = '\0';
             if (copy->counter_count > PROF_STATUS_COUNTERS) {
                 copy->counter_count = PROF_STATUS_COUNTERS;
             }

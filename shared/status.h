@@ -57,7 +57,7 @@ typedef struct prof_status_slot_s {
                                                        fields' order */
     char         symbols[PROF_STATUS_SYMBOLS_MAX];  /* where the names of
                                            the objects in its profiles come
-                                           from: "file\tsource\n"... */
+                                           from: "path\tsource\n"... */
 } prof_status_slot_t;
 
 

@@ -1151,6 +1151,20 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
 }
 
 
+const char *
+prof_symbolizer_function(prof_symbolizer_t *sym, const prof_object_t *object,
+    uint64_t pc)
+{
+    prof_sym_object_t  *o;
+
+    /* obj is the first member of the symbolizer's object */
+    o = (prof_sym_object_t *) object;
+
+    return o->loaded ? prof_sym_object_lookup(o, pc - o->obj.load_bias)
+                     : NULL;
+}
+
+
 void
 prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym, prof_debuginfod_t *d,
     int64_t wait_ms)

@@ -96,6 +96,14 @@ int prof_symbolizer_set_debug_dir(prof_symbolizer_t *sym, const char *dir);
  * in no function, without waiting; prof_symbolizer_take_fetched() takes
  * what came, waiting (when asked to) at most wait_ms for those under way.
  */
+/*
+ * The function containing pc in an object prof_symbolize() returned and
+ * the symbolizer still holds (mapped or not), reading no file: NULL when
+ * none, or when its names were never loaded.
+ */
+const char *prof_symbolizer_function(prof_symbolizer_t *sym,
+    const prof_object_t *object, uint64_t pc);
+
 void prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym,
     prof_debuginfod_t *d, int64_t wait_ms);
 

@@ -127,27 +127,46 @@ ok(ProfTest::wait_until(sub {
        eq '200' }, 60, 0.1),
    'the debuginfod server serves the debug file');
 
-# What the server was asked by libdebuginfod (curl's own asks left out).
-sub asked {
-    my ($id) = @_;
-    open(my $in, '<', $dlog) or return 0;
-    return scalar grep { m{GET /buildid/$id/debuginfo} && !/UA:curl/ } <$in>;
+# What the server was asked by libdebuginfod (curl's own asks left out):
+# the times build id was, or every build id and its times.
+sub asks {
+    open(my $in, '<', $dlog) or return ();
+    my %n;
+    for (<$in>) {
+        $n{$1}++ if m{GET /buildid/([0-9a-f]+)/debuginfo } && !/UA:curl/;
+    }
+    return %n;
+}
+sub asked { my %n = asks(); return $n{ $_[0] } // 0 }
+
+# The counters of the profiler's last exit line.
+sub exit_counters {
+    my ($stopped) = ($t->error_log =~ /profiling: stopped: (.*)/g)[-1];
+    return (($stopped // '') =~ /(\w+)=(\d+)/g);
 }
 
 # The cache, with an old entry of 2 MB that its 1m bound must drop.
 my $cache = "$p/debuginfod-cache";
 my $stale = 'ab' x 20;
 mkdir($cache) or die;
+# libdebuginfod answers "missing" from its cache for 10 minutes: not here,
+# so that a build id asked twice reaches the server twice.
+open($fh, '>', "$cache/cache_miss_s") or die;
+print $fh "0\n";
+close($fh);
 mkdir("$cache/$stale") or die;
 open($fh, '>', "$cache/$stale/debuginfo") or die;
 print $fh "\0" x (2 << 20);
 close($fh);
 utime(time - 86400, time - 86400, "$cache/$stale/debuginfo");
-$t->chown_to_user($_) for ($cache, "$cache/$stale", "$cache/$stale/debuginfo");
+$t->chown_to_user($_)
+    for ($cache, "$cache/cache_miss_s", "$cache/$stale",
+         "$cache/$stale/debuginfo");
 
 sub config {
-    my ($directive, $urls) = @_;
+    my ($directive, $urls, $cache_dir) = @_;
     $urls //= $url;
+    $cache_dir //= $cache;
     my $locations = join('', map { <<"EOF" } sort keys %LIB);
         location /$_ {
             content_by_lua_block {
@@ -160,7 +179,7 @@ EOF
     profiling on;
     profiling_dump_dir %%DUMP%%;
     profiling_period 10m;
-    profiling_debuginfod_cache $cache max_size=1m;
+    profiling_debuginfod_cache $cache_dir max_size=1m;
     $directive
 
     init_by_lua_block {
@@ -211,7 +230,7 @@ sub serve_and_profile {
 
 config('');
 $t->run;
-my $S = serve_and_profile(qr/symbols: .*libburn\.so debuginfod/);
+my $S = serve_and_profile(qr/symbols: .*\Q$LIB{served}\E debuginfod/);
 
 my ($by, $total) = leaf_names($S, $LIB{served});
 my $named = $by->{debuginfod_hidden_spin} // 0;
@@ -238,6 +257,16 @@ ok($total >= 200e6 && $named >= 0.95 * $total,
     or diag('by leaf: ' . ProfTest::format_cpu_by($by));
 is(asked($ID{named}), 0, 'named: never asked');
 
+# Every ask of the profiler reached the server once (the served file
+# would come from the cache if asked again: the counter tells).
+my %asks = asks();
+my %c = exit_counters();
+is($c{debuginfod_asked}, scalar(keys %asks),
+   'each build id the profiler asked for, the server was asked once for')
+    or diag(join(' ', %asks));
+is(scalar(grep { $_ != 1 } values %asks), 0, 'none asked twice');
+is($c{debuginfod_found}, 1, 'one debug file found (counted)');
+
 like($t->error_log,
      qr/"\Q$LIB{served}\E": all functions named by the debug file of build id $ID{served} from debuginfod/,
      'a line says where the names came from');
@@ -255,23 +284,43 @@ ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
     or diag('by leaf: ' . ProfTest::format_cpu_by($by));
 is(asked($ID{served}) + asked($ID{unserved}), 2, 'off: nothing more asked');
 
-# A server that takes connections and never answers: each fetch is given
-# up at the upload timeout, the server counted down for the period, the
-# profile written at the exit as ever.
+# A server that takes connections and never answers: the first fetch is
+# given up at the timeout, the server then counted down for the period (no
+# other build id tried), the profile written at the exit as ever.
 my $silent = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1',
                                    LocalPort => 0, Proto => 'tcp')
     or die "listen: $!";
+my $accepted = "$p/silent-accepted";
+my $spid = fork();
+die "fork: $!" unless defined $spid;
+if ($spid == 0) {
+    my (@held, $n);
+    while (my $c = $silent->accept) {
+        push @held, $c;
+        open(my $out, '>', $accepted) or exit 1;
+        print $out ++$n;
+        close($out);
+    }
+    exit 0;
+}
+END { kill('TERM', $spid) if $spid; }
+
+mkdir("$p/silent-cache") or die;
+$t->chown_to_user("$p/silent-cache");
 config("profiling_upload_timeout 1s;",
-       'http://127.0.0.1:' . $silent->sockport);
+       'http://127.0.0.1:' . $silent->sockport, "$p/silent-cache");
 $t->run;
-$S = serve_and_profile();
+$S = serve_and_profile(qr/debuginfod_failed=(?:[2-9]|\d\d)/);
 ($by, $total) = leaf_names($S, $LIB{served});
 ok($total >= 200e6, sprintf('a silent server: the profile has the '
                             . '%.0fms of cpu-time, unnamed', $total / 1e6));
-my ($stopped) = ($t->error_log =~ /profiling: stopped: (.*)/g)[-1];
-my %c = ($stopped // '') =~ /(\w+)=(\d+)/g;
-ok(($c{debuginfod_failed} // 0) >= 1 && ($c{debuginfod_found} // 1) == 0,
-   'a silent server: fetches failed, counted')
-    or diag($stopped);
+%c = exit_counters();
+my $connections = -e $accepted ? `cat '$accepted'` : 0;
+ok(($c{debuginfod_failed} // 0) >= 2 && ($c{debuginfod_found} // 1) == 0,
+   "a silent server: every fetch failed, counted "
+   . "($c{debuginfod_failed} failed)");
+ok($connections >= 1 && $connections <= 2,
+   "a silent server: tried for one build id only ($connections "
+   . 'connections)');
 
 done_testing();
