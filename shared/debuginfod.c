@@ -64,7 +64,7 @@ struct prof_debuginfod_s {
     unsigned                   pending;     /* records PENDING */
     int64_t                    down_until_ns;   /* a server unreachable */
     int                        stop;
-    int                        interrupted; /* waits return at once */
+    int64_t                    waits_end_ns;    /* no wait goes past */
     int                        done;        /* the fetch thread ended */
     int                        load_failed;
     char                       load_error[256];
@@ -193,6 +193,8 @@ prof_debuginfod_create(const prof_debuginfod_conf_t *conf)
         free(d);
         return NULL;
     }
+
+    d->waits_end_ns = INT64_MAX;
 
     if (uv_cond_init(&d->changed) != 0) {
         uv_mutex_destroy(&d->mutex);
@@ -686,9 +688,13 @@ prof_debuginfod_wait(prof_debuginfod_t *d, int64_t deadline_ns)
 
     uv_mutex_lock(&d->mutex);
 
-    while (d->pending > 0 && !d->interrupted) {
+    if (deadline_ns > d->waits_end_ns) {
+        deadline_ns = d->waits_end_ns;
+    }
+
+    while (d->pending > 0) {
         now_ns = prof_debuginfod_now_ns();
-        if (now_ns >= deadline_ns) {
+        if (now_ns >= deadline_ns || now_ns >= d->waits_end_ns) {
             break;
         }
 
@@ -731,10 +737,14 @@ prof_debuginfod_take(prof_debuginfod_t *d, const char *build_id, int *fd)
 
 
 void
-prof_debuginfod_interrupt(prof_debuginfod_t *d)
+prof_debuginfod_end_waits(prof_debuginfod_t *d, int64_t deadline_ns)
 {
     uv_mutex_lock(&d->mutex);
-    d->interrupted = 1;
+
+    if (deadline_ns < d->waits_end_ns) {
+        d->waits_end_ns = deadline_ns;
+    }
+
     uv_cond_broadcast(&d->changed);
     uv_mutex_unlock(&d->mutex);
 }

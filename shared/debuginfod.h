@@ -7,7 +7,7 @@
  * dlopen() by the first fetch: a process that never asks never loads it.
  *
  * Threading: the prof_debuginfod_* functions are called by one thread (the
- * profiler loop thread), prof_debuginfod_interrupt() by any; fetches run
+ * profiler loop thread), prof_debuginfod_end_waits() by any; fetches run
  * one at a time on a thread of this
  * component, started by the first ask. The mutex protects the records'
  * state, the queue and the stop flag; a record's build id never changes.
@@ -83,13 +83,14 @@ void prof_debuginfod_destroy(prof_debuginfod_t *d);
 prof_debuginfod_state_e prof_debuginfod_ask(prof_debuginfod_t *d,
     const char *build_id);
 
-/* Waits until nothing is pending, or until deadline_ns (CLOCK_MONOTONIC),
-   or prof_debuginfod_interrupt(): how many are still pending. */
+/* Waits until nothing is pending, or until deadline_ns (CLOCK_MONOTONIC)
+   or the end prof_debuginfod_end_waits() set: how many are still
+   pending. */
 unsigned prof_debuginfod_wait(prof_debuginfod_t *d, int64_t deadline_ns);
 
-/* From any thread: waits return at once, now and from now on (the
-   process is finishing). */
-void prof_debuginfod_interrupt(prof_debuginfod_t *d);
+/* From any thread: no wait, under way or to come, goes past deadline_ns
+   (the process is finishing). */
+void prof_debuginfod_end_waits(prof_debuginfod_t *d, int64_t deadline_ns);
 
 /*
  * The state of build_id (FAILED when it was never asked), and when FOUND

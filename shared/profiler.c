@@ -106,6 +106,7 @@ struct prof_s {
     int                  log_fd;                /* eventfd: a message */
     int                  worker_gone;
     int64_t              stop_upload_ms;        /* set before stop */
+    int64_t              stop_started_ns;       /* CLOCK_MONOTONIC */
     prof_queue_t         queue;
     prof_dump_dir_t     *dump;
 
@@ -485,6 +486,7 @@ prof_drain(prof_t *p)
 
 
 static void prof_publish_status(prof_t *p);
+static int64_t prof_clock_ns(clockid_t clock);
 
 
 static void
@@ -723,12 +725,8 @@ prof_close_loop_handles(void *data)
 static void
 prof_on_stop_requested(uv_async_t *handle)
 {
-    prof_t  *p = handle->data;
-
-    /* The last profile takes the debug files come, waits for none. */
-    if (p->debuginfod != NULL) {
-        prof_symbolizer_set_debuginfod(p->symbolizer, p->debuginfod, 0);
-    }
+    prof_t   *p = handle->data;
+    int64_t   upload_ms;
 
     prof_drain(p);
 
@@ -737,9 +735,14 @@ prof_on_stop_requested(uv_async_t *handle)
         return;
     }
 
-    /* The last upload gets what the server allows, no more. */
-    prof_uploader_close(p->uploader,
-                        __atomic_load_n(&p->stop_upload_ms, __ATOMIC_ACQUIRE),
+    /* The last upload gets what the server allows, no more: what the
+       wait for debug files left of it. */
+    upload_ms = __atomic_load_n(&p->stop_upload_ms, __ATOMIC_ACQUIRE)
+                - (prof_clock_ns(CLOCK_MONOTONIC)
+                   - __atomic_load_n(&p->stop_started_ns, __ATOMIC_ACQUIRE))
+                  / 1000000;
+
+    prof_uploader_close(p->uploader, upload_ms > 0 ? upload_ms : 0,
                         prof_close_loop_handles, p);
 }
 
@@ -1386,9 +1389,18 @@ prof_child_main(prof_t *p)
 
     p->stop_upload_ms = upload_ms;
 
-    /* A close waiting for debug files stops waiting. */
+    /*
+     * The last profile waits for debug files under way at most half of
+     * what its upload may take, from now (a close waiting already
+     * included); its upload gets what is left.
+     */
+    __atomic_store_n(&p->stop_started_ns, prof_clock_ns(CLOCK_MONOTONIC),
+                     __ATOMIC_RELEASE);
+
     if (p->debuginfod != NULL) {
-        prof_debuginfod_interrupt(p->debuginfod);
+        prof_debuginfod_end_waits(p->debuginfod,
+                                  prof_clock_ns(CLOCK_MONOTONIC)
+                                  + upload_ms * 1000000 / 2);
     }
 
     if (prof_stop_loop(p, wait_ms) != 0) {
