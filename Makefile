@@ -115,7 +115,7 @@ $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
 	mkdir -p $(BUILD_DIR)/fuzz/elf-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(FUZZ_ELF_SRCS) -llzma -lz -luv -ldl
+	    $(FUZZ_ELF_SRCS) -llzma -lz -ldw -luv -ldl
 
 $(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(TOP)/shared/unwind.c \
         $(TOP)/shared/signal_path.c $(TOP)/shared/unwind.h \

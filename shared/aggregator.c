@@ -47,12 +47,15 @@ struct prof_aggregator_s {
 };
 
 
+static void prof_aggregator_forget_addresses(prof_aggregator_t *agg);
+
+
 static const prof_address_t  prof_truncated_address = {
-    NULL, "[truncated]"
+    NULL, "[truncated]", 0, 0, NULL
 };
 
 static const prof_address_t  prof_unwind_stop_address = {
-    NULL, "[unwind stopped]"
+    NULL, "[unwind stopped]", 0, 0, NULL
 };
 
 
@@ -127,11 +130,59 @@ prof_aggregator_destroy(prof_aggregator_t *agg)
     prof_profile_free(agg->profile);
     prof_intern_free(&agg->raw_keys);
     prof_intern_free(&agg->tags);
-    prof_intern_free(&agg->addresses);
+    prof_aggregator_forget_addresses(agg);
     free(agg->raw_values);
     free(agg->labels);
     free(agg->address_info);
     free(agg);
+}
+
+
+/* The functions inlined at a pc of a known function, and its line. */
+static void
+prof_aggregator_inlines(prof_aggregator_t *agg, prof_address_t *info,
+    uint64_t pc)
+{
+    size_t         n;
+    prof_inline_t  frames[PROF_INLINES_MAX];
+
+    free(info->inlines);
+    info->inlines = NULL;
+    info->ninlines = 0;
+    info->line = 0;
+
+    if (info->function == NULL) {
+        return;
+    }
+
+    n = prof_symbolizer_inlines(agg->conf.symbolizer, info->object, pc,
+                                frames, PROF_INLINES_MAX, &info->line);
+    if (n == 0) {
+        return;
+    }
+
+    info->inlines = malloc(n * sizeof(prof_inline_t));
+    if (info->inlines == NULL) {
+        info->line = 0;
+        return;
+    }
+
+    memcpy(info->inlines, frames, n * sizeof(prof_inline_t));
+    info->ninlines = (uint32_t) n;
+}
+
+
+/* Forgets every address (their inlined functions' lists go). */
+static void
+prof_aggregator_forget_addresses(prof_aggregator_t *agg)
+{
+    uint32_t  i;
+
+    for (i = 0; i < agg->addresses.count; i++) {
+        free(agg->address_info[i].inlines);
+    }
+
+    prof_intern_free(&agg->addresses);
 }
 
 
@@ -169,12 +220,12 @@ prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
     }
 
     info = &agg->address_info[index];
-    info->function = NULL;
-    info->object = NULL;
+    memset(info, 0, sizeof(prof_address_t));
 
     if (agg->conf.symbolizer != NULL) {
         info->object = prof_symbolize(agg->conf.symbolizer, pc,
                                       &info->function);
+        prof_aggregator_inlines(agg, info, pc);
     }
 
     agg->unknown_addresses += (info->object == NULL);
@@ -210,6 +261,13 @@ prof_aggregator_forget_unknown(prof_aggregator_t *agg)
         /* Dense and in order: index <= i, the entry moves down. */
         index = prof_intern(&kept, &pc, sizeof(pc), &inserted);
         if (index < 0) {
+            /* All go: those moved down, and those not looked at. */
+            for (index = 0; index < (int64_t) kept.count; index++) {
+                free(agg->address_info[index].inlines);
+            }
+            for ( /* void */ ; i < agg->addresses.count; i++) {
+                free(agg->address_info[i].inlines);
+            }
             prof_intern_free(&kept);
             prof_intern_init(&kept);
             break;
@@ -245,6 +303,7 @@ prof_aggregator_rename(prof_aggregator_t *agg)
                    sizeof(pc));
             info->function = prof_symbolizer_function(agg->conf.symbolizer,
                                                       info->object, pc);
+            prof_aggregator_inlines(agg, info, pc);
         }
     }
 }
@@ -626,7 +685,7 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
             && prof_symbolizer_collect(agg->conf.symbolizer) > 0))
     {
         evicted = agg->addresses.count;
-        prof_intern_free(&agg->addresses);
+        prof_aggregator_forget_addresses(agg);
         prof_intern_init(&agg->addresses);
         agg->unknown_addresses = 0;
         prof_counter_add(agg->conf.diagnostics->addresses_evicted, evicted);

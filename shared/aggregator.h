@@ -81,6 +81,10 @@ typedef struct {
 typedef struct {
     const prof_object_t  *object;   /* NULL: not mapped (or a marker) */
     const char           *function; /* NULL: no symbol */
+    uint32_t              line;     /* in function, 0: unknown */
+    uint32_t              ninlines;
+    prof_inline_t        *inlines;  /* the functions inlined there,
+                                       innermost first (symbolizer.h) */
 } prof_address_t;
 
 

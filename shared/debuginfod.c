@@ -23,6 +23,7 @@
 #include <uv.h>
 
 #include "debuginfod.h"
+#include "io.h"
 #include "thread.h"
 
 
@@ -142,8 +143,8 @@ prof_debuginfod_setenv(const prof_debuginfod_conf_t *conf)
      * Seconds: all of a fetch (MAXTIME, which fails it with ETIME and
      * leaves no "missing" mark in the cache), and a transfer slower than
      * 100 KB/s for as long (TIMEOUT); libdebuginfod checks them in whole
-     * seconds, so a fetch may take a second more. The progress callback
-     * is a backstop two seconds later.
+     * seconds once a second, so a fetch may take two seconds more. The
+     * progress callback is a backstop two seconds later.
      */
     rc |= prof_debuginfod_setenv_u64(DEBUGINFOD_TIMEOUT_ENV_VAR,
                                      prof_debuginfod_seconds(conf));
@@ -308,9 +309,10 @@ prof_debuginfod_entry_walk(int dirfd, prof_debuginfod_entry_t *e,
             continue;
         }
 
-        /* Only what libdebuginfod writes there: else not an entry. */
-        if (strcmp(de->d_name, "debuginfo") != 0
-            && strcmp(de->d_name, "executable") != 0
+        /* Only what libdebuginfod writes there (its temporary files,
+           "debuginfo.XXXXXX", too): else not an entry. */
+        if (strncmp(de->d_name, "debuginfo", 9) != 0
+            && strncmp(de->d_name, "executable", 10) != 0
             && strncmp(de->d_name, "source", 6) != 0
             && strncmp(de->d_name, "section", 7) != 0)
         {
@@ -495,6 +497,37 @@ prof_debuginfod_settle(prof_debuginfod_t *d, prof_debuginfod_record_t *r,
 }
 
 
+/*
+ * libdebuginfod remembers a build id the servers lack (and some failures
+ * it cannot tell from that: a 5xx, a TLS error) in the cache for
+ * cache_miss_s: no longer than a failure is remembered here.
+ */
+static void
+prof_debuginfod_cache_miss(prof_debuginfod_t *d)
+{
+    int   fd, n;
+    char  path[PATH_MAX], value[32];
+
+    if (d->cache_dir == NULL
+        || snprintf(path, sizeof(path), "%s/cache_miss_s", d->cache_dir)
+           >= (int) sizeof(path))
+    {
+        return;
+    }
+
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+              0644);
+    if (fd < 0) {
+        return;
+    }
+
+    n = snprintf(value, sizeof(value), "%lld\n",
+                 (long long) (d->conf.retry_ms / 1000));
+    (void) prof_write_all(fd, value, n);
+    close(fd);
+}
+
+
 static void
 prof_debuginfod_main(void *arg)
 {
@@ -508,6 +541,8 @@ prof_debuginfod_main(void *arg)
 
     prof_thread_settle("prof-debuginfod", PROF_DEBUGINFOD_NICE);
     prof_debuginfod_current = d;
+
+    prof_debuginfod_cache_miss(d);
 
     client = NULL;
 
@@ -683,23 +718,22 @@ prof_debuginfod_ask(prof_debuginfod_t *d, const char *build_id)
 unsigned
 prof_debuginfod_wait(prof_debuginfod_t *d, int64_t deadline_ns)
 {
-    int64_t   now_ns;
+    int64_t   now_ns, end_ns;
     unsigned  pending;
 
     uv_mutex_lock(&d->mutex);
 
-    if (deadline_ns > d->waits_end_ns) {
-        deadline_ns = d->waits_end_ns;
-    }
-
     while (d->pending > 0) {
+        /* The end may be brought forward meanwhile (end_waits). */
+        end_ns = (deadline_ns < d->waits_end_ns) ? deadline_ns
+                                                  : d->waits_end_ns;
         now_ns = prof_debuginfod_now_ns();
-        if (now_ns >= deadline_ns || now_ns >= d->waits_end_ns) {
+        if (now_ns >= end_ns) {
             break;
         }
 
         (void) uv_cond_timedwait(&d->changed, &d->mutex,
-                                 (uint64_t) (deadline_ns - now_ns));
+                                 (uint64_t) (end_ns - now_ns));
     }
 
     pending = d->pending;

@@ -15,7 +15,7 @@
  * Bounds: at most PROF_DEBUGINFOD_RECORDS build ids are asked in a process
  * (past that, an ask fails). A fetch is one try given timeout_ms
  * rounded up to whole seconds (libdebuginfod's bound, checked once a
- * second: a second more at worst), then abandoned. A failure (no
+ * second: two seconds more at worst), then abandoned. A failure (no
  * such file, a server down, a timeout) is remembered: the build id is not
  * asked again for retry_ms, and after a server was unreachable or too
  * slow no other build id is asked for as long. Files larger than the

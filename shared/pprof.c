@@ -54,6 +54,8 @@ typedef struct {
     uint64_t   mapping_id;      /* 0: none */
     uint64_t   function_id;     /* 0: none */
     uint64_t   address;         /* ELF virtual address when mapped */
+    const prof_address_t  *symbol;  /* its line and inlined functions,
+                                       with a function */
 } prof_pprof_location_t;
 
 
@@ -505,11 +507,55 @@ prof_pprof_write_mappings(prof_pprof_t *pp)
 }
 
 
+/* A Line of a Location: function and line number (0: unknown). */
+static unsigned char *
+prof_pb_line(unsigned char *p, uint64_t function_id, uint32_t lineno)
+{
+    unsigned char  *end, line[32];
+
+    end = prof_pb_uint(line, perftools_profiles_Line_function_id_tag,
+                       function_id);
+    if (lineno != 0) {
+        end = prof_pb_uint(end, perftools_profiles_Line_line_tag, lineno);
+    }
+
+    return prof_pb_bytes(p, perftools_profiles_Location_line_tag, line,
+                         end - line);
+}
+
+
+/* The id of the function named name (interned now if new), or -ENOMEM. */
+static int64_t
+prof_pprof_function(prof_pprof_t *pp, const char *name)
+{
+    int      inserted;
+    int64_t  string, function;
+
+    string = prof_pprof_string(pp, name);
+    if (string < 0) {
+        return -ENOMEM;
+    }
+
+    function = prof_intern(&pp->functions, &string, sizeof(string),
+                           &inserted);
+
+    return (function < 0) ? -ENOMEM : function + 1;
+}
+
+
+/*
+ * Locations: with a function, its Lines, the functions inlined there
+ * first (innermost first), then the function around them (pprof's order).
+ * The functions met here first are interned now: written after.
+ */
 static int
 prof_pprof_write_locations(prof_pprof_t *pp)
 {
-    uint32_t                      i;
-    unsigned char                *p, *end, body[64], line[16];
+    int64_t                       id;
+    uint32_t                      i, k;
+    unsigned char                *p, *end,
+                                  body[64 + 40 * (PROF_INLINES_MAX + 1)];
+    const prof_address_t         *a;
     const prof_pprof_location_t  *loc;
 
     for (i = 0; i < pp->locations.count; i++) {
@@ -522,10 +568,18 @@ prof_pprof_write_locations(prof_pprof_t *pp)
                            loc->address);
 
         if (loc->function_id != 0) {
-            p = prof_pb_uint(line, perftools_profiles_Line_function_id_tag,
-                             loc->function_id);
-            end = prof_pb_bytes(end, perftools_profiles_Location_line_tag,
-                                line, p - line);
+            a = loc->symbol;
+
+            for (k = 0; k < a->ninlines && k < PROF_INLINES_MAX; k++) {
+                id = prof_pprof_function(pp, a->inlines[k].function);
+                if (id < 0) {
+                    return -ENOMEM;
+                }
+
+                end = prof_pb_line(end, (uint64_t) id, a->inlines[k].line);
+            }
+
+            end = prof_pb_line(end, loc->function_id, a->line);
         }
 
         p = prof_pprof_room(pp, 1 + 10 + (end - body));
@@ -677,6 +731,7 @@ prof_pprof_location(prof_pprof_t *pp, uint64_t pc)
     loc->mapping_id = 0;
     loc->function_id = 0;
     loc->address = pc;
+    loc->symbol = NULL;
 
     map = NULL;
     a = prof_aggregator_address(pp->agg, pc);
@@ -740,6 +795,7 @@ prof_pprof_location(prof_pprof_t *pp, uint64_t pc)
     }
 
     loc->function_id = function + 1;
+    loc->symbol = a;
 
     return index;
 }

@@ -736,7 +736,9 @@ prof_on_stop_requested(uv_async_t *handle)
     }
 
     /* The last upload gets what the server allows, no more: what the
-       wait for debug files left of it. */
+       wait for debug files left of it (the loop's clock moved on). */
+    uv_update_time(&p->loop);
+
     upload_ms = __atomic_load_n(&p->stop_upload_ms, __ATOMIC_ACQUIRE)
                 - (prof_clock_ns(CLOCK_MONOTONIC)
                    - __atomic_load_n(&p->stop_started_ns, __ATOMIC_ACQUIRE))
@@ -1387,7 +1389,7 @@ prof_child_main(prof_t *p)
         wait_ms = upload_ms + PROF_CRASH_WAIT_MS;
     }
 
-    p->stop_upload_ms = upload_ms;
+    __atomic_store_n(&p->stop_upload_ms, upload_ms, __ATOMIC_RELEASE);
 
     /*
      * The last profile waits for debug files under way at most half of

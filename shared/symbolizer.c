@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 
 #include <elf.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,6 +37,8 @@
 #define PROF_SYM_NOTES_MAX      (1 << 20)   /* bytes of one PT_NOTE */
 #define PROF_SYM_TABLE_MAX      (512 << 20) /* bytes of a symbol table or of
                                                its string table */
+#define PROF_SYM_DWARF_MAX      (256 << 20) /* bytes of .debug_info read
+                                               for inlined functions */
 
 /*
  * Reads of the maps for pcs in no object while the loader's set of objects
@@ -61,6 +65,7 @@ typedef struct {
     unsigned             loaded:1;          /* symbols were looked for */
     unsigned             corrupt_reported:1;
     unsigned             asked:1;           /* of debuginfod, not taken */
+    unsigned             unnamed:1;         /* a pc of it in no function */
     unsigned             fetched:1;         /* debuginfod's file taken */
     unsigned             fetched_reported:1;
     prof_symbols_e       names;             /* where they came from, once
@@ -73,6 +78,13 @@ typedef struct {
     char                 image[32];         /* where to read the ELF when
                                                not at obj.path: the vdso */
     int                  image_fd;
+    char                *names_path;        /* the file its names came
+                                               from, when its DWARF may
+                                               tell inlined functions */
+    int                  names_fd;          /* or that file open: -1 */
+    Dwarf               *dwarf;             /* of that file, once asked */
+    int                  dwarf_fd;
+    unsigned             dwarf_tried:1;
 } prof_sym_object_t;
 
 
@@ -586,6 +598,11 @@ prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
     if (rc == 0 || rc == -ENOEXEC) {
         o->obj.corrupt = (rc == -ENOEXEC);
         o->names = (rc == 0) ? PROF_SYMBOLS_SYMTAB : PROF_SYMBOLS_NONE;
+
+        if (rc == 0 && o->image[0] == '\0') {
+            o->names_path = strdup(o->obj.path);
+        }
+
         return;
     }
 
@@ -594,6 +611,7 @@ prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
     if (prof_sym_build_id_path(debug_dir, o, path, sizeof(path)) == 0
         && prof_sym_load_file(o, path, SHT_SYMTAB) == 0)
     {
+        o->names_path = strdup(path);
         return;
     }
 
@@ -605,6 +623,7 @@ prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
                                path, sizeof(path)) == 0
         && prof_sym_load_file(o, path, SHT_SYMTAB) == 0)
     {
+        o->names_path = strdup(path);
         return;
     }
 
@@ -683,6 +702,31 @@ prof_sym_object_find(prof_symbolizer_t *sym, uint64_t pc)
 }
 
 
+/* The file its names came from is no longer: nor is its DWARF. */
+static void
+prof_sym_dwarf_forget(prof_sym_object_t *o)
+{
+    if (o->dwarf != NULL) {
+        dwarf_end(o->dwarf);
+        o->dwarf = NULL;
+    }
+
+    if (o->dwarf_fd >= 0) {
+        close(o->dwarf_fd);
+        o->dwarf_fd = -1;
+    }
+
+    if (o->names_fd >= 0) {
+        close(o->names_fd);
+        o->names_fd = -1;
+    }
+
+    free(o->names_path);
+    o->names_path = NULL;
+    o->dwarf_tried = 0;
+}
+
+
 static void
 prof_sym_object_free(prof_sym_object_t *o)
 {
@@ -694,6 +738,8 @@ prof_sym_object_free(prof_sym_object_t *o)
     if (o->image_fd >= 0) {
         close(o->image_fd);
     }
+
+    prof_sym_dwarf_forget(o);
 
     free(o);
 }
@@ -732,6 +778,8 @@ prof_sym_object_create(prof_symbolizer_t *sym, uint64_t start, uint64_t end,
     o->obj.build_id = o->build_id;
     o->inode = inode;
     o->image_fd = -1;
+    o->names_fd = -1;
+    o->dwarf_fd = -1;
 
     if (!file && strcmp(path, "[vdso]") == 0
         && prof_sym_vdso_image(o) == 0)
@@ -1143,6 +1191,7 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
         *function = prof_sym_object_lookup(o, pc - o->obj.load_bias);
 
         if (*function == NULL) {
+            o->unnamed = 1;
             prof_sym_ask_debuginfod(sym, o);
         }
     }
@@ -1162,6 +1211,164 @@ prof_symbolizer_function(prof_symbolizer_t *sym, const prof_object_t *object,
 
     return o->loaded ? prof_sym_object_lookup(o, pc - o->obj.load_bias)
                      : NULL;
+}
+
+
+/*
+ * The DWARF of the file o's names came from, opened the first time it is
+ * asked for: NULL when that file has none (or too much of it), or when
+ * the names came from no such file.
+ */
+static Dwarf *
+prof_sym_dwarf(prof_sym_object_t *o)
+{
+    int          fd, rc;
+    char         path[32];
+    size_t       n;
+    prof_elf_t   elf;
+    Elf64_Shdr  *sh, *info;
+
+    if (o->dwarf_tried) {
+        return o->dwarf;
+    }
+
+    o->dwarf_tried = 1;
+
+    if (o->names_fd >= 0) {
+        fd = fcntl(o->names_fd, F_DUPFD_CLOEXEC, 0);
+
+    } else if (o->names_path != NULL) {
+        fd = open(o->names_path, O_RDONLY | O_CLOEXEC);
+
+    } else {
+        return NULL;
+    }
+
+    if (fd < 0) {
+        return NULL;
+    }
+
+    /* Bounded: an object whose .debug_info is larger is not read. */
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    rc = -ENOENT;
+
+    if (prof_elf_open(&elf, path) == 0) {
+        if (prof_elf_sections(&elf, &sh, &n) == 0) {
+            info = prof_elf_section_named(&elf, sh, n, ".debug_info", &rc);
+            rc = (info == NULL || info->sh_type == SHT_NOBITS
+                  || info->sh_size > PROF_SYM_DWARF_MAX) ? -ENOENT : 0;
+            free(sh);
+        }
+
+        prof_elf_close(&elf);
+    }
+
+    if (rc == 0) {
+        o->dwarf = dwarf_begin(fd, DWARF_C_READ);
+    }
+
+    if (o->dwarf == NULL) {
+        close(fd);
+        return NULL;
+    }
+
+    o->dwarf_fd = fd;
+
+    return o->dwarf;
+}
+
+
+/* An attribute of a DIE as a number, following its abstract origin. */
+static uint32_t
+prof_sym_die_udata(Dwarf_Die *die, unsigned name)
+{
+    Dwarf_Word        v;
+    Dwarf_Attribute   attr;
+
+    if (dwarf_attr_integrate(die, name, &attr) == NULL
+        || dwarf_formudata(&attr, &v) != 0 || v > UINT32_MAX)
+    {
+        return 0;
+    }
+
+    return (uint32_t) v;
+}
+
+
+size_t
+prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
+    uint64_t pc, prof_inline_t *frames, size_t max, uint32_t *line)
+{
+    int                 i, nscopes;
+    int                 lineno;
+    size_t              n;
+    uint64_t            vaddr;
+    Dwarf              *dwarf;
+    Dwarf_Die           cudie, *scopes;
+    Dwarf_Line         *l;
+    Dwarf_Attribute     attr;
+    prof_sym_object_t  *o;
+    const char         *name;
+
+    o = (prof_sym_object_t *) object;
+    *line = 0;
+
+    if (!o->loaded || (dwarf = prof_sym_dwarf(o)) == NULL) {
+        return 0;
+    }
+
+    vaddr = pc - o->obj.load_bias;
+
+    if (dwarf_addrdie(dwarf, vaddr, &cudie) == NULL) {
+        return 0;
+    }
+
+    l = dwarf_getsrc_die(&cudie, vaddr);
+    if (l != NULL && dwarf_lineno(l, &lineno) == 0 && lineno > 0) {
+        *line = (uint32_t) lineno;
+    }
+
+    nscopes = dwarf_getscopes(&cudie, vaddr, &scopes);
+    if (nscopes <= 0) {
+        return 0;
+    }
+
+    /*
+     * Innermost first: each inlined function with the line running in
+     * it; the line of the function around them is the call site of the
+     * outermost.
+     */
+    n = 0;
+
+    for (i = 0; i < nscopes; i++) {
+        if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
+            break;
+        }
+
+        if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine) {
+            continue;
+        }
+
+        if (n == max
+            || dwarf_attr_integrate(&scopes[i], DW_AT_name, &attr) == NULL
+            || (name = dwarf_formstring(&attr)) == NULL)
+        {
+            /* A chain cut short would name a wrong caller: none. */
+            n = 0;
+            *line = 0;
+            break;
+        }
+
+        frames[n].function = name;
+        frames[n].line = *line;
+        n++;
+
+        *line = prof_sym_die_udata(&scopes[i], DW_AT_call_line);
+    }
+
+    free(scopes);
+
+    return n;
 }
 
 
@@ -1200,6 +1407,9 @@ prof_sym_take_debug_file(prof_sym_object_t *o, int fd)
     o->strtab_extra = NULL;
     o->names = PROF_SYMBOLS_DEBUGINFOD;
 
+    prof_sym_dwarf_forget(o);
+    o->names_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
     return 0;
 }
 
@@ -1216,7 +1426,12 @@ prof_symbolizer_take_fetched(prof_symbolizer_t *sym, int wait)
         return 0;
     }
 
+    /* Those that failed are asked again (debuginfod.h says when). */
     for (i = 0, asked = 0; i < sym->nobjects; i++) {
+        if (sym->objects[i]->unnamed) {
+            prof_sym_ask_debuginfod(sym, sym->objects[i]);
+        }
+
         asked += sym->objects[i]->asked;
     }
 
@@ -1473,6 +1688,8 @@ prof_symbolizer_parse_file_for_test(const char *path, size_t *functions)
     o.obj.end = UINT64_MAX;
     o.obj.build_id = o.build_id;
     o.image_fd = -1;
+    o.names_fd = -1;
+    o.dwarf_fd = -1;
 
     prof_sym_object_inspect(&o);
     prof_sym_object_load(NULL, &o);
@@ -1504,6 +1721,7 @@ prof_symbolizer_parse_file_for_test(const char *path, size_t *functions)
     free(o.syms);
     free(o.strtab);
     free(o.strtab_extra);
+    prof_sym_dwarf_forget(&o);
 
     return rc;
 }

@@ -107,6 +107,28 @@ const char *prof_symbolizer_function(prof_symbolizer_t *sym,
 void prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym,
     prof_debuginfod_t *d, int64_t wait_ms);
 
+#define PROF_INLINES_MAX  8
+
+typedef struct {
+    const char   *function;
+    uint32_t      line;         /* 0: unknown */
+} prof_inline_t;
+
+/*
+ * The functions inlined where pc is, in an object prof_symbolize()
+ * returned and the symbolizer holds, from the DWARF of the file its names
+ * came from (its own, a debug file, debuginfod's; at most 256 MB of
+ * .debug_info): how many (at most max, else none), innermost first, each
+ * with the line running in it; *line is the line in the function around
+ * them (the call site of the outermost, or pc's own line when none is
+ * inlined; 0: unknown). The names are valid as long as the function
+ * names of the object (see prof_symbolizer_take_fetched). Reads the file
+ * the first time an object is asked.
+ */
+size_t prof_symbolizer_inlines(prof_symbolizer_t *sym,
+    const prof_object_t *object, uint64_t pc, prof_inline_t *frames,
+    size_t max, uint32_t *line);
+
 /*
  * The debug files fetched since the last call become the names of their
  * objects (with wait, waiting for those under way, see above): how many

@@ -149,19 +149,14 @@ sub exit_counters {
 my $cache = "$p/debuginfod-cache";
 my $stale = 'ab' x 20;
 mkdir($cache) or die;
-# libdebuginfod answers "missing" from its cache for 10 minutes: not here,
-# so that a build id asked twice reaches the server twice.
-open($fh, '>', "$cache/cache_miss_s") or die;
-print $fh "0\n";
-close($fh);
+
 mkdir("$cache/$stale") or die;
 open($fh, '>', "$cache/$stale/debuginfo") or die;
 print $fh "\0" x (2 << 20);
 close($fh);
 utime(time - 86400, time - 86400, "$cache/$stale/debuginfo");
 $t->chown_to_user($_)
-    for ($cache, "$cache/cache_miss_s", "$cache/$stale",
-         "$cache/$stale/debuginfo");
+    for ($cache, "$cache/$stale", "$cache/$stale/debuginfo");
 
 sub config {
     my ($directive, $urls, $cache_dir) = @_;
@@ -242,6 +237,8 @@ ok($total >= 200e6 && $named >= 0.95 * $total,
 is(asked($ID{served}), 1, 'served: its debug file was asked once');
 ok(-s "$cache/$ID{served}/debuginfo", 'served: the debug file is cached');
 ok(!-e "$cache/$stale", 'the cache kept to its bound: the old entry went');
+is(`cat '$cache/cache_miss_s'` + 0, 600,
+   'libdebuginfod remembers a missing file for the period, no longer');
 
 ($by, $total) = leaf_names($S, $LIB{unserved});
 ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
@@ -257,8 +254,8 @@ ok($total >= 200e6 && $named >= 0.95 * $total,
     or diag('by leaf: ' . ProfTest::format_cpu_by($by));
 is(asked($ID{named}), 0, 'named: never asked');
 
-# Every ask of the profiler reached the server once (the served file
-# would come from the cache if asked again: the counter tells).
+# Every ask of the profiler reached the server once (asked again, a file
+# would come from libdebuginfod's cache: the counter tells).
 my %asks = asks();
 my %c = exit_counters();
 is($c{debuginfod_asked}, scalar(keys %asks),

@@ -314,6 +314,64 @@ test_an_unreachable_server_fails_every_build_id_at_once(void **state)
 }
 
 
+typedef struct {
+    prof_debuginfod_t  *d;
+} ender_t;
+
+
+static void
+ender_main(void *arg)
+{
+    ender_t          *e = arg;
+    struct timespec   pause = { 0, 100 * 1000 * 1000 };
+
+    nanosleep(&pause, NULL);
+    prof_debuginfod_end_waits(e->d, deadline_ns(0) + 100 * 1000 * 1000);
+}
+
+
+static void
+test_a_wait_under_way_ends_when_waits_are_ended(void **state)
+{
+    int                 fd;
+    server_t            s;
+    ender_t             e;
+    fixture_t           f;
+    uv_thread_t         ender;
+    prof_debuginfod_t  *d;
+
+    /* A server that takes the connection and never answers. */
+    server_start(&s);
+    fd = s.listen_fd;
+    fixture_init(&f, s.port, 0);
+    f.conf.timeout_ms = 5000;
+
+    /* Its thread stopped: the listening socket stays, nothing accepts. */
+    s.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    server_stop(&s);
+
+    d = prof_debuginfod_create(&f.conf);
+    assert_non_null(d);
+
+    assert_int_equal(prof_debuginfod_ask(d, SERVED_ID),
+                     PROF_DEBUGINFOD_PENDING);
+
+    e.d = d;
+    assert_int_equal(uv_thread_create(&ender, ender_main, &e), 0);
+
+    /* Cut short: the fetch is still under way when the wait returns. */
+    assert_int_equal(prof_debuginfod_wait(d, deadline_ns(30)), 1);
+    (void) uv_thread_join(&ender);
+
+    /* And so are the waits to come. */
+    assert_int_equal(prof_debuginfod_wait(d, deadline_ns(30)), 1);
+
+    prof_debuginfod_destroy(d);
+    close(fd);
+    fixture_free(&f);
+}
+
+
 static void
 test_the_cache_keeps_to_its_bound(void **state)
 {
@@ -376,6 +434,7 @@ main(void)
         cmocka_unit_test(
             test_an_unreachable_server_fails_every_build_id_at_once),
         cmocka_unit_test(test_the_cache_keeps_to_its_bound),
+        cmocka_unit_test(test_a_wait_under_way_ends_when_waits_are_ended),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
