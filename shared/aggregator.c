@@ -286,8 +286,8 @@ prof_aggregator_forget_unknown(prof_aggregator_t *agg)
 }
 
 
-/* Every known address named again, in the object it was found in (held
-   until collected, even unmapped): some objects have new names. */
+/* The addresses of the objects with new names named again, in the object
+   each was found in (held until collected, even unmapped). */
 static void
 prof_aggregator_rename(prof_aggregator_t *agg)
 {
@@ -298,7 +298,9 @@ prof_aggregator_rename(prof_aggregator_t *agg)
     for (i = 0; i < agg->addresses.count; i++) {
         info = &agg->address_info[i];
 
-        if (info->object != NULL) {
+        if (info->object != NULL
+            && prof_symbolizer_renamed(agg->conf.symbolizer, info->object))
+        {
             memcpy(&pc, prof_intern_key(&agg->addresses, i, NULL),
                    sizeof(pc));
             info->function = prof_symbolizer_function(agg->conf.symbolizer,

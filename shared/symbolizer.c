@@ -37,8 +37,9 @@
 #define PROF_SYM_NOTES_MAX      (1 << 20)   /* bytes of one PT_NOTE */
 #define PROF_SYM_TABLE_MAX      (512 << 20) /* bytes of a symbol table or of
                                                its string table */
-#define PROF_SYM_DWARF_MAX      (256 << 20) /* bytes of .debug_info read
-                                               for inlined functions */
+#define PROF_SYM_DWARF_MAX      (256ULL << 20)  /* bytes of DWARF sections
+                                               (decompressed) read for
+                                               inlined functions */
 
 /*
  * Reads of the maps for pcs in no object while the loader's set of objects
@@ -66,6 +67,7 @@ typedef struct {
     unsigned             corrupt_reported:1;
     unsigned             asked:1;           /* of debuginfod, not taken */
     unsigned             unnamed:1;         /* a pc of it in no function */
+    unsigned             renamed:1;         /* by the last take_fetched */
     unsigned             fetched:1;         /* debuginfod's file taken */
     unsigned             fetched_reported:1;
     prof_symbols_e       names;             /* where they came from, once
@@ -1215,6 +1217,65 @@ prof_symbolizer_function(prof_symbolizer_t *sym, const prof_object_t *object,
 
 
 /*
+ * The bytes libdw holds once it opened a file: every .debug_* section,
+ * decompressed (it decompresses them all at once). UINT64_MAX when the
+ * section names cannot be read.
+ */
+static uint64_t
+prof_sym_dwarf_bytes(prof_elf_t *elf, Elf64_Shdr *sh, size_t n)
+{
+    char        *names, *name;
+    size_t       i;
+    uint64_t     total;
+    Elf64_Chdr   chdr;
+    Elf64_Shdr  *strs;
+
+    if (elf->ehdr.e_shstrndx >= n) {
+        return UINT64_MAX;
+    }
+
+    strs = &sh[elf->ehdr.e_shstrndx];
+    if (strs->sh_size > PROF_ELF_NAMES_MAX
+        || prof_elf_read_alloc(elf, strs->sh_offset, strs->sh_size,
+                               (void **) &names) != 0)
+    {
+        return UINT64_MAX;
+    }
+
+    total = 0;
+
+    for (i = 0; i < n; i++) {
+        if (sh[i].sh_name >= strs->sh_size || sh[i].sh_type == SHT_NOBITS) {
+            continue;
+        }
+
+        name = names + sh[i].sh_name;
+
+        if (strncmp(name, ".debug_", 7) != 0) {
+            continue;
+        }
+
+        if (!(sh[i].sh_flags & SHF_COMPRESSED)) {
+            total += sh[i].sh_size;
+
+        } else if (prof_elf_read(elf, sh[i].sh_offset, &chdr, sizeof(chdr))
+                   == 0)
+        {
+            total += (chdr.ch_size < PROF_SYM_DWARF_MAX) ? chdr.ch_size
+                                                         : PROF_SYM_DWARF_MAX;
+        } else {
+            total = UINT64_MAX;
+            break;
+        }
+    }
+
+    free(names);
+
+    return total;
+}
+
+
+/*
  * The DWARF of the file o's names came from, opened the first time it is
  * asked for: NULL when that file has none (or too much of it), or when
  * the names came from no such file.
@@ -1256,7 +1317,8 @@ prof_sym_dwarf(prof_sym_object_t *o)
         if (prof_elf_sections(&elf, &sh, &n) == 0) {
             info = prof_elf_section_named(&elf, sh, n, ".debug_info", &rc);
             rc = (info == NULL || info->sh_type == SHT_NOBITS
-                  || info->sh_size > PROF_SYM_DWARF_MAX) ? -ENOENT : 0;
+                  || prof_sym_dwarf_bytes(&elf, sh, n) > PROF_SYM_DWARF_MAX)
+                 ? -ENOENT : 0;
             free(sh);
         }
 
@@ -1273,6 +1335,11 @@ prof_sym_dwarf(prof_sym_object_t *o)
     }
 
     o->dwarf_fd = fd;
+
+    if (o->names_fd >= 0) {
+        close(o->names_fd);
+        o->names_fd = -1;
+    }
 
     return o->dwarf;
 }
@@ -1304,7 +1371,7 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
     size_t              n;
     uint64_t            vaddr;
     Dwarf              *dwarf;
-    Dwarf_Die           cudie, *scopes;
+    Dwarf_Die           cudie, die, *inner, *scopes;
     Dwarf_Line         *l;
     Dwarf_Attribute     attr;
     prof_sym_object_t  *o;
@@ -1328,8 +1395,24 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
         *line = (uint32_t) lineno;
     }
 
+    /*
+     * dwarf_getscopes() finds the innermost scope of pc, but past an
+     * inlined function it gives that function's abstract parents: the
+     * chain that contains pc is that of the innermost DIE, asked again
+     * (as elfutils' addr2line does).
+     */
     nscopes = dwarf_getscopes(&cudie, vaddr, &scopes);
     if (nscopes <= 0) {
+        *line = (nscopes < 0) ? 0 : *line;
+        return 0;
+    }
+
+    inner = dwarf_offdie(dwarf, dwarf_dieoffset(&scopes[0]), &die);
+    free(scopes);
+
+    nscopes = (inner != NULL) ? dwarf_getscopes_die(inner, &scopes) : -1;
+    if (nscopes <= 0) {
+        *line = 0;
         return 0;
     }
 
@@ -1349,10 +1432,23 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
             continue;
         }
 
-        if (n == max
-            || dwarf_attr_integrate(&scopes[i], DW_AT_name, &attr) == NULL
-            || (name = dwarf_formstring(&attr)) == NULL)
+        /* The symbol's name (mangled, as .symtab has it), else the
+           source's. */
+        name = NULL;
+
+        if (dwarf_attr_integrate(&scopes[i], DW_AT_linkage_name, &attr)
+            != NULL)
         {
+            name = dwarf_formstring(&attr);
+        }
+
+        if (name == NULL
+            && dwarf_attr_integrate(&scopes[i], DW_AT_name, &attr) != NULL)
+        {
+            name = dwarf_formstring(&attr);
+        }
+
+        if (n == max || name == NULL) {
             /* A chain cut short would name a wrong caller: none. */
             n = 0;
             *line = 0;
@@ -1369,6 +1465,14 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
     free(scopes);
 
     return n;
+}
+
+
+int
+prof_symbolizer_renamed(prof_symbolizer_t *sym, const prof_object_t *object)
+{
+    /* obj is the first member of the symbolizer's object */
+    return ((const prof_sym_object_t *) object)->renamed;
 }
 
 
@@ -1428,6 +1532,8 @@ prof_symbolizer_take_fetched(prof_symbolizer_t *sym, int wait)
 
     /* Those that failed are asked again (debuginfod.h says when). */
     for (i = 0, asked = 0; i < sym->nobjects; i++) {
+        sym->objects[i]->renamed = 0;
+
         if (sym->objects[i]->unnamed) {
             prof_sym_ask_debuginfod(sym, sym->objects[i]);
         }
@@ -1467,7 +1573,8 @@ prof_symbolizer_take_fetched(prof_symbolizer_t *sym, int wait)
         }
 
         o->fetched = 1;
-        renamed += (prof_sym_take_debug_file(o, fd) == 0);
+        o->renamed = (prof_sym_take_debug_file(o, fd) == 0);
+        renamed += o->renamed;
         close(fd);
     }
 

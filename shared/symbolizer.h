@@ -118,7 +118,7 @@ typedef struct {
  * The functions inlined where pc is, in an object prof_symbolize()
  * returned and the symbolizer holds, from the DWARF of the file its names
  * came from (its own, a debug file, debuginfod's; at most 256 MB of
- * .debug_info): how many (at most max, else none), innermost first, each
+ * DWARF sections, decompressed): how many (at most max, else none), innermost first, each
  * with the line running in it; *line is the line in the function around
  * them (the call site of the outermost, or pc's own line when none is
  * inlined; 0: unknown). The names are valid as long as the function
@@ -138,6 +138,10 @@ size_t prof_symbolizer_inlines(prof_symbolizer_t *sym,
  * profile is encoded).
  */
 size_t prof_symbolizer_take_fetched(prof_symbolizer_t *sym, int wait);
+
+/* Whether the last prof_symbolizer_take_fetched() renamed object. */
+int prof_symbolizer_renamed(prof_symbolizer_t *sym,
+    const prof_object_t *object);
 
 /*
  * Re-reads /proc/self/maps now (objects mapped outside the loader at an
