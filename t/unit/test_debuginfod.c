@@ -314,6 +314,33 @@ test_an_unreachable_server_fails_every_build_id_at_once(void **state)
 }
 
 
+/* Polls until build_id is no longer being fetched, at most seconds. */
+static int
+poll_not_pending(prof_debuginfod_t *d, const char *build_id, int seconds)
+{
+    int              fd;
+    int64_t          end;
+    struct timespec  pause = { 0, 20 * 1000 * 1000 };
+
+    end = deadline_ns(seconds);
+
+    while (prof_debuginfod_take(d, build_id, &fd)
+           == PROF_DEBUGINFOD_PENDING)
+    {
+        if (deadline_ns(0) >= end) {
+            return 0;
+        }
+        nanosleep(&pause, NULL);
+    }
+
+    if (fd >= 0) {
+        close(fd);
+    }
+
+    return 1;
+}
+
+
 typedef struct {
     prof_debuginfod_t  *d;
 } ender_t;
@@ -344,7 +371,8 @@ test_a_wait_under_way_ends_when_waits_are_ended(void **state)
     server_start(&s);
     fd = s.listen_fd;
     fixture_init(&f, s.port, 0);
-    f.conf.timeout_ms = 5000;
+    f.conf.timeout_ms = 1000;
+    assert_int_equal(prof_debuginfod_setenv(&f.conf), 0);
 
     /* Its thread stopped: the listening socket stays, nothing accepts. */
     s.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -366,8 +394,11 @@ test_a_wait_under_way_ends_when_waits_are_ended(void **state)
     /* And so are the waits to come. */
     assert_int_equal(prof_debuginfod_wait(d, deadline_ns(30)), 1);
 
-    prof_debuginfod_destroy(d);
+    /* The fetch ends at its timeout: then everything can go. */
     close(fd);
+    assert_true(poll_not_pending(d, SERVED_ID, 30));
+
+    prof_debuginfod_destroy(d);
     fixture_free(&f);
 }
 
