@@ -775,65 +775,52 @@ invalid:
 
 
 /*
- * A DD_* variable as the workers will not see it: "env NAME=value;" in the
- * configuration first, else the master's environment.
+ * A variable as the workers will see it (nginx clears their environment):
+ * "env NAME=value;" in the configuration, else the master's; *passed (if
+ * not NULL) says whether an "env" directive passes it to them. The DD_*
+ * variables are read here, in the master, either way.
  */
 static char *
-ngx_http_profiling_getenv(ngx_conf_t *cf, const char *name)
+ngx_http_profiling_getenv(ngx_conf_t *cf, const char *name,
+    ngx_uint_t *passed)
 {
     size_t            len;
     ngx_str_t        *var;
-    ngx_uint_t        i;
+    ngx_uint_t        i, listed;
     ngx_core_conf_t  *ccf;
 
     ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
                                            ngx_core_module);
     len = ngx_strlen(name);
+    listed = 0;
 
     if (ccf != NULL && ccf->env.elts != NULL) {
         var = ccf->env.elts;
 
         /* For "NAME=value", nginx keeps len = NAME's, data the whole. */
         for (i = 0; i < ccf->env.nelts; i++) {
-            if (var[i].len == len && var[i].data[len] == '='
-                && ngx_strncmp(var[i].data, name, len) == 0)
+            if (var[i].len != len || ngx_strncmp(var[i].data, name, len) != 0)
             {
+                continue;
+            }
+
+            listed = 1;
+
+            if (var[i].data[len] == '=') {
+                if (passed != NULL) {
+                    *passed = 1;
+                }
+
                 return (char *) var[i].data + len + 1;
             }
         }
     }
 
+    if (passed != NULL) {
+        *passed = listed;
+    }
+
     return getenv(name);
-}
-
-
-/* The value of an environment variable the workers get ("env"), or NULL. */
-static char *
-ngx_http_profiling_worker_env(ngx_conf_t *cf, const char *name)
-{
-    size_t            len;
-    ngx_str_t        *var;
-    ngx_uint_t        i;
-    ngx_core_conf_t  *ccf;
-
-    ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
-                                           ngx_core_module);
-    len = ngx_strlen(name);
-
-    if (ccf == NULL || ccf->env.elts == NULL) {
-        return NULL;
-    }
-
-    var = ccf->env.elts;
-
-    for (i = 0; i < ccf->env.nelts; i++) {
-        if (var[i].len == len && ngx_strncmp(var[i].data, name, len) == 0) {
-            return (var[i].data[len] == '=') ? (char *) var[i].data + len + 1
-                                             : getenv(name);
-        }
-    }
-
-    return NULL;
 }
 
 
@@ -850,6 +837,7 @@ ngx_http_profiling_debuginfod_path(ngx_conf_t *cf,
 {
     u_char                    *p, *slash;
     char                      *urls;
+    ngx_uint_t                 passed;
     ngx_str_t                  temp;
     ngx_path_t                *path;
     ngx_http_core_loc_conf_t  *clcf;
@@ -858,7 +846,10 @@ ngx_http_profiling_debuginfod_path(ngx_conf_t *cf,
         pmcf->debuginfod_cache_max = 512 * 1024 * 1024;
     }
 
-    urls = ngx_http_profiling_worker_env(cf, "DEBUGINFOD_URLS");
+    urls = ngx_http_profiling_getenv(cf, "DEBUGINFOD_URLS", &passed);
+    if (!passed) {
+        urls = NULL;
+    }
 
     if ((pmcf->debuginfod.data != NULL
          && ngx_strcmp(pmcf->debuginfod.data, "off") == 0)
@@ -940,7 +931,7 @@ ngx_http_profiling_set_env_str(ngx_conf_t *cf, ngx_str_t *s, const char *name)
         return NGX_OK;
     }
 
-    value = ngx_http_profiling_getenv(cf, name);
+    value = ngx_http_profiling_getenv(cf, name, NULL);
     if (value == NULL || value[0] == '\0') {
         return NGX_OK;
     }
@@ -961,7 +952,7 @@ ngx_http_profiling_env_tags(ngx_conf_t *cf,
     char       *value;
     ngx_str_t  *tag;
 
-    value = ngx_http_profiling_getenv(cf, "DD_TAGS");
+    value = ngx_http_profiling_getenv(cf, "DD_TAGS", NULL);
     if (pmcf->tags != NULL || value == NULL) {
         return NGX_OK;
     }
@@ -1013,7 +1004,7 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
     const char       *err;
     ngx_file_info_t   fi;
 
-    value = ngx_http_profiling_getenv(cf, "DD_TRACE_AGENT_URL");
+    value = ngx_http_profiling_getenv(cf, "DD_TRACE_AGENT_URL", NULL);
 
     if (value != NULL && value[0] != '\0') {
         /* "/path" and "unix:///path" name a unix socket: "unix:/path". */
@@ -1055,8 +1046,8 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
         return NGX_OK;
     }
 
-    host = ngx_http_profiling_getenv(cf, "DD_AGENT_HOST");
-    port = ngx_http_profiling_getenv(cf, "DD_TRACE_AGENT_PORT");
+    host = ngx_http_profiling_getenv(cf, "DD_AGENT_HOST", NULL);
+    port = ngx_http_profiling_getenv(cf, "DD_TRACE_AGENT_PORT", NULL);
 
     if ((host == NULL || host[0] == '\0') && (port == NULL || port[0] == '\0')
         && ngx_file_info(NGX_HTTP_PROFILING_APM_SOCKET, &fi) == 0)

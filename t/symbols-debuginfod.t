@@ -109,23 +109,9 @@ sh('objcopy --only-keep-debug served/full.so served-debug/served.debug'
    . ' && chmod -R a+rX .');
 
 # The server, ready once it serves the debug file.
-my $dport = ProfTest::free_port();
+my $url = $t->debuginfod_server("$p/lib/served-debug", $ID{served});
+ok($url, 'the debuginfod server serves the debug file');
 my $dlog = "$p/debuginfod.log";
-my $dpid = fork();
-die "fork: $!" unless defined $dpid;
-if ($dpid == 0) {
-    open(STDOUT, '>', $dlog) or die;
-    open(STDERR, '>&', \*STDOUT) or die;
-    exec('debuginfod', '-F', "$p/lib/served-debug", '-p', $dport,
-         '-d', "$p/debuginfod.sqlite", '-v') or die "debuginfod: $!";
-}
-END { kill('TERM', $dpid) if $dpid; }
-
-my $url = "http://127.0.0.1:$dport";
-ok(ProfTest::wait_until(sub {
-       `curl -s -o /dev/null -w '%{http_code}' $url/buildid/$ID{served}/debuginfo`
-       eq '200' }, 60, 0.1),
-   'the debuginfod server serves the debug file');
 
 # What the server was asked by libdebuginfod (curl's own asks left out):
 # the times build id was, or every build id and its times.

@@ -91,21 +91,8 @@ sh('nm -D full.so --format=posix --defined-only | awk \'{ print $1 }\''
    . "    stripped.so minidebuginfo/$so && chmod -R a+rX .");
 
 # The debuginfod server for the debuginfod way.
-my $dport = ProfTest::free_port();
-my $dpid = fork();
-die "fork: $!" unless defined $dpid;
-if ($dpid == 0) {
-    open(STDOUT, '>', "$p/debuginfod.log") or die;
-    open(STDERR, '>&', \*STDOUT) or die;
-    exec('debuginfod', '-F', "$p/lj/served", '-p', $dport,
-         '-d', "$p/debuginfod.sqlite") or die "debuginfod: $!";
-}
-END { kill('TERM', $dpid) if $dpid; }
-my $url = "http://127.0.0.1:$dport";
-ok(ProfTest::wait_until(sub {
-       `curl -s -o /dev/null -w '%{http_code}' $url/buildid/$id/debuginfo`
-       eq '200' }, 60, 0.1),
-   'the debuginfod server serves the debug file');
+my $url = $t->debuginfod_server("$p/lj/served", $id);
+ok($url, 'the debuginfod server serves the debug file');
 
 for my $way (qw(beside minidebuginfo debuginfod none)) {
     my $main = $way eq 'debuginfod' ? "env DEBUGINFOD_URLS=$url;" : '';

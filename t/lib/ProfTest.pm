@@ -1638,6 +1638,33 @@ sub engines {
     return \%e;
 }
 
+# Debian's debuginfod serving the debug files of $dir, its requests logged
+# (-v) to $self->prefix/debuginfod.log; killed when the test ends. Returns
+# its URL once it serves the debug file of $build_id, or undef after 60 s.
+my @DEBUGINFOD_PIDS;
+END { kill('TERM', @DEBUGINFOD_PIDS) if @DEBUGINFOD_PIDS; }
+
+sub debuginfod_server {
+    my ($self, $dir, $build_id) = @_;
+    my $port = free_port();
+    my $p = $self->{prefix};
+
+    my $pid = fork();
+    croak "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open(STDOUT, '>', "$p/debuginfod.log") or exit 1;
+        open(STDERR, '>&', \*STDOUT) or exit 1;
+        exec('debuginfod', '-F', $dir, '-p', $port,
+             '-d', "$p/debuginfod.sqlite", '-v') or exit 1;
+    }
+    push @DEBUGINFOD_PIDS, $pid;
+
+    my $url = "http://127.0.0.1:$port";
+    return wait_until(sub {
+        `curl -s -o /dev/null -w '%{http_code}' $url/buildid/$build_id/debuginfo`
+            eq '200' }, 60, 0.1) ? $url : undef;
+}
+
 # The modules the JIT workload needs, in load order (the ndk before lua),
 # after the profiling and burn modules; () when there is no lua.
 sub jit_workload_modules {
