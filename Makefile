@@ -118,12 +118,13 @@ $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
 	    $(FUZZ_ELF_SRCS) -llzma -lz -ldw -luv -ldl
 
 $(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(TOP)/shared/unwind.c \
-        $(TOP)/shared/signal_path.c $(TOP)/shared/unwind.h \
-        $(TOP)/shared/unwind_table.h
+        $(TOP)/shared/signal_path.c $(TOP)/shared/signal_lua.c \
+        $(TOP)/shared/unwind.h $(TOP)/shared/unwind_table.h
 	mkdir -p $(BUILD_DIR)/fuzz/unwind-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(TOP)/shared/unwind.c $(TOP)/shared/signal_path.c
+	    $(TOP)/shared/unwind.c $(TOP)/shared/signal_path.c \
+	    $(TOP)/shared/signal_lua.c
 
 fuzz: $(FUZZER) $(FUZZER_ELF) $(FUZZER_UNWIND)
 	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=256 \

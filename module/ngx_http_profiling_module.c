@@ -9,6 +9,7 @@
 
 #include "ngx_http_profiling_module.h"
 #include "file_export.h"
+#include "lua.h"
 #include "status.h"
 
 #include <sys/eventfd.h>
@@ -176,6 +177,13 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       ngx_conf_set_flag_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_profiling_main_conf_t, timeline),
+      NULL },
+
+    { ngx_string("profiling_lua"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, lua),
       NULL },
 
     { ngx_string("profiling_max_frames"),
@@ -1141,6 +1149,7 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
     pmcf->dump_keep_bytes = NGX_CONF_UNSET;
     pmcf->upload_timeout = NGX_CONF_UNSET_MSEC;
     pmcf->timeline = NGX_CONF_UNSET;
+    pmcf->lua = NGX_CONF_UNSET;
     pmcf->period = NGX_CONF_UNSET_MSEC;
     pmcf->interval = NGX_CONF_UNSET_MSEC;
     pmcf->max_frames = NGX_CONF_UNSET_UINT;
@@ -1163,6 +1172,7 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
 
     ngx_conf_init_msec_value(pmcf->upload_timeout, 10000);
     ngx_conf_init_value(pmcf->timeline, 1);
+    ngx_conf_init_value(pmcf->lua, 1);
 
     /* The directives' values win over the environment and a tracer's. */
     pmcf->service_set = (pmcf->service.data != NULL);
@@ -1388,6 +1398,7 @@ ngx_http_profiling_make_dump_dir(ngx_cycle_t *cycle, u_char *path)
 static ngx_int_t ngx_http_profiling_start(ngx_cycle_t *cycle);
 static void ngx_http_profiling_stop(void);
 static void ngx_http_profiling_cycle_gone(void *data);
+static void *ngx_http_profiling_lua_state(ngx_cycle_t *cycle);
 
 /* init_process ran without a master: reloads reach init_module only. */
 static ngx_uint_t                ngx_http_profiling_single;
@@ -1654,6 +1665,8 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
         conf.debuginfod_retry_ms = pmcf->period;
     }
 
+    conf.lua = pmcf->lua && ngx_http_profiling_lua_state(cycle) != NULL;
+
     ngx_http_profiling_status_slot = ngx_http_profiling_status_claim(pmcf);
     conf.status_slot = ngx_http_profiling_status_slot;
 
@@ -1697,6 +1710,67 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
                   conf.agent_url ? conf.agent_url : "");
 
     return NGX_OK;
+}
+
+
+/*
+ * The lua module's LuaJIT state (lua-nginx-module, OpenResty's and
+ * Debian's): the first field of its main configuration. NULL: none.
+ */
+static void *
+ngx_http_profiling_lua_state(ngx_cycle_t *cycle)
+{
+    void                **lmcf;
+    ngx_uint_t            i;
+    ngx_module_t         *m;
+    ngx_http_conf_ctx_t  *ctx;
+
+    ctx = (ngx_http_conf_ctx_t *) cycle->conf_ctx[ngx_http_module.index];
+    if (ctx == NULL) {
+        return NULL;
+    }
+
+    for (i = 0; cycle->modules[i]; i++) {
+        m = cycle->modules[i];
+
+        if (m->type == NGX_HTTP_MODULE
+            && ngx_strcmp(m->name, "ngx_http_lua_module") == 0)
+        {
+            lmcf = ctx->main_conf[m->ctx_index];
+            return (lmcf != NULL) ? *lmcf : NULL;
+        }
+    }
+
+    return NULL;
+}
+
+
+/*
+ * Once every module's init_process ran (the lua module's too): LuaJIT's
+ * frames go into the samples once its layout checked out; otherwise that
+ * is said once, and the stacks stay native.
+ */
+void
+ngx_http_profiling_find_lua(ngx_cycle_t *cycle)
+{
+    char                  err[128];
+    void                 *L;
+    static prof_lua_vm_t  vm;
+
+    L = ngx_http_profiling_lua_state(cycle);
+    if (L == NULL || ngx_http_profiling_profiler == NULL) {
+        return;
+    }
+
+    if (prof_lua_find(L, &vm, err, sizeof(err)) != 0) {
+        ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                      "profiling: the lua module's LuaJIT is not one the "
+                      "profiler knows, %s: stacks without Lua frames", err);
+        prof_lua_found(ngx_http_profiling_profiler, NULL, err);
+        return;
+    }
+
+    prof_lua_found(ngx_http_profiling_profiler, &vm, NULL);
 }
 
 

@@ -36,6 +36,7 @@ typedef struct {
     ngx_str_t      agent_url;           /* "off": none */
     ngx_msec_t     upload_timeout;
     ngx_flag_t     timeline;
+    ngx_flag_t     lua;                 /* LuaJIT's frames (unset: on) */
     ngx_msec_t     period;
     ngx_msec_t     interval;
     ngx_uint_t     max_frames;
@@ -167,7 +168,10 @@ ngx_http_complex_value_t *ngx_http_profiling_tracer_resource(
 ngx_uint_t ngx_http_profiling_tracer_identity(ngx_cycle_t *cycle,
     ngx_str_t *service, ngx_str_t *env, ngx_str_t *version);
 
+void ngx_http_profiling_find_lua(ngx_cycle_t *cycle);
+
 
 #pragma GCC visibility pop
+
 
 #endif /* _NGX_HTTP_PROFILING_MODULE_H_INCLUDED_ */

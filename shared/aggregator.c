@@ -12,6 +12,7 @@
 
 #include "aggregator.h"
 #include "endpoint_counts.h"
+#include "lua.h"
 
 
 /* What the open profile sums: a stack while a request executed (and,
@@ -42,6 +43,8 @@ struct prof_aggregator_s {
     prof_address_t          *address_info;      /* by address index */
     size_t                   address_capacity;
     size_t                   unknown_addresses; /* in no object: JIT */
+    char                   **lua_names;         /* by Lua function (lua.h):
+                                                   "name\0chunk\0" */
 
     uint64_t                 stack[PROF_MAX_FRAMES_LIMIT];
 };
@@ -51,11 +54,15 @@ static void prof_aggregator_forget_addresses(prof_aggregator_t *agg);
 
 
 static const prof_address_t  prof_truncated_address = {
-    NULL, "[truncated]", 0, 0, NULL
+    NULL, "[truncated]", 0, 0, NULL, NULL, 0
 };
 
 static const prof_address_t  prof_unwind_stop_address = {
-    NULL, "[unwind stopped]", 0, 0, NULL
+    NULL, "[unwind stopped]", 0, 0, NULL, NULL, 0
+};
+
+static const prof_address_t  prof_lua_lost_address = {
+    NULL, "[Lua frames not read]", 0, 0, NULL, NULL, 0
 };
 
 
@@ -127,6 +134,8 @@ prof_aggregator_create(const prof_aggregator_conf_t *conf)
 void
 prof_aggregator_destroy(prof_aggregator_t *agg)
 {
+    uint32_t  i;
+
     prof_profile_free(agg->profile);
     prof_intern_free(&agg->raw_keys);
     prof_intern_free(&agg->tags);
@@ -134,6 +143,12 @@ prof_aggregator_destroy(prof_aggregator_t *agg)
     free(agg->raw_values);
     free(agg->labels);
     free(agg->address_info);
+    if (agg->lua_names != NULL) {
+        for (i = 0; i < PROF_LUA_FUNCTIONS; i++) {
+            free(agg->lua_names[i]);
+        }
+        free(agg->lua_names);
+    }
     free(agg);
 }
 
@@ -186,6 +201,55 @@ prof_aggregator_forget_addresses(prof_aggregator_t *agg)
 }
 
 
+/*
+ * A Lua frame's function (lua.h): its name, its chunk as the file and its
+ * first line, from the table the handler filled (an entry never changes).
+ */
+static void
+prof_aggregator_lua(prof_aggregator_t *agg, prof_address_t *info,
+    uint64_t pc)
+{
+    char                        name[PROF_LUA_CHUNK_MAX + 48];
+    size_t                      len;
+    uint32_t                    id;
+    const prof_lua_function_t  *f;
+
+    id = PROF_FRAME_LUA_ID(pc);
+    f = (agg->conf.lua != NULL) ? prof_lua_function(agg->conf.lua, id)
+                                : NULL;
+    if (f == NULL) {
+        return;
+    }
+
+    if (agg->lua_names == NULL) {
+        agg->lua_names = calloc(PROF_LUA_FUNCTIONS, sizeof(char *));
+        if (agg->lua_names == NULL) {
+            return;
+        }
+    }
+
+    if (agg->lua_names[id] == NULL) {
+        prof_lua_function_name(f, name, sizeof(name));
+        len = strlen(name);
+
+        /* "name\0chunk\0" */
+        agg->lua_names[id] = malloc(len + 1 + f->chunk_len + 1);
+        if (agg->lua_names[id] == NULL) {
+            return;
+        }
+
+        memcpy(agg->lua_names[id], name, len + 1);
+        memcpy(agg->lua_names[id] + len + 1, f->chunk_name, f->chunk_len);
+        agg->lua_names[id][len + 1 + f->chunk_len] = '\0';
+    }
+
+    info->function = agg->lua_names[id];
+    info->file = agg->lua_names[id] + strlen(agg->lua_names[id]) + 1;
+    info->start_line = f->firstline;
+    info->line = PROF_FRAME_LUA_LINE(pc);
+}
+
+
 /* Symbolizes pc the first time it is seen. */
 static int
 prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
@@ -221,6 +285,11 @@ prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
 
     info = &agg->address_info[index];
     memset(info, 0, sizeof(prof_address_t));
+
+    if (PROF_FRAME_IS_LUA(pc)) {
+        prof_aggregator_lua(agg, info, pc);
+        return 0;
+    }
 
     if (agg->conf.symbolizer != NULL) {
         info->object = prof_symbolize(agg->conf.symbolizer, pc,
@@ -320,6 +389,10 @@ prof_aggregator_address(prof_aggregator_t *agg, uint64_t pc)
         return &prof_truncated_address;
     }
 
+    if (pc == PROF_FRAME_LUA_LOST) {
+        return &prof_lua_lost_address;
+    }
+
     if (PROF_FRAME_IS_MARKER(pc)) {
         return &prof_unwind_stop_address;
     }
@@ -386,7 +459,8 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
     frames = prof_sample_frames(s);
 
     for (i = 0; i < n; i++) {
-        agg->stack[i] = (i == 0 || PROF_FRAME_IS_MARKER(frames[i]))
+        agg->stack[i] = (i == 0 || PROF_FRAME_IS_MARKER(frames[i])
+                         || PROF_FRAME_IS_LUA(frames[i]))
                         ? frames[i] : frames[i] - 1;
     }
 

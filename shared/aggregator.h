@@ -85,6 +85,8 @@ typedef struct {
     uint32_t              ninlines;
     prof_inline_t        *inlines;  /* the functions inlined there,
                                        innermost first (symbolizer.h) */
+    const char           *file;     /* a Lua function's chunk, else NULL */
+    int64_t               start_line;   /* a Lua function's first line */
 } prof_address_t;
 
 
@@ -99,6 +101,8 @@ typedef struct {
     int64_t                  period_ns;     /* sampling interval */
     int64_t                  thread_id;
     const char              *thread_name;
+    const struct prof_lua_s *lua;           /* names of Lua frames (lua.h),
+                                               NULL: none */
     int64_t                  start_realtime_ns;
     int64_t                  start_monotonic_ns;
     int                      timeline;      /* a sample per timestamp */

@@ -73,6 +73,13 @@ typedef struct {
 
 
 typedef struct {
+    int64_t    name;            /* string indices */
+    int64_t    filename;        /* 0: none */
+    int64_t    start_line;      /* 0: unknown */
+} prof_pprof_function_t;
+
+
+typedef struct {
     const prof_profile_t    *profile;
     prof_aggregator_t       *agg;
     prof_pprof_info_t        info;
@@ -86,7 +93,7 @@ typedef struct {
 
     prof_intern_t            locations;         /* uint64_t pc */
     prof_pprof_location_t   *location;          /* by location index */
-    prof_intern_t            functions;         /* int64_t name string */
+    prof_intern_t            functions;         /* prof_pprof_function_t */
     prof_intern_t            mappings;          /* const prof_object_t * */
     prof_pprof_mapping_t    *mapping;           /* by mapping index */
     prof_pprof_cached_t     *pc_cache;          /* a power of two */
@@ -528,16 +535,17 @@ prof_pb_line(unsigned char *p, uint64_t function_id, uint32_t lineno)
 static int64_t
 prof_pprof_function(prof_pprof_t *pp, const char *name)
 {
-    int      inserted;
-    int64_t  string, function;
+    int                    inserted;
+    int64_t                function;
+    prof_pprof_function_t  f;
 
-    string = prof_pprof_string(pp, name);
-    if (string < 0) {
+    memset(&f, 0, sizeof(f));
+    f.name = prof_pprof_string(pp, name);
+    if (f.name < 0) {
         return -ENOMEM;
     }
 
-    function = prof_intern(&pp->functions, &string, sizeof(string),
-                           &inserted);
+    function = prof_intern(&pp->functions, &f, sizeof(f), &inserted);
 
     return (function < 0) ? -ENOMEM : function + 1;
 }
@@ -599,18 +607,26 @@ prof_pprof_write_locations(prof_pprof_t *pp)
 static int
 prof_pprof_write_functions(prof_pprof_t *pp)
 {
-    int64_t         name;
-    uint32_t        i;
-    unsigned char  *p, *end, body[48];
+    uint32_t               i;
+    unsigned char         *p, *end, body[64];
+    prof_pprof_function_t  f;
 
     for (i = 0; i < pp->functions.count; i++) {
-        memcpy(&name, prof_intern_key(&pp->functions, i, NULL),
-               sizeof(int64_t));
+        memcpy(&f, prof_intern_key(&pp->functions, i, NULL), sizeof(f));
 
         end = prof_pb_uint(body, perftools_profiles_Function_id_tag, i + 1);
-        end = prof_pb_uint(end, perftools_profiles_Function_name_tag, name);
+        end = prof_pb_uint(end, perftools_profiles_Function_name_tag, f.name);
         end = prof_pb_uint(end, perftools_profiles_Function_system_name_tag,
-                           name);
+                           f.name);
+        if (f.filename > 0) {
+            end = prof_pb_uint(end, perftools_profiles_Function_filename_tag,
+                               f.filename);
+        }
+        if (f.start_line > 0) {
+            end = prof_pb_uint(end,
+                               perftools_profiles_Function_start_line_tag,
+                               f.start_line);
+        }
 
         p = prof_pprof_room(pp, 1 + 10 + (end - body));
         if (p == NULL) {
@@ -690,7 +706,8 @@ prof_pprof_location(prof_pprof_t *pp, uint64_t pc)
 {
     int                     inserted;
     size_t                  cap;
-    int64_t                 index, mapping, name, function;
+    int64_t                 index, mapping, function;
+    prof_pprof_function_t   f;
     prof_pprof_mapping_t   *map;
     prof_pprof_location_t  *loc;
     prof_pprof_cached_t    *cached;
@@ -784,12 +801,15 @@ prof_pprof_location(prof_pprof_t *pp, uint64_t pc)
         return index;
     }
 
-    name = prof_pprof_string(pp, a->function);
-    if (name < 0) {
+    memset(&f, 0, sizeof(f));
+    f.name = prof_pprof_string(pp, a->function);
+    f.filename = (a->file != NULL) ? prof_pprof_string(pp, a->file) : 0;
+    f.start_line = a->start_line;
+    if (f.name < 0 || f.filename < 0) {
         return -ENOMEM;
     }
 
-    function = prof_intern(&pp->functions, &name, sizeof(name), &inserted);
+    function = prof_intern(&pp->functions, &f, sizeof(f), &inserted);
     if (function < 0) {
         return -ENOMEM;
     }

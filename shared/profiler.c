@@ -36,6 +36,7 @@
 #include "file_export.h"
 #include "status.h"
 #include "intake.h"
+#include "lua.h"
 #include "pprof.h"
 #include "profiler.h"
 #include "symbolizer.h"
@@ -125,6 +126,8 @@ struct prof_s {
     int                  maps_read;
 
     int                  identity_done;         /* loop thread */
+    prof_lua_t          *lua;                   /* LuaJIT's frames (lua.h),
+                                                   shared; NULL: none */
     int                  identified;            /* loop thread: the line
                                                    of prof_identify() */
 
@@ -507,6 +510,7 @@ static void
 prof_publish_status(prof_t *p)
 {
     int                   rc, kind;
+    char                  lua[PROF_STATUS_TEXT_MAX];
     size_t                i;
     prof_buffer_t         symbols = { NULL, 0, 0 };
     prof_status_info_t    info;
@@ -549,6 +553,26 @@ prof_publish_status(prof_t *p)
 
     if (rc == 0 && prof_buffer_append(&symbols, "", 1) == 0) {
         info.symbols = (const char *) symbols.data;
+    }
+
+    if (p->lua != NULL
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) < 0
+        && snprintf(lua, sizeof(lua), "not recognized, no Lua frames (%s)",
+                    p->lua->why) > 0)
+    {
+        info.lua = lua;
+
+    } else if (p->lua != NULL
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) > 0
+        && snprintf(lua, sizeof(lua), "%s (%s): Lua frames in %llu "
+                        "samples, %llu cut short, %u functions",
+                        p->lua->vm.version, p->lua->vm.library,
+                        (unsigned long long) p->lua->walks,
+                        (unsigned long long) p->lua->lost,
+                        __atomic_load_n(&p->lua->count, __ATOMIC_ACQUIRE))
+           > 0)
+    {
+        info.lua = lua;
     }
 
     prof_status_publish(p->conf.status_slot, &p->channel->diagnostics, &info);
@@ -660,6 +684,19 @@ prof_identify(prof_t *p, const char *agent)
         }
 
         prof_buffer_free(&names[kind]);
+    }
+
+    if (p->lua != NULL
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) > 0)
+    {
+        rc |= prof_buffer_printf(&b, "; Lua: %s (%s)", p->lua->vm.version,
+                                 p->lua->vm.library);
+
+    } else if (p->lua != NULL
+               && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) < 0)
+    {
+        rc |= prof_buffer_printf(&b, "; Lua: not recognized, no Lua "
+                                 "frames (%s)", p->lua->why);
     }
 
     if (p->agent_url == NULL) {
@@ -883,6 +920,7 @@ prof_start_loop(prof_t *p)
     ac.start_realtime_ns = p->start_realtime_ns;
     ac.start_monotonic_ns = p->start_monotonic_ns;
     ac.timeline = p->conf.timeline;
+    ac.lua = p->lua;
     ac.on_profile = prof_export;
     ac.on_profile_data = p;
 
@@ -1525,6 +1563,10 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
     sc.unwind_table = conf->unwind_table;
     sc.start_monotonic_ns = p->start_monotonic_ns;
 
+    if (conf->lua) {
+        p->lua = prof_lua_create();
+    }
+
     rc = prof_sampler_start(&p->sampler, &sc);
     if (rc != 0) {
         prof_channel_free(p->channel);
@@ -1545,6 +1587,25 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
 
     *profiler = p;
     return 0;
+}
+
+
+void
+prof_lua_found(prof_t *p, const prof_lua_vm_t *vm, const char *why)
+{
+    if (p->lua == NULL || p->sampler == NULL) {
+        return;
+    }
+
+    if (vm == NULL) {
+        (void) snprintf(p->lua->why, sizeof(p->lua->why), "%s", why);
+        __atomic_store_n(&p->lua->state, -1, __ATOMIC_RELEASE);
+        return;
+    }
+
+    p->lua->vm = *vm;
+    __atomic_store_n(&p->lua->state, 1, __ATOMIC_RELEASE);
+    prof_sampler_enable_lua(p->sampler, p->lua);
 }
 
 
@@ -1639,6 +1700,7 @@ prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms)
     prof_log_deliver(&p->log);
 
     prof_channel_free(p->channel);
+    prof_lua_free(p->lua);
     prof_free(p);
 
     return 0;

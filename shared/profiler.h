@@ -93,9 +93,13 @@ typedef struct {
                                            descriptors to keep open (at
                                            most max) in keep: the count */
     void                *child_init_data;
+    int                  lua;           /* LuaJIT may be found later
+                                           (prof_lua_found): room for its
+                                           frames' names */
 } prof_conf_t;
 
 typedef struct prof_s  prof_t;
+struct prof_lua_vm_s;
 
 
 /*
@@ -122,6 +126,14 @@ int prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms);
 /* The labels of a request tag a sample carried (sampler.h). -ENOSPC:
    dropped, counted. */
 int prof_label(prof_t *p, const prof_labels_t *labels);
+
+/*
+ * What prof_lua_find said of the worker's LuaJIT (conf.lua), once every
+ * module is initialized: vm, its frames in the samples from now; or
+ * NULL, and why (the status page and identification line say it).
+ */
+void prof_lua_found(prof_t *p, const struct prof_lua_vm_s *vm,
+    const char *why);
 
 /* Messages queued, to the handler (the worker's own go at once). */
 void prof_deliver_log(prof_t *p);

@@ -832,6 +832,9 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 failed:
 
     __atomic_store_n(&prof_signal_sampler, NULL, __ATOMIC_RELEASE);
+    if (s->lua != NULL) {
+        prof_lua_guard_remove();
+    }
     if (s->table != s->borrowed) {
         prof_unwind_table_free(s->table);
     }
@@ -877,6 +880,11 @@ prof_sampler_stop(prof_sampler_t *s, uint64_t period)
 
     prof_sampler_restore_signal(s);
     __atomic_store_n(&prof_signal_sampler, NULL, __ATOMIC_RELEASE);
+
+    if (s->lua != NULL) {
+        s->lua = NULL;
+        prof_lua_guard_remove();
+    }
 
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
@@ -1015,6 +1023,16 @@ prof_sampler_capture_idle_stack(prof_sampler_t *s,
     s->idle_frame_count = count;
 
     __atomic_store_n(&s->idle_stack_ready, 1, __ATOMIC_RELEASE);
+}
+
+
+void
+prof_sampler_enable_lua(prof_sampler_t *s, prof_lua_t *lua)
+{
+    /* LuaJIT's memory is read under a fault guard (lua.h). */
+    if (s->lua == NULL && prof_lua_guard_install() == 0) {
+        __atomic_store_n(&s->lua, lua, __ATOMIC_RELEASE);
+    }
 }
 
 

@@ -54,6 +54,7 @@
 
 
 typedef struct prof_sampler_s  prof_sampler_t;
+struct prof_lua_s;
 
 
 typedef struct {
@@ -134,6 +135,10 @@ void prof_sampler_capture_idle_stack(prof_sampler_t *s,
     const uint64_t *leaf_frames, unsigned leaf_count, unsigned skip_frames);
 
 prof_sampler_hot_t *prof_sampler_hot(prof_sampler_t *s);
+
+/* LuaJIT's frames too from now (lua.h: the table, in memory shared with
+   the profiler side, its vm found); on the sampled thread. */
+void prof_sampler_enable_lua(prof_sampler_t *s, struct prof_lua_s *lua);
 
 
 /*

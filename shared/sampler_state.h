@@ -27,6 +27,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "lua.h"
 #include "sampler.h"
 #include "unwind.h"
 
@@ -101,6 +102,7 @@ struct prof_sampler_s {
        read by the handler */
     prof_unwind_table_t    *table;
     prof_unwind_table_t    *borrowed;       /* conf's table: not freed */
+    prof_lua_t             *lua;            /* conf's, read by the handler */
 
     /* wall accounting: the sampled thread only (handler, flush, stop) */
     int64_t                 point_wall_ns;  /* accounted up to here */

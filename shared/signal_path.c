@@ -21,6 +21,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "lua.h"
 #include "sample.h"
 #include "sampler_state.h"
 #include "unwind_table.h"
@@ -139,6 +140,12 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             break;
         }
 
+        if (regs->where != NULL) {
+            regs->where[3 * n] = sp;
+            regs->where[3 * n + 1] = fp;
+            regs->where[3 * n + 2] = 0;
+        }
+
         frames[n++] = (void *) pc;
 
         regs->pc = pc;
@@ -158,6 +165,9 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         } else {
             o = prof_unwind_object(t, lookup, o);
             if (o == NULL) {
+                if (regs->where != NULL) {
+                    regs->where[3 * (n - 1) + 2] = 1;
+                }
                 status = PROF_UNWIND_NO_OBJECT;
                 break;
             }
@@ -317,6 +327,8 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     int max)
 {
     int                   n, count, scans;
+    prof_lua_t           *lua;
+    prof_lua_where_t      where[PROF_MAX_FRAMES_LIMIT + 1];
     prof_unwind_regs_t    regs;
     prof_unwind_table_t  *t;
     prof_unwind_status_e  status;
@@ -327,12 +339,14 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     regs.stack_low = s->stack_low;
     regs.stack_high = s->stack_high;
     regs.caller = 0;
+    regs.where = NULL;
 
     slot->unwind_stop = 0;
     slot->scanned = 0;
 
     /* Replaced by this thread only, with SIGPROF blocked. */
     t = s->table;
+    lua = __atomic_load_n(&s->lua, __ATOMIC_ACQUIRE);
 
     n = 0;
     scans = 0;
@@ -343,6 +357,10 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
 
     } else {
         for ( ;; ) {
+            if (lua != NULL) {
+                regs.where = (uintptr_t *) &where[n];
+            }
+
             status = prof_unwind(t, &regs, (void **) slot->frames + n,
                                  max + 1 - n, &count);
             n += count;
@@ -368,6 +386,11 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     }
 
     slot->scanned = scans;
+
+    if (lua != NULL && t != NULL) {
+        n = prof_lua_splice(lua, uc, slot->frames, where, n, max + 1,
+                            s->stack_low, s->stack_high);
+    }
 
     if (status != PROF_UNWIND_END && status != PROF_UNWIND_FULL) {
         /* A marker ends a stack the walk could not finish. */

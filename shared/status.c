@@ -194,6 +194,7 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     s.last_error_ns = info->last_error_ns;
     prof_status_copy_text(s.last_error, info->last_error);
     prof_status_copy_symbols(s.symbols, info->symbols);
+    prof_status_copy_text(s.lua, info->lua);
 
     n = 0;
     for (f = prof_diagnostics_fields;
@@ -296,6 +297,7 @@ prof_status_read(const prof_status_slot_t *slot, prof_status_slot_t *copy)
             copy->last_upload[PROF_STATUS_TEXT_MAX - 1] = '\0';
             copy->last_error[PROF_STATUS_TEXT_MAX - 1] = '\0';
             copy->symbols[PROF_STATUS_SYMBOLS_MAX - 1] = '\0';
+            copy->lua[PROF_STATUS_TEXT_MAX - 1] = '\0';
             if (copy->counter_count > PROF_STATUS_COUNTERS) {
                 copy->counter_count = PROF_STATUS_COUNTERS;
             }
@@ -397,6 +399,14 @@ prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
         rc |= prof_utf8_append_json(out, s->last_upload,
                                     strlen(s->last_upload));
         rc |= prof_buffer_append_str(out, "}");
+    }
+
+    rc |= prof_buffer_append_str(out, ",\"lua\":");
+
+    if (s->lua[0] == '\0') {
+        rc |= prof_buffer_append_str(out, "null");
+    } else {
+        rc |= prof_utf8_append_json(out, s->lua, strlen(s->lua));
     }
 
     rc |= prof_buffer_append_str(out, ",\"last_error\":");
@@ -526,6 +536,12 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
             prof_intake_rfc3339(t, s.last_upload_ns);
             rc |= prof_buffer_printf(out, "  last upload: %s %s\n", t,
                                      s.last_upload);
+        }
+
+        if (s.lua[0] != '\0') {
+            rc |= prof_buffer_append_str(out, "  lua: ");
+            rc |= prof_utf8_append(out, s.lua, strlen(s.lua));
+            rc |= prof_buffer_append_str(out, "\n");
         }
 
         if (s.last_error_ns != 0) {

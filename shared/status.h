@@ -58,6 +58,8 @@ typedef struct prof_status_slot_s {
     char         symbols[PROF_STATUS_SYMBOLS_MAX];  /* where the names of
                                            the objects in its profiles come
                                            from: "path\tsource\n"... */
+    char         lua[PROF_STATUS_TEXT_MAX];     /* the LuaJIT whose frames
+                                           its samples carry, "": none */
 } prof_status_slot_t;
 
 
@@ -71,6 +73,7 @@ typedef struct {
     int64_t      last_error_ns;
     const char  *last_error;
     const char  *symbols;               /* as the slot's, NULL: none */
+    const char  *lua;                   /* as the slot's, NULL: none */
 } prof_status_info_t;
 
 

@@ -55,6 +55,10 @@ typedef struct {
     uintptr_t  stack_high;
     int        caller;          /* pc is a return address (not the pc
                                    of an interrupted instruction) */
+    uintptr_t *where;           /* when not NULL: for each frame, its sp,
+                                   rbp and 0 (3 words), the last one's
+                                   third word 1 when its pc is in no
+                                   object (lua.h's prof_lua_where_t) */
 } prof_unwind_regs_t;
 
 

@@ -191,6 +191,7 @@ fuzz_walk(const prof_unwind_table_t *t, uintptr_t pc, uintptr_t sp,
     regs.stack_low = (uintptr_t) fuzz_stack;
     regs.stack_high = (uintptr_t) fuzz_stack + fuzz_page;
     regs.caller = caller;
+    regs.where = NULL;
 
     n = 0;
     scans = 0;

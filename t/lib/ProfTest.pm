@@ -923,6 +923,26 @@ sub function_names {
     return @names ? @names : (sprintf('0x%x', $loc->{address}));
 }
 
+# The Lua frames of a location (functions with a file: what the module
+# writes for Lua), each { name, file, start_line, line }.
+sub lua_frames_of {
+    my ($p, $location_id) = @_;
+    _index($p);
+    my $loc = $p->{_loc}{$location_id} or return ();
+    my @out;
+    for my $l (@{ $loc->{line} }) {
+        my $f = $p->{_fn}{ $l->{function_id} // 0 } or next;
+        next unless $f->{filename};
+        # A Line's line: a list, as the decoder makes every "line" field.
+        my $line = ref $l->{line} ? $l->{line}[0] : $l->{line};
+        push @out, { name => pstr($p, $f->{name}),
+                     file => pstr($p, $f->{filename}),
+                     start_line => $f->{start_line} // 0,
+                     line => $line // 0 };
+    }
+    return @out;
+}
+
 # The leaf function of a sample.
 sub leaf_function {
     my ($p, $s) = @_;
@@ -1011,8 +1031,9 @@ sub hotspot_samples {
 
         for my $s (@{ $p->{sample} }) {
             my $l = sample_labels($p, $s);
-            my (@funcs, @objects);
+            my (@funcs, @objects, @lua);
             for my $id (@{ $s->{location_id} }) {
+                push @lua, lua_frames_of($p, $id);
                 push @funcs, function_names($p, $id);
                 my $loc = $p->{_loc}{$id};
                 push @objects, $loc ? ($map{ $loc->{mapping_id} } // '')
@@ -1035,6 +1056,7 @@ sub hotspot_samples {
                 has_endpoint_label => exists $l->{'trace endpoint'},
                 funcs       => \@funcs,
                 objects     => \@objects,
+                lua         => \@lua,
                 leaf        => $funcs[0] // '[no stack]',
             };
         }

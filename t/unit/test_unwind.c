@@ -95,6 +95,7 @@ on_sigprof(int signo, siginfo_t *info, void *context)
     regs.stack_low = stack_low;
     regs.stack_high = stack_high;
     regs.caller = 0;
+    regs.where = NULL;
 
     s->status = prof_unwind(table, &regs, s->frames, FRAMES_MAX, &s->count);
     s->reference_count = reference_unwind(uc, s->reference, FRAMES_MAX);
@@ -322,6 +323,7 @@ set_regs(prof_unwind_regs_t *regs, uintptr_t pc, uintptr_t sp,
     regs->stack_low = low;
     regs->stack_high = high;
     regs->caller = 0;
+    regs->where = NULL;
 }
 
 

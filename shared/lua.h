@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * Lua-land stacks: LuaJIT's call stack in the samples, where it runs,
+ * interleaved with the native frames.
+ *
+ * - prof_lua_find (the worker, at start, outside the handler): checks that
+ *   the LuaJIT in the process has the layout this file knows (LuaJIT 2.1,
+ *   GC64, x86-64: OpenResty's luajit2 and Debian's libluajit2) by running a
+ *   known Lua function once and walking it, and finds the interpreter's
+ *   code. Anything else: not found, said once, native stacks as before.
+ * - prof_lua_splice (the SIGPROF handler, signal_lua.c): for every
+ *   activation of the VM on the native stack, its Lua frames in place of
+ *   the VM's own frame (the interpreter, a trace's machine code), callers
+ *   below callees, the C code a Lua function called above them. Reads
+ *   LuaJIT's memory under a fault guard (prof_lua_guard_install): a fault
+ *   or any inconsistency ends the Lua part with a marker frame, counted.
+ * - What names a frame is copied into the table below by the handler the
+ *   first time it meets a function (bounded), so that the profiler
+ *   process names it without reading the worker's memory, even after the
+ *   function was collected. A Lua frame is PROF_FRAME_LUA(id, line).
+ */
+
+#ifndef PROF_LUA_H
+#define PROF_LUA_H
+
+#include <stdint.h>
+#include <ucontext.h>
+
+
+#define PROF_LUA_FUNCTIONS      8192        /* a power of two */
+#define PROF_LUA_PROBES         16
+#define PROF_LUA_CHUNK_MAX      160
+#define PROF_LUA_ACTIVATIONS    16          /* VM entries a sample walks */
+
+/* A Lua frame: bit 63, the function's entry, the line (0: unknown). */
+#define PROF_FRAME_LUA_BIT      ((uint64_t) 1 << 63)
+#define PROF_FRAME_IS_LUA(pc)   (((pc) & PROF_FRAME_LUA_BIT) != 0)
+#define PROF_FRAME_LUA(id, line)                                              \
+    (PROF_FRAME_LUA_BIT | ((uint64_t) (id) << 32) | (uint32_t) (line))
+#define PROF_FRAME_LUA_ID(pc)   ((uint32_t) ((pc) >> 32) & 0x7fffffff)
+#define PROF_FRAME_LUA_LINE(pc) ((uint32_t) (pc))
+
+/* The marker frame in place of Lua frames the walk could not read. */
+#define PROF_FRAME_LUA_LOST     ((uint64_t) 3)
+
+
+/* A Lua function as the handler met it (written once, then read only). */
+typedef struct {
+    uint64_t        proto;              /* its prototype's address then */
+    uint64_t        chunk;              /* its chunkname string's */
+    int32_t         firstline;
+    uint32_t        chunk_len;          /* bytes of chunk_name */
+    char            chunk_name[PROF_LUA_CHUNK_MAX];   /* the end of it when
+                                                         longer */
+} prof_lua_function_t;
+
+
+/* What prof_lua_find learned: the handler's inputs. */
+typedef struct prof_lua_vm_s {
+    uintptr_t       g;                  /* LuaJIT's global_State */
+    uintptr_t       vm_start;           /* the interpreter's machine code */
+    uintptr_t       vm_end;
+    char            version[48];        /* jit.version */
+    char            library[208];       /* the object it is in */
+} prof_lua_vm_t;
+
+
+/* In memory shared with the profiler process; the handler writes. */
+typedef struct prof_lua_s {
+    int32_t              state;         /* 0: not looked for yet, 1: vm
+                                           found, -1: not recognized */
+    char                 why[128];      /* when -1 */
+    prof_lua_vm_t        vm;
+    uint64_t             walks;         /* samples with Lua frames */
+    uint64_t             lost;          /* walks ended by a marker */
+    uint64_t             faults;        /*   of which by a fault */
+    uint64_t             full;          /* frames the table had no room for */
+    uint32_t             count;         /* functions */
+    uint32_t             slots[PROF_LUA_FUNCTIONS * 2];   /* index + 1 */
+    prof_lua_function_t  functions[PROF_LUA_FUNCTIONS];
+} prof_lua_t;
+
+
+/*
+ * Finds LuaJIT in the process from a lua_State of it (the lua module's),
+ * checks its layout and fills vm. 0, or -1 with why in err.
+ */
+int prof_lua_find(void *lua_state, prof_lua_vm_t *vm, char *err,
+    size_t size);
+
+/* The shared table (mmap'ed MAP_SHARED before the fork), or NULL. */
+prof_lua_t *prof_lua_create(void);
+void prof_lua_free(prof_lua_t *lua);
+
+/*
+ * The name users know a function by ("chunk:firstline", the chunkname
+ * shown as Lua shows it) into buf; NULL when id names no function.
+ */
+const prof_lua_function_t *prof_lua_function(const prof_lua_t *lua,
+    uint32_t id);
+void prof_lua_function_name(const prof_lua_function_t *f, char *buf,
+    size_t size);
+
+/* Where a native frame was: its sp and rbp (0: unknown), and whether
+   its pc is in no object the unwind table knows (JIT code). */
+typedef struct {
+    uintptr_t       sp;
+    uintptr_t       fp;
+    uintptr_t       unknown;
+} prof_lua_where_t;
+
+/* signal_lua.c: the handler's side. */
+int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
+    const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
+    uintptr_t stack_high);
+int prof_lua_guard_install(void);
+void prof_lua_guard_remove(void);
+
+
+#endif /* PROF_LUA_H */

@@ -1,0 +1,581 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The signal path's Lua part (lua.h): LuaJIT's frames spliced into a
+ * sample's native ones, in the SIGPROF handler.
+ *
+ * Async-signal-safe only, like signal_path.c (CI checks both objects).
+ * Memory outside the thread's stack (LuaJIT's states, stacks, functions,
+ * prototypes, strings) is read under a guard: a SIGSEGV there jumps back
+ * here and the walk ends with a marker. Every step is checked against
+ * what LuaJIT keeps consistent (a frame's function is a function, a Lua
+ * frame's link is a pc inside its caller's bytecode, just past a call),
+ * so that a frame is right or absent.
+ *
+ * The layout is LuaJIT 2.1's in GC64 mode on x86-64 (lj_obj.h,
+ * lj_frame.h), checked at start by prof_lua_find (lua.c).
+ */
+
+#define _GNU_SOURCE
+
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "lua.h"
+#include "sample.h"
+#include "lua_layout.h"
+
+
+static volatile sig_atomic_t  prof_lua_probing;
+static volatile sig_atomic_t  prof_lua_installed;
+static void                  *prof_lua_jump[5];
+static struct sigaction       prof_lua_saved_segv;
+
+
+/*
+ * SIGSEGV: a fault of the walk returns into it; any other goes on as if
+ * the guard were not there (the action before it, from the faulting
+ * instruction again: a crash dumps core where it happened).
+ */
+static void
+prof_lua_segv(int signo, siginfo_t *info, void *context)
+{
+    (void) signo;
+    (void) info;
+    (void) context;
+
+    if (prof_lua_probing) {
+        prof_lua_probing = 0;
+        __builtin_longjmp(prof_lua_jump, 1);
+    }
+
+    prof_lua_installed = 0;
+    (void) sigaction(SIGSEGV, &prof_lua_saved_segv, NULL);
+}
+
+
+int
+prof_lua_guard_install(void)
+{
+    struct sigaction  sa;
+
+    if (prof_lua_installed) {
+        return 0;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = prof_lua_segv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+
+    if (sigaction(SIGSEGV, &sa, &prof_lua_saved_segv) != 0) {
+        return -1;
+    }
+
+    prof_lua_installed = 1;
+    return 0;
+}
+
+
+void
+prof_lua_guard_remove(void)
+{
+    struct sigaction  now;
+
+    if (!prof_lua_installed) {
+        return;
+    }
+
+    prof_lua_installed = 0;
+
+    /* Only ours goes: one installed after it stays. */
+    if (sigaction(SIGSEGV, NULL, &now) == 0
+        && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == prof_lua_segv)
+    {
+        (void) sigaction(SIGSEGV, &prof_lua_saved_segv, NULL);
+    }
+}
+
+
+/* Whether the guard is still the process's SIGSEGV action. */
+static int
+prof_lua_guarded(void)
+{
+    struct sigaction  now;
+
+    return prof_lua_installed
+           && sigaction(SIGSEGV, NULL, &now) == 0
+           && (now.sa_flags & SA_SIGINFO)
+           && now.sa_sigaction == prof_lua_segv;
+}
+
+
+#define RD64(a)  (*(volatile const uint64_t *) (uintptr_t) (a))
+#define RD32(a)  (*(volatile const uint32_t *) (uintptr_t) (a))
+#define RD16(a)  (*(volatile const uint16_t *) (uintptr_t) (a))
+#define RD8(a)   (*(volatile const uint8_t *) (uintptr_t) (a))
+
+
+typedef struct {
+    prof_lua_t  *lua;
+    uint64_t    *out;
+    int          n;
+    int          max;
+} prof_lua_walk_t;
+
+
+/* The function table's entry for prototype pt: its index, -1 not a
+   prototype, -2 no room. */
+__attribute__((no_sanitize_address)) static int64_t
+prof_lua_intern(prof_lua_t *lua, uintptr_t pt)
+{
+    uint32_t              i, h, v, len, j, k, head;
+    uint64_t              chunk;
+    int32_t               first;
+    uintptr_t             data;
+    prof_lua_function_t  *f;
+
+    if (RD8(pt + LJL_GCT) != LJL_GCT_PROTO) {
+        return -1;
+    }
+
+    chunk = RD64(pt + LJL_PT_CHUNKNAME) & LJL_GCVMASK;
+    first = (int32_t) RD32(pt + LJL_PT_FIRSTLINE);
+
+    h = (uint32_t) ((pt >> 3) * 0x9e3779b1u);
+    v = 0;
+
+    for (i = 0; i < PROF_LUA_PROBES; i++) {
+        v = lua->slots[(h + i) & (PROF_LUA_FUNCTIONS * 2 - 1)];
+        if (v == 0) {
+            break;
+        }
+
+        f = &lua->functions[v - 1];
+        if (f->proto == pt && f->chunk == chunk && f->firstline == first) {
+            return v - 1;
+        }
+    }
+
+    if (v != 0 || lua->count == PROF_LUA_FUNCTIONS) {
+        lua->full++;
+        return -2;
+    }
+
+    if (chunk == 0 || RD8(chunk + LJL_GCT) != LJL_GCT_STR) {
+        return -1;
+    }
+
+    f = &lua->functions[lua->count];
+    f->proto = pt;
+    f->chunk = chunk;
+    f->firstline = first;
+
+    /* The first byte ('@' a file, '=' a name) and the end of it. */
+    len = RD32(chunk + LJL_STR_LEN);
+    data = chunk + LJL_STR_DATA;
+    head = 0;
+    k = 0;
+
+    if (len > PROF_LUA_CHUNK_MAX) {
+        f->chunk_name[k++] = (char) RD8(data);
+        f->chunk_name[k++] = '.';
+        f->chunk_name[k++] = '.';
+        f->chunk_name[k++] = '.';
+        head = len - (PROF_LUA_CHUNK_MAX - k);
+    }
+
+    for (j = head; j < len; j++) {
+        f->chunk_name[k++] = (char) RD8(data + j);
+    }
+
+    f->chunk_len = k;
+
+    __atomic_store_n(&lua->count, lua->count + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&lua->slots[(h + i) & (PROF_LUA_FUNCTIONS * 2 - 1)],
+                     lua->count, __ATOMIC_RELEASE);
+
+    return lua->count - 1;
+}
+
+
+/* The line of the instruction before pc in prototype pt (0: no line
+   information); -1 when pc is not past an instruction of it. */
+__attribute__((no_sanitize_address)) static int64_t
+prof_lua_line(uintptr_t pt, uintptr_t pc)
+{
+    uint32_t   sizebc, numline, i;
+    int32_t    first;
+    uintptr_t  bc, lineinfo;
+
+    bc = pt + LJL_PT_SIZE;
+    sizebc = RD32(pt + LJL_PT_SIZEBC);
+
+    /* The instruction pc follows: one after the function header. */
+    if (pc < bc + 8 || pc > bc + (uintptr_t) sizebc * 4 || (pc & 3) != 0) {
+        return -1;
+    }
+
+    lineinfo = RD64(pt + LJL_PT_LINEINFO);
+    if (lineinfo == 0) {
+        return 0;
+    }
+
+    first = (int32_t) RD32(pt + LJL_PT_FIRSTLINE);
+    numline = RD32(pt + LJL_PT_NUMLINE);
+    i = (uint32_t) ((pc - bc) / 4 - 2);     /* header has no entry */
+
+    if (numline < 256) {
+        return first + RD8(lineinfo + i);
+    }
+
+    if (numline < 65536) {
+        return first + RD16(lineinfo + 2 * i);
+    }
+
+    return first + (int32_t) RD32(lineinfo + 4 * i);
+}
+
+
+/*
+ * The Lua frames of one activation of L, from frame (base - 1 of the
+ * innermost) down to where the activation was entered from C, leaf
+ * first; pc: past the leaf's instruction (0: unknown). 0 with *cont the
+ * frame below the C entry (0: the bottom), or -1: inconsistent.
+ */
+__attribute__((no_sanitize_address)) static int
+prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
+    uintptr_t pc, uintptr_t *cont)
+{
+    int        skip, leaf;
+    int64_t    id, line;
+    uint32_t   ins, op;
+    uint64_t   fv, ftsz;
+    uintptr_t  stack, bot, top, fn, pt, next;
+
+    stack = RD64(L + LJL_L_STACK);
+    top = stack + (uintptr_t) RD32(L + LJL_L_STACKSIZE) * 8;
+    bot = stack + 8;
+
+    skip = 0;
+    leaf = 1;
+
+    for ( ;; ) {
+        if (frame <= bot) {
+            *cont = 0;
+            return 0;
+        }
+
+        if (frame >= top || (frame & 7) != 0) {
+            return -1;
+        }
+
+        fv = RD64(frame - 8);
+        ftsz = RD64(frame);
+
+        if ((int64_t) fv >> 47 != LJL_TFUNC) {
+            return -1;
+        }
+
+        fn = fv & LJL_GCVMASK;
+        if (RD8(fn + LJL_GCT) != LJL_GCT_FUNC) {
+            return -1;
+        }
+
+        if (RD8(fn + LJL_FN_FFID) == LJL_FF_LUA && !skip) {
+            pt = RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
+
+            line = 0;
+            if (pc != 0) {
+                line = prof_lua_line(pt, pc);
+                if (line < 0) {
+                    if (!leaf) {
+                        return -1;      /* a link not into its caller */
+                    }
+                    line = 0;           /* the leaf's pc: not known */
+                }
+            }
+
+            id = prof_lua_intern(w->lua, pt);
+            if (id == -1) {
+                return -1;
+            }
+
+            if (w->n == w->max) {
+                *cont = 0;
+                return 0;
+            }
+
+            w->out[w->n++] = (id >= 0) ? PROF_FRAME_LUA(id, line)
+                                       : PROF_FRAME_LUA_LOST;
+        }
+
+        skip = 0;
+        leaf = 0;
+
+        switch (ftsz & LJL_FRAME_TYPEP) {
+
+        case LJL_FRAME_LUA:
+        case LJL_FRAME_LUAP:
+            /* Returns past a call instruction; its A: the frame's slot. */
+            pc = ftsz;
+            if (pc > LJL_GCVMASK || (pc & 3) != 0 || pc < 8) {
+                return -1;
+            }
+            ins = RD32(pc - 4);
+            op = ins & 0xff;
+            if (op != LJL_BC_CALLM && op != LJL_BC_CALL
+                && op != LJL_BC_ITERC && op != LJL_BC_ITERN)
+            {
+                return -1;
+            }
+            next = frame - 8 * (2 + ((ins >> 8) & 0xff));
+            break;
+
+        case LJL_FRAME_C:
+        case LJL_FRAME_CP:
+            /* Entered from C: the frames below are an outer activation. */
+            next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
+            *cont = (next < frame) ? next : 0;
+            return 0;
+
+        case LJL_FRAME_VARG:
+            /* The same function again, below its varargs. */
+            next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
+            skip = 1;
+            break;
+
+        case LJL_FRAME_CONT:
+            /* A metamethod the interpreter called: the caller's pc. */
+            pc = RD64(frame - 16);
+            next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
+            break;
+
+        default:
+            /* pcall, xpcall: the caller's line is not kept there. */
+            pc = 0;
+            next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
+            break;
+        }
+
+        if (next >= frame) {
+            return -1;
+        }
+
+        frame = next;
+        (void) op;
+    }
+}
+
+
+static int
+prof_lua_in_vm(const prof_lua_t *lua, uint64_t pc)
+{
+    return pc >= lua->vm.vm_start && pc < lua->vm.vm_end;
+}
+
+
+/* Whether frame (base - 1) starts a consistent chain: a trial walk. */
+__attribute__((no_sanitize_address)) static int
+prof_lua_chain_ok(prof_lua_t *lua, uintptr_t L, uintptr_t base)
+{
+    uint64_t         out[64];
+    uintptr_t        stack, cont;
+    prof_lua_walk_t  w;
+
+    stack = RD64(L + LJL_L_STACK);
+    if (base < stack + 16
+        || base >= stack + (uintptr_t) RD32(L + LJL_L_STACKSIZE) * 8)
+    {
+        return 0;
+    }
+
+    w.lua = lua;
+    w.out = out;
+    w.n = 0;
+    w.max = 64;
+
+    return prof_lua_walk(&w, L, base - 8, 0, &cont) == 0;
+}
+
+
+/*
+ * Where the innermost activation of L (the one running) has its top
+ * frame: *frame (base - 1) and *pc (0: unknown); -1 when it cannot be
+ * told. cf: the activation's C frame; i: the native frame of the VM for
+ * it, or -1.
+ */
+__attribute__((no_sanitize_address)) static int
+prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
+    const uint64_t *frames, const prof_lua_where_t *where, int n,
+    uintptr_t cf, uintptr_t *frame, uintptr_t *pc)
+{
+    int        i;
+    int32_t    state;
+    uintptr_t  base, fp;
+
+    state = (int32_t) RD32(lua->vm.g + LJL_G_VMSTATE);
+    *pc = 0;
+
+    if (state >= 0) {
+        /* A trace runs: the base it runs on (its inlined calls unseen). */
+        base = RD64(lua->vm.g + LJL_G_JIT_BASE);
+
+    } else if (state == LJL_VMST_INTERP && n > 0
+               && prof_lua_in_vm(lua, frames[0]) && where[0].sp == cf)
+    {
+        /* The interpreter: its BASE and PC registers. */
+        base = (uintptr_t) uc->uc_mcontext.gregs[REG_RDX];
+        *pc = (uintptr_t) uc->uc_mcontext.gregs[REG_RBX];
+
+    } else if (state == LJL_VMST_INTERP) {
+        /*
+         * C code the interpreter called: it keeps BASE in rbp around calls
+         * that do not take L (libm's from math.*), else in L->base.
+         */
+        fp = 0;
+        for (i = 0; i < n; i++) {
+            if (where[i].sp == cf && prof_lua_in_vm(lua, frames[i])) {
+                fp = where[i].fp;
+                break;
+            }
+        }
+
+        if (fp != 0 && prof_lua_chain_ok(lua, L, fp)) {
+            base = fp;
+        } else {
+            base = RD64(L + LJL_L_BASE);
+        }
+
+    } else {
+        /* A C function, the collector, the trace compiler: L->base. */
+        base = RD64(L + LJL_L_BASE);
+    }
+
+    if (base == 0 || (base & 7) != 0) {
+        return -1;
+    }
+
+    *frame = base - 8;
+    return 0;
+}
+
+
+/*
+ * LuaJIT's frames into frames[] (n native ones, with where they were),
+ * at most max in all: each activation of the VM, from the one running
+ * out, replaces the VM's own frames for it. Returns the new count.
+ */
+__attribute__((no_sanitize_address)) int
+prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
+    const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
+    uintptr_t stack_high)
+{
+    int              i, k, rc, trace;
+    uint64_t         out[PROF_MAX_FRAMES_LIMIT + 1];
+    uintptr_t        g, L, cf, cfL, prevL, frame, pc, cont;
+    prof_lua_walk_t  w;
+
+    if (lua == NULL || n == 0 || !prof_lua_guarded()) {
+        return n;
+    }
+
+    prof_lua_probing = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    if (__builtin_setjmp(prof_lua_jump)) {
+        /* A fault: the native frames as they were. */
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        lua->faults++;
+        lua->lost++;
+        return n;
+    }
+
+    g = lua->vm.g;
+    L = RD64(g + LJL_G_CUR_L) & LJL_GCVMASK;
+    cf = (L != 0) ? (RD64(L + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) : 0;
+
+    /* No Lua running: nothing of it on this stack. */
+    if (cf == 0 || cf < where[0].sp || cf >= stack_high || cf < stack_low) {
+        prof_lua_probing = 0;
+        return n;
+    }
+
+    lua->walks++;
+    trace = (int32_t) RD32(g + LJL_G_VMSTATE) >= 0;
+
+    w.lua = lua;
+    w.out = out;
+    w.n = 0;
+    w.max = max;
+
+    i = 0;
+    prevL = 0;
+    cont = 0;
+
+    for (k = 0; cf != 0 && k < PROF_LUA_ACTIVATIONS; k++) {
+        if (cf < stack_low || cf >= stack_high || (cf & 7) != 0) {
+            break;
+        }
+
+        cfL = RD64(cf + LJL_CF_L) & LJL_GCVMASK;
+
+        /*
+         * The native frames above the activation: kept, but for the VM's
+         * own frame for it and, under a trace, the trace's machine code
+         * (in no object the table knows).
+         */
+        for ( /* void */ ; i < n && where[i].sp <= cf; i++) {
+            if ((where[i].sp == cf && prof_lua_in_vm(lua, frames[i]))
+                || (k == 0 && trace && where[i].unknown))
+            {
+                continue;
+            }
+            if (w.n < max) {
+                out[w.n++] = frames[i];
+            }
+        }
+
+        if (k == 0) {
+            rc = (cfL == L) ? prof_lua_top(lua, uc, L, frames, where, n, cf,
+                                           &frame, &pc)
+                            : -1;
+        } else if (cfL == prevL && cont != 0) {
+            frame = cont;
+            pc = 0;
+            rc = 0;
+        } else {
+            frame = RD64(cfL + LJL_L_BASE) - 8;
+            pc = 0;
+            rc = 0;
+        }
+
+        if (rc == 0) {
+            rc = prof_lua_walk(&w, cfL, frame, pc, &cont);
+        }
+
+        if (rc != 0) {
+            lua->lost++;
+            if (w.n < max) {
+                out[w.n++] = PROF_FRAME_LUA_LOST;
+            }
+            cont = 0;
+        }
+
+        prevL = cfL;
+        cf = RD64(cf + LJL_CF_PREV) & LJL_CFRAME_RAWMASK;
+    }
+
+    prof_lua_probing = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    for ( /* void */ ; i < n && w.n < max; i++) {
+        out[w.n++] = frames[i];
+    }
+
+    memcpy(frames, out, w.n * sizeof(uint64_t));
+
+    return w.n;
+}

@@ -1,0 +1,239 @@
+#!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
+
+# Lua-land stacks: a Lua app whose functions each burn a known CPU time in
+# their own location (JIT-compiled; with jit.off; in a light thread; after
+# ngx.sleep; in a timer; in a body filter). At least 90% of each
+# location's Lua CPU (the samples under the lua module's entry) carries
+# its function's frame, with the right file and first line, and none
+# another's; three functions called in one location get shares within 5
+# points of the CPU time each burned (measured with os.clock in the
+# worker). The LuaJIT of the lua module (Debian's libluajit2, or the
+# nginx's own: OpenResty), then OpenResty's luajit2 from
+# ../shared/fixtures/openresty in its place where Debian's lua module
+# loads it.
+
+use strict;
+use warnings;
+
+use Cwd qw(realpath);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use ProfTest;
+
+my @MODULES = ProfTest::jit_workload_modules();
+plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
+                 . 'with libnginx-mod-http-lua: ci/install-deps)')
+    unless @MODULES;
+
+my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $p = $t->prefix;
+
+mkdir("$p/lua") or die "$p/lua: $!";
+chmod(0755, $p, "$p/lua");
+
+# Each burner: a loop over math.sin (libm under it) for ms of CPU time.
+my @BURNERS = qw(jit_burn interp_burn thread_burn sleep_burn timer_burn
+                 filter_burn share_a share_b share_c);
+my $app = "local M = {}\nlocal sin, clock = math.sin, os.clock\n\n";
+for my $b (@BURNERS) {
+    $app .= <<"EOF";
+local function $b(ms)
+    local stop = clock() + ms / 1000
+    local s = 0
+    while clock() < stop do
+        for i = 1, 2000 do s = s + sin(i) end
+    end
+    return s
+end
+M.$b = $b
+
+EOF
+}
+$app .= "jit.off(interp_burn)\n\nreturn M\n";
+
+my $file = "$p/lua/app.lua";
+open(my $fh, '>', $file) or die "$file: $!";
+print $fh $app;
+close($fh);
+chmod(0644, $file);
+
+# Each burner's first line, as its Lua frame must say.
+my (%FIRST, $n);
+for (split /\n/, $app) {
+    $n++;
+    $FIRST{$1} = $n if /^local function (\w+)\(/;
+}
+
+my $lua_path = ProfTest::lua_package_path_directive();
+$lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;$1";/
+    or $lua_path = "    lua_package_path \"$p/lua/?.lua;;\";\n";
+
+my $conf = <<"EOF";
+$lua_path
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 10m;
+    profiling_interval 5ms;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location = /status { profiling_status; }
+        location = /jit { content_by_lua_block {
+            ngx.say(require("app").jit_burn(40)) } }
+        location = /interp { content_by_lua_block {
+            ngx.say(require("app").interp_burn(40)) } }
+        location = /thread { content_by_lua_block {
+            local th = ngx.thread.spawn(require("app").thread_burn, 40)
+            ngx.say(select(2, ngx.thread.wait(th))) } }
+        location = /sleep { content_by_lua_block {
+            ngx.sleep(0.002)
+            ngx.say(require("app").sleep_burn(40)) } }
+        location = /timer { content_by_lua_block {
+            ngx.timer.at(0, function() require("app").timer_burn(40) end)
+            ngx.say("ok") } }
+        location = /filter {
+            content_by_lua_block { ngx.say("ok") }
+            body_filter_by_lua_block {
+                if ngx.arg[2] then require("app").filter_burn(40) end } }
+        location = /three { content_by_lua_block {
+            local app = require("app")
+            ngx.say(app.share_a(10) + app.share_b(20) + app.share_c(30)) } }
+    }
+EOF
+
+# The native frames under which a location's Lua code runs.
+my $ENTRY = qr/^ngx_http_lua_(run_thread|timer_handler|body_filter)/;
+
+sub check_run {
+    my ($what) = @_;
+
+    $t->write_config($conf);
+    $t->run;
+
+    my $text = '';
+    ok(ProfTest::wait_until(sub {
+           $text = $t->get('/status?format=text')->{content} // '';
+           $text =~ /^  lua: LuaJIT \S+ \(\S+\): Lua frames/m }, 10),
+       "$what: the status page names the LuaJIT found")
+        or diag(join("", grep { /profiling|lua/i }
+                         split /^/m, ProfTest::_slurp($t->error_log_path)));
+
+    for (1 .. 12) {
+        for my $path (qw(/jit /interp /thread /sleep /timer /filter
+                         /three))
+        {
+            my $r = $t->get($path);
+            die "$path: " . ($r->{status} // 'no answer')
+                unless ($r->{status} // 0) == 200;
+        }
+    }
+    ok($t->stop, "$what: nginx quits (and writes its last profile)");
+    like(ProfTest::_slurp($t->error_log_path), qr/; Lua: LuaJIT \S+ \(/,
+         "$what: the identification line names the LuaJIT");
+
+    my @s = grep { $_->{cpu} > 0 && ProfTest::stack_has($_, $ENTRY) }
+            ProfTest::hotspot_samples(
+                ProfTest::decode_dump_dir($t->dump_dir));
+    unlink(glob($t->dump_dir . '/*'));
+
+    # Which burner a sample's Lua frames show (undef: none; '*': two).
+    my $wrong = 0;
+    my (%frame_ok, %seen_frames);
+    my $burner_of = sub {
+        my ($s) = @_;
+        my %seen;
+        for my $f (@{ $s->{lua} }) {
+            next unless $f->{file} eq "\@$file";
+            my ($b) = grep { $FIRST{$_} == $f->{start_line} } @BURNERS;
+            next unless $b;
+            $seen{$b} = 1;
+            $seen_frames{$b}{"$f->{name} $f->{file} $f->{start_line} "
+                             . "$f->{line}"}++;
+            # Its name; the line of the leaf where LuaJIT knows it, one
+            # of its loop's (interpreted: always; in a trace: 0).
+            $frame_ok{$b}{name} = 1 if $f->{name} eq "$file:$FIRST{$b}";
+            if ($f->{line} == 0) {
+                $frame_ok{$b}{unknown}++;
+            } elsif ($f->{line} > $FIRST{$b} && $f->{line} <= $FIRST{$b} + 6) {
+                $frame_ok{$b}{lines}++;
+            } else {
+                $frame_ok{$b}{wrong}++;
+            }
+        }
+        return (keys %seen) == 1 ? (keys %seen)[0]
+               : (keys %seen) ? '*' : undef;
+    };
+
+    my %by;         # location or burner => { burner => cpu, total => cpu }
+    for my $s (@s) {
+        my $b = $burner_of->($s) // '-';
+        my $where = $s->{endpoint} // 'no request (the timer)';
+        $by{$where}{$b} += $s->{cpu};
+        $by{$where}{total} += $s->{cpu};
+    }
+
+    my %location = (jit_burn => 'GET /jit', interp_burn => 'GET /interp',
+                    thread_burn => 'GET /thread', sleep_burn => 'GET /sleep',
+                    timer_burn => 'no request (the timer)',
+                    filter_burn => 'GET /filter');
+    for my $b (sort keys %location) {
+        my $c = $by{ $location{$b} } // {};
+        my $total = $c->{total} // 0;
+        my $right = $c->{$b} // 0;
+        my $other = 0;
+        $other += $c->{$_} // 0 for grep { $_ ne $b } @BURNERS, '*';
+        ok($total >= 100e6 && $right >= 0.9 * $total && $other == 0,
+           sprintf('%s: %s: %.1f%% of %.0fms of Lua CPU in %s carries it, '
+                   . '%.0fms another burner', $what, $b,
+                   $total ? 100 * $right / $total : 0, $total / 1e6,
+                   $location{$b}, $other / 1e6))
+            or diag(explain($c), explain([ keys %by ]));
+        my $fk = $frame_ok{$b} // {};
+        ok($fk->{name} && !$fk->{wrong}
+           && ($b ne 'interp_burn' || $fk->{lines}),
+           "$what: $b: named $file:$FIRST{$b}, file \@$file, first line "
+           . "$FIRST{$b}, its lines")
+            or diag(explain($seen_frames{$b}));
+    }
+
+    # Three in one location: shares as burned (1:2:3), within 5 points.
+    my $c = $by{'GET /three'} // {};
+    my $sum = 0;
+    $sum += $c->{$_} // 0 for qw(share_a share_b share_c);
+    my %want = (share_a => 1 / 6, share_b => 2 / 6, share_c => 3 / 6);
+    for my $b (sort keys %want) {
+        my $share = $sum ? ($c->{$b} // 0) / $sum : 0;
+        ok($sum >= 200e6 && abs($share - $want{$b}) <= 0.05,
+           sprintf('%s: %s: %.1f%% of the three (%.1f%% burned)', $what,
+                   $b, 100 * $share, 100 * $want{$b}));
+    }
+}
+
+check_run(ProfTest::nginx_has('lua-nginx-module')
+          ? 'the nginx\'s own LuaJIT' : 'Debian\'s libluajit2');
+
+# OpenResty's luajit2 in place of Debian's, built from the fixture.
+my ($tarball) = glob(realpath("$FindBin::Bin/../..")
+                     . '/shared/fixtures/openresty/luajit2-*.tar.gz');
+my $lua_module = ProfTest::debian_module('ngx_http_lua_module');
+SKIP: {
+    skip('OpenResty\'s luajit2: Debian\'s lua module and the fixture only',
+         1)
+        unless $tarball && $lua_module
+               && grep({ $_ eq $lua_module } @MODULES)
+               && `ldd $lua_module` =~ /libluajit-5\.1\.so\.2/;
+
+    mkdir("$p/lj") or die;
+    my $out = `cd '$p/lj' && tar xzf '$tarball' && cd luajit2-* && make -j2 BUILDMODE=dynamic PREFIX=/usr >../build.log 2>&1 && cp src/libluajit.so ../libluajit-5.1.so.2 2>&1`;
+    is($?, 0, 'OpenResty\'s luajit2 builds') or diag($out);
+    chmod(0755, "$p/lj");
+    chmod(0644, "$p/lj/libluajit-5.1.so.2");
+
+    local $ENV{LD_LIBRARY_PATH} = "$p/lj";
+    check_run('OpenResty\'s luajit2');
+}
+
+done_testing();
