@@ -43,8 +43,6 @@ struct prof_aggregator_s {
     prof_address_t          *address_info;      /* by address index */
     size_t                   address_capacity;
     size_t                   unknown_addresses; /* in no object: JIT */
-    char                   **lua_names;         /* by Lua function (lua.h):
-                                                   "name\0chunk\0" */
 
     uint64_t                 stack[PROF_MAX_FRAMES_LIMIT];
 };
@@ -54,15 +52,15 @@ static void prof_aggregator_forget_addresses(prof_aggregator_t *agg);
 
 
 static const prof_address_t  prof_truncated_address = {
-    NULL, "[truncated]", 0, 0, NULL, NULL, 0
+    NULL, "[truncated]", 0, 0, NULL, NULL, 0, NULL
 };
 
 static const prof_address_t  prof_unwind_stop_address = {
-    NULL, "[unwind stopped]", 0, 0, NULL, NULL, 0
+    NULL, "[unwind stopped]", 0, 0, NULL, NULL, 0, NULL
 };
 
 static const prof_address_t  prof_lua_lost_address = {
-    NULL, "[Lua frames not read]", 0, 0, NULL, NULL, 0
+    NULL, "[Lua frames not read]", 0, 0, NULL, NULL, 0, NULL
 };
 
 
@@ -134,8 +132,6 @@ prof_aggregator_create(const prof_aggregator_conf_t *conf)
 void
 prof_aggregator_destroy(prof_aggregator_t *agg)
 {
-    uint32_t  i;
-
     prof_profile_free(agg->profile);
     prof_intern_free(&agg->raw_keys);
     prof_intern_free(&agg->tags);
@@ -143,12 +139,6 @@ prof_aggregator_destroy(prof_aggregator_t *agg)
     free(agg->raw_values);
     free(agg->labels);
     free(agg->address_info);
-    if (agg->lua_names != NULL) {
-        for (i = 0; i < PROF_LUA_FUNCTIONS; i++) {
-            free(agg->lua_names[i]);
-        }
-        free(agg->lua_names);
-    }
     free(agg);
 }
 
@@ -195,6 +185,7 @@ prof_aggregator_forget_addresses(prof_aggregator_t *agg)
 
     for (i = 0; i < agg->addresses.count; i++) {
         free(agg->address_info[i].inlines);
+        free(agg->address_info[i].owned);
     }
 
     prof_intern_free(&agg->addresses);
@@ -203,49 +194,40 @@ prof_aggregator_forget_addresses(prof_aggregator_t *agg)
 
 /*
  * A Lua frame's function (lua.h): its name, its chunk as the file and its
- * first line, from the table the handler filled (an entry never changes).
+ * first line, copied from the table the handler fills (NULL function: the
+ * entry was given to another function since). Kept with the address (a
+ * Lua frame's address goes at the profile's close, as JIT code's).
  */
 static void
 prof_aggregator_lua(prof_aggregator_t *agg, prof_address_t *info,
     uint64_t pc)
 {
-    char                        name[PROF_LUA_CHUNK_MAX + 48];
-    size_t                      len;
-    uint32_t                    id;
-    const prof_lua_function_t  *f;
+    char                 name[PROF_LUA_CHUNK_MAX + 48];
+    size_t               len;
+    prof_lua_function_t  f;
 
-    id = PROF_FRAME_LUA_ID(pc);
-    f = (agg->conf.lua != NULL) ? prof_lua_function(agg->conf.lua, id)
-                                : NULL;
-    if (f == NULL) {
+    if (agg->conf.lua == NULL
+        || prof_lua_function(agg->conf.lua, PROF_FRAME_LUA_ID(pc), &f) != 0)
+    {
         return;
     }
 
-    if (agg->lua_names == NULL) {
-        agg->lua_names = calloc(PROF_LUA_FUNCTIONS, sizeof(char *));
-        if (agg->lua_names == NULL) {
-            return;
-        }
+    prof_lua_function_name(&f, name, sizeof(name));
+    len = strlen(name);
+
+    /* "name\0chunk\0" */
+    info->owned = malloc(len + 1 + f.chunk_len + 1);
+    if (info->owned == NULL) {
+        return;
     }
 
-    if (agg->lua_names[id] == NULL) {
-        prof_lua_function_name(f, name, sizeof(name));
-        len = strlen(name);
+    memcpy(info->owned, name, len + 1);
+    memcpy(info->owned + len + 1, f.chunk_name, f.chunk_len);
+    info->owned[len + 1 + f.chunk_len] = '\0';
 
-        /* "name\0chunk\0" */
-        agg->lua_names[id] = malloc(len + 1 + f->chunk_len + 1);
-        if (agg->lua_names[id] == NULL) {
-            return;
-        }
-
-        memcpy(agg->lua_names[id], name, len + 1);
-        memcpy(agg->lua_names[id] + len + 1, f->chunk_name, f->chunk_len);
-        agg->lua_names[id][len + 1 + f->chunk_len] = '\0';
-    }
-
-    info->function = agg->lua_names[id];
-    info->file = agg->lua_names[id] + strlen(agg->lua_names[id]) + 1;
-    info->start_line = f->firstline;
+    info->function = info->owned;
+    info->file = info->owned + len + 1;
+    info->start_line = f.firstline;
     info->line = PROF_FRAME_LUA_LINE(pc);
 }
 
@@ -288,6 +270,7 @@ prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
 
     if (PROF_FRAME_IS_LUA(pc)) {
         prof_aggregator_lua(agg, info, pc);
+        agg->unknown_addresses++;
         return 0;
     }
 
@@ -322,6 +305,7 @@ prof_aggregator_forget_unknown(prof_aggregator_t *agg)
 
     for (i = 0; i < agg->addresses.count; i++) {
         if (agg->address_info[i].object == NULL) {
+            free(agg->address_info[i].owned);
             continue;
         }
 
@@ -336,6 +320,7 @@ prof_aggregator_forget_unknown(prof_aggregator_t *agg)
             }
             for ( /* void */ ; i < agg->addresses.count; i++) {
                 free(agg->address_info[i].inlines);
+                free(agg->address_info[i].owned);
             }
             prof_intern_free(&kept);
             prof_intern_init(&kept);

@@ -87,6 +87,7 @@ typedef struct {
                                        innermost first (symbolizer.h) */
     const char           *file;     /* a Lua function's chunk, else NULL */
     int64_t               start_line;   /* a Lua function's first line */
+    char                 *owned;    /* a Lua function's name and chunk */
 } prof_address_t;
 
 

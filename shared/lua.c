@@ -143,9 +143,9 @@ prof_lua_check_frames(prof_lua_t *lua)
 {
     static const int32_t  first[2] = { 2, 0 }, line[2] = { 3, 6 };
 
-    int                         i;
-    uint64_t                    f;
-    const prof_lua_function_t  *fn;
+    int                   i;
+    uint64_t              f;
+    prof_lua_function_t   fn;
 
     if (lua->faults != 0) {
         return "a fault reading its memory";
@@ -157,15 +157,13 @@ prof_lua_check_frames(prof_lua_t *lua)
 
     for (i = 0; i < 2; i++) {
         f = prof_lua_check.frames[i];
-        fn = PROF_FRAME_IS_LUA(f) ? prof_lua_function(lua,
-                                                 PROF_FRAME_LUA_ID(f))
-                                  : NULL;
 
-        if (fn == NULL || fn->firstline != first[i]
+        if (!PROF_FRAME_IS_LUA(f)
+            || prof_lua_function(lua, PROF_FRAME_LUA_ID(f), &fn) != 0
+            || fn.firstline != first[i]
             || PROF_FRAME_LUA_LINE(f) != (uint32_t) line[i]
-            || fn->chunk_len != sizeof(PROF_LUA_CHECK_NAME) - 1
-            || memcmp(fn->chunk_name, PROF_LUA_CHECK_NAME, fn->chunk_len)
-               != 0)
+            || fn.chunk_len != sizeof(PROF_LUA_CHECK_NAME) - 1
+            || memcmp(fn.chunk_name, PROF_LUA_CHECK_NAME, fn.chunk_len) != 0)
         {
             return "the frames walked";
         }
@@ -319,14 +317,28 @@ prof_lua_free(prof_lua_t *lua)
 }
 
 
-const prof_lua_function_t *
-prof_lua_function(const prof_lua_t *lua, uint32_t id)
+int
+prof_lua_function(const prof_lua_t *lua, uint32_t id,
+    prof_lua_function_t *f)
 {
-    if (id >= __atomic_load_n(&lua->count, __ATOMIC_ACQUIRE)) {
-        return NULL;
+    const prof_lua_function_t  *e;
+
+    e = &lua->functions[id & (PROF_LUA_FUNCTIONS - 1)];
+
+    if (__atomic_load_n(&e->id, __ATOMIC_ACQUIRE) != id + 1) {
+        return -1;
     }
 
-    return &lua->functions[id];
+    memcpy(f, e, sizeof(prof_lua_function_t));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+
+    if (__atomic_load_n(&e->id, __ATOMIC_RELAXED) != id + 1
+        || f->chunk_len > PROF_LUA_CHUNK_MAX)
+    {
+        return -1;
+    }
+
+    return 0;
 }
 
 

@@ -28,9 +28,9 @@
 #include <ucontext.h>
 
 
-#define PROF_LUA_FUNCTIONS      8192        /* a power of two */
-#define PROF_LUA_PROBES         16
-#define PROF_LUA_CHUNK_MAX      160
+#define PROF_LUA_FUNCTIONS      2048        /* a power of two */
+#define PROF_LUA_PROBES         8
+#define PROF_LUA_CHUNK_MAX      128
 #define PROF_LUA_ACTIVATIONS    16          /* VM entries a sample walks */
 
 /* A Lua frame: bit 63, the function's entry, the line (0: unknown). */
@@ -45,11 +45,17 @@
 #define PROF_FRAME_LUA_LOST     ((uint64_t) 3)
 
 
-/* A Lua function as the handler met it (written once, then read only). */
+/*
+ * A Lua function as the handler met it. Entries are reused in turn (the
+ * id of the function an entry holds: id + 1, 0 while written), so that a
+ * worker whose code makes new functions without end (loadstring) keeps a
+ * bounded table; a reader checks the id before and after its copy.
+ */
 typedef struct {
+    uint32_t        id;                 /* id + 1, 0: being written */
+    int32_t         firstline;
     uint64_t        proto;              /* its prototype's address then */
     uint64_t        chunk;              /* its chunkname string's */
-    int32_t         firstline;
     uint32_t        chunk_len;          /* bytes of chunk_name */
     char            chunk_name[PROF_LUA_CHUNK_MAX];   /* the end of it when
                                                          longer */
@@ -75,9 +81,10 @@ typedef struct prof_lua_s {
     uint64_t             walks;         /* samples with Lua frames */
     uint64_t             lost;          /* walks ended by a marker */
     uint64_t             faults;        /*   of which by a fault */
-    uint64_t             full;          /* frames the table had no room for */
-    uint32_t             count;         /* functions */
-    uint32_t             slots[PROF_LUA_FUNCTIONS * 2];   /* index + 1 */
+    uint32_t             count;         /* ids issued (the next one) */
+    uint32_t             slots[PROF_LUA_FUNCTIONS * 2];   /* by prototype:
+                                           an id + 1, valid while its entry
+                                           holds that id */
     prof_lua_function_t  functions[PROF_LUA_FUNCTIONS];
 } prof_lua_t;
 
@@ -93,12 +100,13 @@ int prof_lua_find(void *lua_state, prof_lua_vm_t *vm, char *err,
 prof_lua_t *prof_lua_create(void);
 void prof_lua_free(prof_lua_t *lua);
 
-/*
- * The name users know a function by ("chunk:firstline", the chunkname
- * shown as Lua shows it) into buf; NULL when id names no function.
- */
-const prof_lua_function_t *prof_lua_function(const prof_lua_t *lua,
-    uint32_t id);
+/* The function of a Lua frame's id copied into f: 0, or -1 when its
+   entry holds another one now. */
+int prof_lua_function(const prof_lua_t *lua, uint32_t id,
+    prof_lua_function_t *f);
+
+/* The name users know a function by ("chunk:firstline", the chunkname
+   shown as Lua shows it) into buf. */
 void prof_lua_function_name(const prof_lua_function_t *f, char *buf,
     size_t size);
 

@@ -565,7 +565,7 @@ prof_publish_status(prof_t *p)
     } else if (p->lua != NULL
         && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) > 0
         && snprintf(lua, sizeof(lua), "%s (%s): Lua frames in %llu "
-                        "samples, %llu cut short, %u functions",
+                        "samples, %llu cut short, %u functions met",
                         p->lua->vm.version, p->lua->vm.library,
                         (unsigned long long) p->lua->walks,
                         (unsigned long long) p->lua->lost,

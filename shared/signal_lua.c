@@ -126,12 +126,12 @@ typedef struct {
 } prof_lua_walk_t;
 
 
-/* The function table's entry for prototype pt: its index, -1 not a
-   prototype, -2 no room. */
+/* The id of prototype pt's function in the table (lua.h), its entry
+   filled when new; -1 when pt is not a prototype. */
 __attribute__((no_sanitize_address)) static int64_t
 prof_lua_intern(prof_lua_t *lua, uintptr_t pt)
 {
-    uint32_t              i, h, v, len, j, k, head;
+    uint32_t              i, h, v, len, j, k, head, id, *slot, *free;
     uint64_t              chunk;
     int32_t               first;
     uintptr_t             data;
@@ -145,30 +145,40 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt)
     first = (int32_t) RD32(pt + LJL_PT_FIRSTLINE);
 
     h = (uint32_t) ((pt >> 3) * 0x9e3779b1u);
-    v = 0;
+    free = NULL;
 
     for (i = 0; i < PROF_LUA_PROBES; i++) {
-        v = lua->slots[(h + i) & (PROF_LUA_FUNCTIONS * 2 - 1)];
-        if (v == 0) {
-            break;
+        slot = &lua->slots[(h + i) & (PROF_LUA_FUNCTIONS * 2 - 1)];
+        v = *slot;
+        f = &lua->functions[(v - 1) & (PROF_LUA_FUNCTIONS - 1)];
+
+        if (v == 0 || f->id != v) {
+            /* Never used, or its entry went to another function since. */
+            if (free == NULL) {
+                free = slot;
+            }
+            continue;
         }
 
-        f = &lua->functions[v - 1];
         if (f->proto == pt && f->chunk == chunk && f->firstline == first) {
             return v - 1;
         }
-    }
-
-    if (v != 0 || lua->count == PROF_LUA_FUNCTIONS) {
-        lua->full++;
-        return -2;
     }
 
     if (chunk == 0 || RD8(chunk + LJL_GCT) != LJL_GCT_STR) {
         return -1;
     }
 
-    f = &lua->functions[lua->count];
+    if (free == NULL) {
+        free = &lua->slots[h & (PROF_LUA_FUNCTIONS * 2 - 1)];
+    }
+
+    /* The next entry in turn, unusable to readers while written. */
+    id = lua->count;
+    f = &lua->functions[id & (PROF_LUA_FUNCTIONS - 1)];
+    __atomic_store_n(&f->id, 0, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
     f->proto = pt;
     f->chunk = chunk;
     f->firstline = first;
@@ -193,11 +203,11 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt)
 
     f->chunk_len = k;
 
-    __atomic_store_n(&lua->count, lua->count + 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&lua->slots[(h + i) & (PROF_LUA_FUNCTIONS * 2 - 1)],
-                     lua->count, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->id, id + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&lua->count, (id + 1) & 0x7fffffff, __ATOMIC_RELEASE);
+    *free = id + 1;
 
-    return lua->count - 1;
+    return id;
 }
 
 
@@ -299,7 +309,7 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
             }
 
             id = prof_lua_intern(w->lua, pt);
-            if (id == -1) {
+            if (id < 0) {
                 return -1;
             }
 
@@ -308,8 +318,7 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
                 return 0;
             }
 
-            w->out[w->n++] = (id >= 0) ? PROF_FRAME_LUA(id, line)
-                                       : PROF_FRAME_LUA_LOST;
+            w->out[w->n++] = PROF_FRAME_LUA(id, line);
         }
 
         skip = 0;
