@@ -386,30 +386,6 @@ prof_lua_in_vm(const prof_lua_t *lua, uint64_t pc)
 }
 
 
-/* Whether frame (base - 1) starts a consistent chain: a trial walk. */
-__attribute__((no_sanitize_address)) static int
-prof_lua_chain_ok(prof_lua_t *lua, uintptr_t L, uintptr_t base)
-{
-    uint64_t         out[64];
-    uintptr_t        stack, cont;
-    prof_lua_walk_t  w;
-
-    stack = RD64(L + LJL_L_STACK);
-    if (base < stack + 16
-        || base >= stack + (uintptr_t) RD32(L + LJL_L_STACKSIZE) * 8)
-    {
-        return 0;
-    }
-
-    w.lua = lua;
-    w.out = out;
-    w.n = 0;
-    w.max = 64;
-
-    return prof_lua_walk(&w, L, base - 8, 0, &cont) == 0;
-}
-
-
 /*
  * Where the innermost activation of L (the one running) has its top
  * frame: *frame (base - 1) and *pc (0: unknown); -1 when it cannot be
@@ -419,14 +395,15 @@ prof_lua_chain_ok(prof_lua_t *lua, uintptr_t L, uintptr_t base)
 __attribute__((no_sanitize_address)) static int
 prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
     const uint64_t *frames, const prof_lua_where_t *where, int n,
-    uintptr_t cf, uintptr_t *frame, uintptr_t *pc)
+    uintptr_t cf, uintptr_t *frame, uintptr_t *pc, uintptr_t *alt)
 {
     int        i;
     int32_t    state;
-    uintptr_t  base, fp;
+    uintptr_t  base, fp, stack;
 
     state = (int32_t) RD32(lua->vm.g + LJL_G_VMSTATE);
     *pc = 0;
+    *alt = 0;
 
     if (state >= 0) {
         /* A trace runs: the base it runs on (its inlined calls unseen). */
@@ -452,10 +429,14 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
             }
         }
 
-        if (fp != 0 && prof_lua_chain_ok(lua, L, fp)) {
+        base = RD64(L + LJL_L_BASE);
+        stack = RD64(L + LJL_L_STACK);
+
+        if (fp >= stack + 16 && (fp & 7) == 0 && fp != base
+            && fp < stack + (uintptr_t) RD32(L + LJL_L_STACKSIZE) * 8)
+        {
+            *alt = base - 8;
             base = fp;
-        } else {
-            base = RD64(L + LJL_L_BASE);
         }
 
     } else {
@@ -484,7 +465,8 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
 {
     int              i, k, rc, trace;
     uint64_t         out[PROF_MAX_FRAMES_LIMIT + 1];
-    uintptr_t        g, L, cf, cfL, prevL, frame, pc, cont;
+    int              start;
+    uintptr_t        g, L, cf, cfL, prevL, frame, pc, cont, alt;
     prof_lua_walk_t  w;
 
     if (lua == NULL || n == 0 || !prof_lua_guarded()) {
@@ -547,9 +529,11 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
             }
         }
 
+        alt = 0;
+
         if (k == 0) {
             rc = (cfL == L) ? prof_lua_top(lua, uc, L, frames, where, n, cf,
-                                           &frame, &pc)
+                                           &frame, &pc, &alt)
                             : -1;
         } else if (cfL == prevL && cont != 0) {
             frame = cont;
@@ -561,8 +545,15 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
             rc = 0;
         }
 
+        start = w.n;
+
         if (rc == 0) {
             rc = prof_lua_walk(&w, cfL, frame, pc, &cont);
+        }
+
+        if (rc != 0 && alt != 0) {
+            w.n = start;
+            rc = prof_lua_walk(&w, cfL, alt, 0, &cont);
         }
 
         if (rc != 0) {
