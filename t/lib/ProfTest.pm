@@ -1034,10 +1034,13 @@ sub hotspot_samples {
             my (@funcs, @objects, @lua);
             for my $id (@{ $s->{location_id} }) {
                 push @lua, lua_frames_of($p, $id);
-                push @funcs, function_names($p, $id);
+                my @names = function_names($p, $id);
+                push @funcs, @names;
                 my $loc = $p->{_loc}{$id};
-                push @objects, $loc ? ($map{ $loc->{mapping_id} } // '')
-                                    : '';
+                my $mapping = ($loc && $loc->{mapping_id})
+                              ? $map{ $loc->{mapping_id} } // '' : '';
+                # One object a name: a location's inlined functions too.
+                push @objects, ($mapping) x @names;
             }
             push @out, {
                 cpu         => $s->{value}[$icpu] // 0,
