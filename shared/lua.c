@@ -55,7 +55,6 @@ static const char  prof_lua_check_chunk[] =
 /* What the check's C function saw, called from the chunk. */
 static struct {
     prof_lua_t      *lua;
-    void            *L;
     const char      *failed;
     int              count;
     uint64_t         frames[8];
@@ -234,7 +233,6 @@ prof_lua_find(void *lua_state, prof_lua_vm_t *vm, char *err, size_t size)
     lua->vm = *vm;
     memset(&prof_lua_check, 0, sizeof(prof_lua_check));
     prof_lua_check.lua = lua;
-    prof_lua_check.L = lua_state;
     prof_lua_check.failed = "the check did not run";
 
     failed = NULL;

@@ -374,7 +374,6 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
         }
 
         frame = next;
-        (void) op;
     }
 }
 

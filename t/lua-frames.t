@@ -215,6 +215,27 @@ sub check_run {
 check_run(ProfTest::nginx_has('lua-nginx-module')
           ? 'the nginx\'s own LuaJIT' : 'Debian\'s libluajit2');
 
+# profiling_lua off: native stacks only, nothing said of Lua.
+{
+    (my $off = $conf) =~ s/profiling on;/profiling on;\n    profiling_lua off;/;
+    $t->write_config($off);
+    $t->run;
+    $t->get($_) for qw(/jit /interp /three);
+    my $text = $t->get('/status?format=text')->{content} // '';
+    unlike($text, qr/^  lua:/m, 'profiling_lua off: no lua line on the '
+                                . 'status page');
+    ok($t->stop, 'profiling_lua off: nginx quits');
+    my @lua = grep { @{ $_->{lua} } } ProfTest::hotspot_samples(
+                  ProfTest::decode_dump_dir($t->dump_dir));
+    my @run = grep { ProfTest::stack_has($_, $ENTRY) }
+              ProfTest::hotspot_samples(
+                  ProfTest::decode_dump_dir($t->dump_dir));
+    ok(@run > 0 && @lua == 0, 'profiling_lua off: ' . scalar(@run)
+       . ' samples under the lua module, ' . scalar(@lua)
+       . ' with Lua frames');
+    unlink(glob($t->dump_dir . '/*'));
+}
+
 # OpenResty's luajit2 in place of Debian's, built from the fixture.
 my ($tarball) = glob(realpath("$FindBin::Bin/../..")
                      . '/shared/fixtures/openresty/luajit2-*.tar.gz');
