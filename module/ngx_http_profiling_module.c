@@ -1757,8 +1757,13 @@ ngx_http_profiling_find_lua(ngx_cycle_t *cycle)
     void                 *L;
     static prof_lua_vm_t  vm;
 
+    if (ngx_http_profiling_profiler == NULL) {
+        return;
+    }
+
     L = ngx_http_profiling_lua_state(cycle);
-    if (L == NULL || ngx_http_profiling_profiler == NULL) {
+    if (L == NULL) {
+        prof_lua_found(ngx_http_profiling_profiler, NULL, NULL);
         return;
     }
 

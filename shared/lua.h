@@ -72,11 +72,17 @@ typedef struct prof_lua_vm_s {
 } prof_lua_vm_t;
 
 
+/* What the worker found (prof_lua_t's state). */
+#define PROF_LUA_UNKNOWN         0      /* not looked for yet */
+#define PROF_LUA_FOUND           1      /* vm: its frames are read */
+#define PROF_LUA_NONE            2      /* no LuaJIT in the worker */
+#define PROF_LUA_NOT_RECOGNIZED  (-1)   /* why: stacks stay native */
+
+
 /* In memory shared with the profiler process; the handler writes. */
 typedef struct prof_lua_s {
-    int32_t              state;         /* 0: not looked for yet, 1: vm
-                                           found, -1: not recognized */
-    char                 why[128];      /* when -1 */
+    int32_t              state;         /* PROF_LUA_* */
+    char                 why[128];      /* when not recognized */
     prof_lua_vm_t        vm;
     uint64_t             walks;         /* samples with Lua frames */
     uint64_t             lost;          /* walks ended by a marker */

@@ -65,6 +65,11 @@
 /* How often the status slot is written. */
 #define PROF_STATUS_EVERY_MS    1000
 
+/* The identification line waits this long for the worker's first event
+   loop turn to say whether it runs LuaJIT, looking every ..._STEP_MS. */
+#define PROF_IDENTIFY_LUA_WAIT_MS  5000
+#define PROF_IDENTIFY_LUA_STEP_MS  10
+
 
 struct prof_s {
     prof_conf_t          conf;
@@ -135,6 +140,9 @@ struct prof_s {
     uv_async_t           batches_ready;
     uv_async_t           stop_requested;
     uv_timer_t           status_timer;          /* with a status slot */
+    uv_timer_t           identify_timer;        /* the line waits for
+                                                   p->lua's state */
+    uint64_t             identify_from_ms;      /* since (uv_now) */
     int                  status_due;            /* publish it now */
     int64_t              started_ns;            /* unix ns */
     uv_thread_t          loop_thread;
@@ -556,14 +564,16 @@ prof_publish_status(prof_t *p)
     }
 
     if (p->lua != NULL
-        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) < 0
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+           == PROF_LUA_NOT_RECOGNIZED
         && snprintf(lua, sizeof(lua), "not recognized, no Lua frames (%s)",
                     p->lua->why) > 0)
     {
         info.lua = lua;
 
     } else if (p->lua != NULL
-        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) > 0
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+           == PROF_LUA_FOUND
         && snprintf(lua, sizeof(lua), "%s (%s): Lua frames in %llu "
                         "samples, %llu cut short, %u functions met",
                         p->lua->vm.version, p->lua->vm.library,
@@ -687,13 +697,15 @@ prof_identify(prof_t *p, const char *agent)
     }
 
     if (p->lua != NULL
-        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) > 0)
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+           == PROF_LUA_FOUND)
     {
         rc |= prof_buffer_printf(&b, "; Lua: %s (%s)", p->lua->vm.version,
                                  p->lua->vm.library);
 
     } else if (p->lua != NULL
-               && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE) < 0)
+               && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+                  == PROF_LUA_NOT_RECOGNIZED)
     {
         rc |= prof_buffer_printf(&b, "; Lua: not recognized, no Lua "
                                  "frames (%s)", p->lua->why);
@@ -740,12 +752,33 @@ prof_on_status_timer(uv_timer_t *timer)
 }
 
 
+/* Without an agent, the line goes once the worker said what Lua it has. */
+static void
+prof_on_identify_timer(uv_timer_t *timer)
+{
+    prof_t  *p = timer->data;
+
+    if (p->lua != NULL
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+           == PROF_LUA_UNKNOWN
+        && uv_now(&p->loop) - p->identify_from_ms < PROF_IDENTIFY_LUA_WAIT_MS)
+    {
+        return;
+    }
+
+    uv_timer_stop(timer);
+    prof_identify(p, NULL);
+}
+
+
 static void
 prof_close_loop_handles(void *data)
 {
     prof_t  *p = data;
 
     prof_identify(p, NULL);
+    uv_timer_stop(&p->identify_timer);
+    uv_close((uv_handle_t *) &p->identify_timer, NULL);
 
     if (p->conf.status_slot != NULL) {
         prof_publish_status(p);
@@ -797,8 +830,14 @@ prof_loop_main(void *arg)
     prof_read_maps(p);
 
     /* With an agent, the line waits for its first answer. */
+    (void) uv_timer_init(&p->loop, &p->identify_timer);
+    p->identify_timer.data = p;
+
     if (p->uploader == NULL) {
-        prof_identify(p, NULL);
+        uv_update_time(&p->loop);
+        p->identify_from_ms = uv_now(&p->loop);
+        (void) uv_timer_start(&p->identify_timer, prof_on_identify_timer, 0,
+                              PROF_IDENTIFY_LUA_STEP_MS);
     }
 
     (void) uv_run(&p->loop, UV_RUN_DEFAULT);
@@ -1597,14 +1636,20 @@ prof_lua_found(prof_t *p, const prof_lua_vm_t *vm, const char *why)
         return;
     }
 
+    if (vm == NULL && why == NULL) {
+        __atomic_store_n(&p->lua->state, PROF_LUA_NONE, __ATOMIC_RELEASE);
+        return;
+    }
+
     if (vm == NULL) {
         (void) snprintf(p->lua->why, sizeof(p->lua->why), "%s", why);
-        __atomic_store_n(&p->lua->state, -1, __ATOMIC_RELEASE);
+        __atomic_store_n(&p->lua->state, PROF_LUA_NOT_RECOGNIZED,
+                         __ATOMIC_RELEASE);
         return;
     }
 
     p->lua->vm = *vm;
-    __atomic_store_n(&p->lua->state, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->lua->state, PROF_LUA_FOUND, __ATOMIC_RELEASE);
     prof_sampler_enable_lua(p->sampler, p->lua);
 }
 

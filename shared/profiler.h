@@ -130,7 +130,9 @@ int prof_label(prof_t *p, const prof_labels_t *labels);
 /*
  * What prof_lua_find said of the worker's LuaJIT (conf.lua), once every
  * module is initialized: vm, its frames in the samples from now; or
- * NULL, and why (the status page and identification line say it).
+ * NULL, and why (the status page and identification line say it); or
+ * NULL and NULL: the worker has none. The identification line waits for
+ * it (at most PROF_IDENTIFY_LUA_WAIT_MS).
  */
 void prof_lua_found(prof_t *p, const struct prof_lua_vm_s *vm,
     const char *why);
