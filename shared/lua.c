@@ -136,11 +136,13 @@ prof_lua_check_cfunction(void *L)
 }
 
 
-/* The frame check's expectations: probe() at line 3, the chunk at 6. */
+/* The frame check's expectations: probe() at line 3, the chunk at 6;
+   probe named as the chunk calls it, the chunk called from C. */
 static const char *
 prof_lua_check_frames(prof_lua_t *lua)
 {
     static const int32_t  first[2] = { 2, 0 }, line[2] = { 3, 6 };
+    static const char    *name[2] = { "probe", "" };
 
     int                   i;
     uint64_t              f;
@@ -165,6 +167,12 @@ prof_lua_check_frames(prof_lua_t *lua)
             || memcmp(fn.chunk_name, PROF_LUA_CHECK_NAME, fn.chunk_len) != 0)
         {
             return "the frames walked";
+        }
+
+        if (fn.name_len != strlen(name[i])
+            || memcmp(fn.name, name[i], fn.name_len) != 0)
+        {
+            return "the functions' names";
         }
     }
 
@@ -340,12 +348,18 @@ prof_lua_function(const prof_lua_t *lua, uint32_t id,
 }
 
 
-/* As Lua shows a chunk: a file's path, a name, or the string's start. */
+/* What its caller called it; else as Lua shows a chunk: a file's path, a
+   name, or the string's start, and its first line. */
 void
 prof_lua_function_name(const prof_lua_function_t *f, char *buf, size_t size)
 {
     int          len;
     const char  *s;
+
+    if (f->name_len > 0) {
+        snprintf(buf, size, "%.*s", (int) f->name_len, f->name);
+        return;
+    }
 
     s = f->chunk_name;
     len = (int) f->chunk_len;

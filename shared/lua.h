@@ -31,6 +31,7 @@
 #define PROF_LUA_FUNCTIONS      2048        /* a power of two */
 #define PROF_LUA_PROBES         8
 #define PROF_LUA_CHUNK_MAX      128
+#define PROF_LUA_NAME_MAX       64
 #define PROF_LUA_ACTIVATIONS    16          /* VM entries a sample walks */
 
 /* A Lua frame: bit 63, the function's entry, the line (0: unknown). */
@@ -46,17 +47,25 @@
 
 
 /*
- * A Lua function as the handler met it. Entries are reused in turn (the
- * id of the function an entry holds: id + 1, 0 while written), so that a
- * worker whose code makes new functions without end (loadstring) keeps a
- * bounded table; a reader checks the id before and after its copy.
+ * A Lua function as the handler met it, called from one place: its name
+ * is what the caller's bytecode calls it (as debug.getinfo names it), so
+ * a function called from two places under two names has two entries.
+ * Entries are reused in turn (the id of the function an entry holds:
+ * id + 1, 0 while written), so that a worker whose code makes new
+ * functions without end (loadstring) keeps a bounded table; a reader
+ * checks the id before and after its copy.
  */
 typedef struct {
     uint32_t        id;                 /* id + 1, 0: being written */
     int32_t         firstline;
     uint64_t        proto;              /* its prototype's address then */
     uint64_t        chunk;              /* its chunkname string's */
+    uint64_t        site;               /* past the call instruction in
+                                           the caller, 0: called from C */
+    uint32_t        site_ins;           /* that instruction */
+    uint32_t        name_len;           /* bytes of name, 0: none */
     uint32_t        chunk_len;          /* bytes of chunk_name */
+    char            name[PROF_LUA_NAME_MAX];
     char            chunk_name[PROF_LUA_CHUNK_MAX];   /* the end of it when
                                                          longer */
 } prof_lua_function_t;
@@ -111,8 +120,9 @@ void prof_lua_free(prof_lua_t *lua);
 int prof_lua_function(const prof_lua_t *lua, uint32_t id,
     prof_lua_function_t *f);
 
-/* The name users know a function by ("chunk:firstline", the chunkname
-   shown as Lua shows it) into buf. */
+/* The name users know a function by into buf: what its caller called it
+   (a local, global, field, method or upvalue, as debug.getinfo names
+   it), else "chunk:firstline" (the chunkname shown as Lua shows it). */
 void prof_lua_function_name(const prof_lua_function_t *f, char *buf,
     size_t size);
 

@@ -43,10 +43,13 @@
 
 /* GCproto: its bytecode follows it */
 #define LJL_PT_SIZEBC           12
+#define LJL_PT_K                32      /* its constants: GC ones below */
 #define LJL_PT_CHUNKNAME        64
 #define LJL_PT_FIRSTLINE        72
 #define LJL_PT_NUMLINE          76
 #define LJL_PT_LINEINFO         80
+#define LJL_PT_UVINFO           88      /* its upvalues' names */
+#define LJL_PT_VARINFO          96      /* its locals' names and pcs */
 #define LJL_PT_SIZE             104
 
 /* GCstr: its bytes follow it */
@@ -68,11 +71,44 @@
 #define LJL_FRAME_LUAP          4
 #define LJL_FRAME_CP            5
 
-/* Bytecodes that call and leave a Lua frame's link */
-#define LJL_BC_CALLM            65
-#define LJL_BC_CALL             66
+/* Bytecodes: op in bits 0-7, A 8-15, C 16-23, B 24-31, D 16-31 */
+#define LJL_BC_OP(i)            ((i) & 0xff)
+#define LJL_BC_A(i)             (((i) >> 8) & 0xff)
+#define LJL_BC_B(i)             ((i) >> 24)
+#define LJL_BC_C(i)             (((i) >> 16) & 0xff)
+#define LJL_BC_D(i)             ((i) >> 16)
+
+#define LJL_BC_MOV              18
+#define LJL_BC_KNIL             44
+#define LJL_BC_UGET             45
+#define LJL_BC_GGET             54
+#define LJL_BC_TGETS            57
+#define LJL_BC_CALLM            65      /* they call and leave a Lua */
+#define LJL_BC_CALL             66      /*   frame's link */
 #define LJL_BC_ITERC            69
 #define LJL_BC_ITERN            70
+#define LJL_BC_MAX              97
+
+/*
+ * What each bytecode does with its A operand (lj_bc.h's BCDEF): 'b' a
+ * base (it may write A and the slots above), 'd' a destination (it writes
+ * A), else neither. The names of slots follow from them (LuaJIT's own
+ * lj_debug_slotname).
+ */
+#define LJL_BC_AMODES                                                       \
+    "............dd.."  /*  0 ISLT.. */ \
+    "..dddddddddddddd"  /* 16 ISTYPE.. */ \
+    "ddddddddddddbd.."  /* 32 ADDVV.. */ \
+    "...dddd.dddd...b"  /* 48 USETN.. */ \
+    ".bbbbbbbbb...bbb"  /* 64 TSETR.. */ \
+    "bbbbb..........."  /* 80 IFORL.. */ \
+    "."  /* 96 FUNCCW.. */
+
+/* Names of LuaJIT's own locals (VARNAME_*), in order from 1 */
+#define LJL_VARNAMES                                                        \
+    "(for index)\0(for limit)\0(for step)\0(for generator)\0"              \
+    "(for state)\0(for control)\0"
+#define LJL_VARNAME_MAX         7
 
 
 #endif /* PROF_LUA_LAYOUT_H */

@@ -112,6 +112,9 @@ prof_lua_guarded(void)
 }
 
 
+/* Bytecodes and names a name's search reads at most */
+#define PROF_LUA_NAME_SCAN  256
+
 #define RD64(a)  (*(volatile const uint64_t *) (uintptr_t) (a))
 #define RD32(a)  (*(volatile const uint32_t *) (uintptr_t) (a))
 #define RD16(a)  (*(volatile const uint16_t *) (uintptr_t) (a))
@@ -126,12 +129,244 @@ typedef struct {
 } prof_lua_walk_t;
 
 
-/* The id of prototype pt's function in the table (lua.h), its entry
-   filled when new; -1 when pt is not a prototype. */
-__attribute__((no_sanitize_address)) static int64_t
-prof_lua_intern(prof_lua_t *lua, uintptr_t pt)
+/* Bytes of LuaJIT's memory from p up to a NUL into name (at most
+   PROF_LUA_NAME_MAX); their count. */
+__attribute__((no_sanitize_address)) static uint32_t
+prof_lua_copy_name(uintptr_t p, char *name)
 {
-    uint32_t              i, h, v, len, j, k, head, id, *slot, *free;
+    char      c;
+    uint32_t  n;
+
+    for (n = 0; n < PROF_LUA_NAME_MAX; n++) {
+        c = (char) RD8(p + n);
+        if (c == '\0') {
+            break;
+        }
+        name[n] = c;
+    }
+
+    return n;
+}
+
+
+/* An unsigned LEB128 number at p into *v; past it. */
+__attribute__((no_sanitize_address)) static uintptr_t
+prof_lua_uleb(uintptr_t p, uint32_t *v)
+{
+    int       i;
+    uint8_t   b;
+    uint32_t  r;
+
+    r = 0;
+
+    for (i = 0; i < 5; i++) {
+        b = RD8(p++);
+        r |= (uint32_t) (b & 0x7f) << (7 * i);
+        if (b < 0x80) {
+            break;
+        }
+    }
+
+    *v = r;
+    return p;
+}
+
+
+/* The name of slot at bytecode position pos of prototype pt when a local
+   lives there (LuaJIT's debug_varname) into name: its length, 0: none. */
+__attribute__((no_sanitize_address)) static uint32_t
+prof_lua_local_name(uintptr_t pt, uint32_t pos, uint32_t slot, char *name)
+{
+    uint32_t     i, vn, start, end, v;
+    uintptr_t    p, at;
+    const char  *own;
+
+    p = RD64(pt + LJL_PT_VARINFO);
+    start = 0;
+
+    for (i = 0; p != 0 && i < PROF_LUA_NAME_SCAN; i++) {
+        at = p;
+        vn = RD8(p);
+
+        if (vn == 0) {
+            return 0;                   /* the end */
+        }
+
+        if (vn >= LJL_VARNAME_MAX) {
+            while (RD8(p) != 0) {
+                if (++p - at > 255) {
+                    return 0;
+                }
+            }
+        }
+
+        p = prof_lua_uleb(p + 1, &v);
+        start += v;
+        if (start > pos) {
+            return 0;
+        }
+
+        p = prof_lua_uleb(p, &v);
+        end = start + v;
+
+        if (pos < end && slot-- == 0) {
+            if (vn >= LJL_VARNAME_MAX) {
+                return prof_lua_copy_name(at, name);
+            }
+
+            /* One of LuaJIT's own: the for loops' */
+            for (own = LJL_VARNAMES; --vn > 0; own++) {
+                while (*own != '\0') {
+                    own++;
+                }
+            }
+
+            return prof_lua_copy_name((uintptr_t) own, name);
+        }
+    }
+
+    return 0;
+}
+
+
+/* The string constant idx of prototype pt into name: its length. */
+__attribute__((no_sanitize_address)) static uint32_t
+prof_lua_constant_name(uintptr_t pt, uint32_t idx, char *name)
+{
+    uint32_t   n, len;
+    uintptr_t  str;
+
+    str = RD64(RD64(pt + LJL_PT_K) - 8 * ((uintptr_t) idx + 1)) & LJL_GCVMASK;
+    if (str == 0 || RD8(str + LJL_GCT) != LJL_GCT_STR) {
+        return 0;
+    }
+
+    len = RD32(str + LJL_STR_LEN);
+    if (len > PROF_LUA_NAME_MAX) {
+        len = PROF_LUA_NAME_MAX;
+    }
+
+    for (n = 0; n < len; n++) {
+        name[n] = (char) RD8(str + LJL_STR_DATA + n);
+    }
+
+    return len;
+}
+
+
+/* The name of upvalue idx of prototype pt into name: its length. */
+__attribute__((no_sanitize_address)) static uint32_t
+prof_lua_upvalue_name(uintptr_t pt, uint32_t idx, char *name)
+{
+    uintptr_t  p, start;
+
+    p = RD64(pt + LJL_PT_UVINFO);
+    if (p == 0) {
+        return 0;
+    }
+
+    for (start = p; idx > 0; p++) {
+        if (RD8(p) == 0) {
+            idx--;
+        }
+        if (p - start > 4096) {
+            return 0;
+        }
+    }
+
+    return prof_lua_copy_name(p, name);
+}
+
+
+/*
+ * What the call instruction at ip, in prototype pt, calls, as LuaJIT's
+ * debug.getinfo names it (lj_debug_slotname): the local, global, field,
+ * method or upvalue the function came from, into name. Its length; 0: no
+ * name (an expression, or further back than the scan goes).
+ */
+__attribute__((no_sanitize_address)) static uint32_t
+prof_lua_callee_name(uintptr_t pt, uintptr_t ip, char *name)
+{
+    int                steps;
+    uint32_t           ins, op, a, slot, n;
+    uintptr_t          bc;
+    static const char  modes[] = LJL_BC_AMODES;
+
+    bc = pt + LJL_PT_SIZE;
+    ins = RD32(ip);
+    slot = LJL_BC_A(ins);
+
+    if (LJL_BC_OP(ins) == LJL_BC_ITERC) {
+        slot -= 3;                      /* the for loop's generator */
+    }
+
+    for (steps = 0; steps < PROF_LUA_NAME_SCAN; /* void */ ) {
+        n = prof_lua_local_name(pt, (uint32_t) (ip - bc) / 4, slot, name);
+        if (n > 0) {
+            return n;
+        }
+
+        /* The last instruction before it that wrote the slot. */
+        for ( ;; ) {
+            ip -= 4;
+            if (ip <= bc || ++steps == PROF_LUA_NAME_SCAN) {
+                return 0;
+            }
+
+            ins = RD32(ip);
+            op = LJL_BC_OP(ins);
+            a = LJL_BC_A(ins);
+
+            if (op >= LJL_BC_MAX) {
+                return 0;
+            }
+
+            if (modes[op] == 'b') {
+                if (slot >= a
+                    && (op != LJL_BC_KNIL || slot <= LJL_BC_D(ins)))
+                {
+                    return 0;
+                }
+
+            } else if (modes[op] == 'd' && a == slot) {
+                break;
+            }
+        }
+
+        switch (op) {
+
+        case LJL_BC_MOV:
+            slot = LJL_BC_D(ins);       /* a copy: the name of the source */
+            continue;
+
+        case LJL_BC_GGET:
+            return prof_lua_constant_name(pt, LJL_BC_D(ins), name);
+
+        case LJL_BC_TGETS:
+            return prof_lua_constant_name(pt, LJL_BC_C(ins), name);
+
+        case LJL_BC_UGET:
+            return prof_lua_upvalue_name(pt, LJL_BC_D(ins), name);
+
+        default:
+            return 0;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * The id of prototype pt's function in the table (lua.h), called from
+ * site (past the call instruction in prototype caller; 0 and 0: from C),
+ * its entry filled when new; -1 when pt is not a prototype.
+ */
+__attribute__((no_sanitize_address)) static int64_t
+prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
+    uintptr_t caller)
+{
+    uint32_t              i, h, v, len, j, k, head, id, ins, *slot, *free;
     uint64_t              chunk;
     int32_t               first;
     uintptr_t             data;
@@ -143,8 +378,9 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt)
 
     chunk = RD64(pt + LJL_PT_CHUNKNAME) & LJL_GCVMASK;
     first = (int32_t) RD32(pt + LJL_PT_FIRSTLINE);
+    ins = (site != 0) ? RD32(site - 4) : 0;
 
-    h = (uint32_t) ((pt >> 3) * 0x9e3779b1u);
+    h = (uint32_t) (((pt >> 3) ^ (site * 0x2545f491)) * 0x9e3779b1u);
     free = NULL;
 
     for (i = 0; i < PROF_LUA_PROBES; i++) {
@@ -160,7 +396,9 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt)
             continue;
         }
 
-        if (f->proto == pt && f->chunk == chunk && f->firstline == first) {
+        if (f->proto == pt && f->site == site && f->chunk == chunk
+            && f->firstline == first && f->site_ins == ins)
+        {
             return v - 1;
         }
     }
@@ -182,6 +420,11 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt)
     f->proto = pt;
     f->chunk = chunk;
     f->firstline = first;
+    f->site = site;
+    f->site_ins = ins;
+    f->name_len = (caller != 0) ? prof_lua_callee_name(caller, site - 4,
+                                                        f->name)
+                                : 0;
 
     /* The first byte ('@' a file, '=' a name) and the end of it. */
     len = RD32(chunk + LJL_STR_LEN);
@@ -259,17 +502,16 @@ __attribute__((no_sanitize_address)) static int
 prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
     uintptr_t pc, uintptr_t *cont)
 {
-    int        skip, leaf;
+    int        leaf, entry;
     int64_t    id, line;
     uint32_t   ins, op;
     uint64_t   fv, ftsz;
-    uintptr_t  stack, bot, top, fn, pt, next;
+    uintptr_t  stack, bot, top, fn, pt, next, site, caller, link;
 
     stack = RD64(L + LJL_L_STACK);
     top = stack + (uintptr_t) RD32(L + LJL_L_STACKSIZE) * 8;
     bot = stack + 8;
 
-    skip = 0;
     leaf = 1;
 
     for ( ;; ) {
@@ -294,7 +536,57 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
             return -1;
         }
 
-        if (RD8(fn + LJL_FN_FFID) == LJL_FF_LUA && !skip) {
+        /* Where the frame's link leads: the caller's frame and pc. */
+        site = 0;
+        link = 0;
+        entry = 0;
+        next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
+
+        switch (ftsz & LJL_FRAME_TYPEP) {
+
+        case LJL_FRAME_LUA:
+        case LJL_FRAME_LUAP:
+            /* Returns past a call instruction; its A: the frame's slot. */
+            if (ftsz > LJL_GCVMASK || (ftsz & 3) != 0 || ftsz < 8) {
+                return -1;
+            }
+            ins = RD32(ftsz - 4);
+            op = LJL_BC_OP(ins);
+            if (op != LJL_BC_CALLM && op != LJL_BC_CALL
+                && op != LJL_BC_ITERC && op != LJL_BC_ITERN)
+            {
+                return -1;
+            }
+            site = ftsz;
+            link = ftsz;
+            next = frame - 8 * (2 + LJL_BC_A(ins));
+            break;
+
+        case LJL_FRAME_C:
+        case LJL_FRAME_CP:
+            /* Entered from C: the frames below are an outer activation. */
+            entry = 1;
+            break;
+
+        case LJL_FRAME_VARG:
+            /* The same function again below its varargs: named there. */
+            if (next >= frame) {
+                return -1;
+            }
+            frame = next;
+            continue;
+
+        case LJL_FRAME_CONT:
+            /* A metamethod the interpreter called: the caller's pc. */
+            link = RD64(frame - 16);
+            break;
+
+        default:
+            /* pcall, xpcall: the caller's line is not kept there. */
+            break;
+        }
+
+        if (RD8(fn + LJL_FN_FFID) == LJL_FF_LUA) {
             pt = RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
 
             line = 0;
@@ -308,7 +600,29 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
                 }
             }
 
-            id = prof_lua_intern(w->lua, pt);
+            /* The caller's prototype: its call names this function. */
+            caller = 0;
+            if (site != 0 && next < frame && next > bot) {
+                fv = RD64(next - 8);
+                fn = fv & LJL_GCVMASK;
+                if ((int64_t) fv >> 47 == LJL_TFUNC
+                    && RD8(fn + LJL_GCT) == LJL_GCT_FUNC
+                    && RD8(fn + LJL_FN_FFID) == LJL_FF_LUA)
+                {
+                    caller = RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
+
+                    /* A call instruction of it, past its header. */
+                    if (site < caller + LJL_PT_SIZE + 8
+                        || site > caller + LJL_PT_SIZE
+                                  + (uintptr_t) RD32(caller + LJL_PT_SIZEBC)
+                                    * 4)
+                    {
+                        return -1;
+                    }
+                }
+            }
+
+            id = prof_lua_intern(w->lua, pt, caller ? site : 0, caller);
             if (id < 0) {
                 return -1;
             }
@@ -321,58 +635,17 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
             w->out[w->n++] = PROF_FRAME_LUA(id, line);
         }
 
-        skip = 0;
-        leaf = 0;
-
-        switch (ftsz & LJL_FRAME_TYPEP) {
-
-        case LJL_FRAME_LUA:
-        case LJL_FRAME_LUAP:
-            /* Returns past a call instruction; its A: the frame's slot. */
-            pc = ftsz;
-            if (pc > LJL_GCVMASK || (pc & 3) != 0 || pc < 8) {
-                return -1;
-            }
-            ins = RD32(pc - 4);
-            op = ins & 0xff;
-            if (op != LJL_BC_CALLM && op != LJL_BC_CALL
-                && op != LJL_BC_ITERC && op != LJL_BC_ITERN)
-            {
-                return -1;
-            }
-            next = frame - 8 * (2 + ((ins >> 8) & 0xff));
-            break;
-
-        case LJL_FRAME_C:
-        case LJL_FRAME_CP:
-            /* Entered from C: the frames below are an outer activation. */
-            next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
+        if (entry) {
             *cont = (next < frame) ? next : 0;
             return 0;
-
-        case LJL_FRAME_VARG:
-            /* The same function again, below its varargs. */
-            next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
-            skip = 1;
-            break;
-
-        case LJL_FRAME_CONT:
-            /* A metamethod the interpreter called: the caller's pc. */
-            pc = RD64(frame - 16);
-            next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
-            break;
-
-        default:
-            /* pcall, xpcall: the caller's line is not kept there. */
-            pc = 0;
-            next = frame - (ftsz & ~(uint64_t) LJL_FRAME_TYPEP);
-            break;
         }
 
         if (next >= frame) {
             return -1;
         }
 
+        leaf = 0;
+        pc = link;
         frame = next;
     }
 }

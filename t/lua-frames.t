@@ -37,10 +37,7 @@ chmod(0755, $p, "$p/lua");
 # Each burner: a loop over math.sin (libm under it) for ms of CPU time.
 my @BURNERS = qw(jit_burn interp_burn thread_burn sleep_burn timer_burn
                  filter_burn share_a share_b share_c);
-my $app = "local M = {}\nlocal sin, clock = math.sin, os.clock\n\n";
-for my $b (@BURNERS) {
-    $app .= <<"EOF";
-local function $b(ms)
+my $BODY = <<'EOF';
     local stop = clock() + ms / 1000
     local s = 0
     while clock() < stop do
@@ -48,11 +45,30 @@ local function $b(ms)
     end
     return s
 end
-M.$b = $b
-
 EOF
-}
-$app .= "jit.off(interp_burn)\n\nreturn M\n";
+my $app = "local M = {}\nlocal sin, clock = math.sin, os.clock\n\n";
+$app .= "local function $_(ms) -- burner $_\n${BODY}M.$_ = $_\n\n"
+    for @BURNERS;
+$app .= "jit.off(interp_burn)\n\n";
+
+# Burners called the other ways a caller names a function: a global, an
+# upvalue, a method, a local holding it.
+my @NAMED = qw(global_burn upvalue_burn method_burn local_burn);
+$app .= <<"EOF";
+rawset(_G, "global_burn", function(ms) -- burner global_burn
+${BODY})
+local function upvalue_burn(ms) -- burner upvalue_burn
+${BODY}local obj = {}
+function obj:method_burn(ms) -- burner method_burn
+${BODY}local function local_burn(ms) -- burner local_burn
+${BODY}function M.names(ms)
+    local alias = local_burn
+    return global_burn(ms) + upvalue_burn(ms) + obj:method_burn(ms)
+           + alias(ms)
+end
+
+return M
+EOF
 
 my $file = "$p/lua/app.lua";
 open(my $fh, '>', $file) or die "$file: $!";
@@ -64,8 +80,15 @@ chmod(0644, $file);
 my (%FIRST, $n);
 for (split /\n/, $app) {
     $n++;
-    $FIRST{$1} = $n if /^local function (\w+)\(/;
+    $FIRST{$1} = $n if /-- burner (\w+)$/;
 }
+
+# Each burner's name, as its caller calls it (debug.getinfo's name): the
+# field of the module a location calls; a light thread's function, called
+# from C, has none: its chunk and first line; the local holding one.
+my %NAME = map { $_ => $_ } @BURNERS, @NAMED;
+$NAME{thread_burn} = "$file:$FIRST{thread_burn}";
+$NAME{local_burn} = 'alias';
 
 my $lua_path = ProfTest::lua_package_path_directive();
 $lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;$1";/
@@ -98,6 +121,8 @@ $lua_path
             content_by_lua_block { ngx.say("ok") }
             body_filter_by_lua_block {
                 if ngx.arg[2] then require("app").filter_burn(40) end } }
+        location = /names { content_by_lua_block {
+            ngx.say(require("app").names(20)) } }
         location = /three { content_by_lua_block {
             local app = require("app")
             ngx.say(app.share_a(10) + app.share_b(20) + app.share_c(30)) } }
@@ -123,7 +148,7 @@ sub check_run {
 
     for (1 .. 12) {
         for my $path (qw(/jit /interp /thread /sleep /timer /filter
-                         /three))
+                         /three /names))
         {
             my $r = $t->get($path);
             die "$path: " . ($r->{status} // 'no answer')
@@ -147,14 +172,15 @@ sub check_run {
         my %seen;
         for my $f (@{ $s->{lua} }) {
             next unless $f->{file} eq "\@$file";
-            my ($b) = grep { $FIRST{$_} == $f->{start_line} } @BURNERS;
+            my ($b) = grep { $FIRST{$_} == $f->{start_line} }
+                      @BURNERS, @NAMED;
             next unless $b;
             $seen{$b} = 1;
             $seen_frames{$b}{"$f->{name} $f->{file} $f->{start_line} "
                              . "$f->{line}"}++;
             # Its name; the line of the leaf where LuaJIT knows it, one
             # of its loop's (interpreted: always; in a trace: 0).
-            $frame_ok{$b}{name} = 1 if $f->{name} eq "$file:$FIRST{$b}";
+            $frame_ok{$b}{ $f->{name} eq $NAME{$b} ? 'name' : 'misnamed' }++;
             if ($f->{line} == 0) {
                 $frame_ok{$b}{unknown}++;
             } elsif ($f->{line} > $FIRST{$b} && $f->{line} <= $FIRST{$b} + 6) {
@@ -192,10 +218,22 @@ sub check_run {
                    $location{$b}, $other / 1e6))
             or diag(explain($c), explain([ keys %by ]));
         my $fk = $frame_ok{$b} // {};
-        ok($fk->{name} && !$fk->{wrong}
+        ok($fk->{name} && !$fk->{misnamed} && !$fk->{wrong}
            && ($b ne 'interp_burn' || $fk->{lines}),
-           "$what: $b: named $file:$FIRST{$b}, file \@$file, first line "
+           "$what: $b: named $NAME{$b}, file \@$file, first line "
            . "$FIRST{$b}, its lines")
+            or diag(explain($seen_frames{$b}));
+    }
+
+    # Named by their callers: each one's frames, all of them.
+    for my $b (@NAMED) {
+        my $fk = $frame_ok{$b} // {};
+        ok(($by{'GET /names'}{$b} // 0) >= 100e6 && $fk->{name}
+           && !$fk->{misnamed} && !$fk->{wrong},
+           sprintf('%s: %s: %.0fms of Lua CPU, named %s in %d frames, '
+                   . 'otherwise in %d', $what, $b,
+                   ($by{'GET /names'}{$b} // 0) / 1e6, $NAME{$b},
+                   $fk->{name} // 0, $fk->{misnamed} // 0))
             or diag(explain($seen_frames{$b}));
     }
 
