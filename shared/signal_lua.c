@@ -767,7 +767,9 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     }
 
     lua->walks++;
-    trace = (int32_t) RD32(g + LJL_G_VMSTATE) >= 0;
+    /* On a trace: running it, or C code it called (the collector too). */
+    trace = (int32_t) RD32(g + LJL_G_VMSTATE) >= 0
+            || RD64(g + LJL_G_JIT_BASE) != 0;
 
     w.lua = lua;
     w.out = out;
