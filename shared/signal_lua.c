@@ -28,6 +28,10 @@
 #include "lua_layout.h"
 
 
+/* Walks between two checks of the guard (at 100 Hz: 0.64 s) */
+#define PROF_LUA_GUARD_EVERY  64
+
+
 static volatile sig_atomic_t  prof_lua_probing;
 static volatile sig_atomic_t  prof_lua_installed;
 static void                  *prof_lua_jump[5];
@@ -99,16 +103,34 @@ prof_lua_guard_remove(void)
 }
 
 
-/* Whether the guard is still the process's SIGSEGV action. */
+/*
+ * Whether the guard is still the process's SIGSEGV action: asked of the
+ * kernel on the first walk and every PROF_LUA_GUARD_EVERY walks after
+ * (a system call is a good part of a walk's cost). An action installed
+ * over it since stops the walks from the next check on, for good.
+ */
 static int
 prof_lua_guarded(void)
 {
-    struct sigaction  now;
+    struct sigaction     now;
+    static unsigned int  walks;
 
-    return prof_lua_installed
-           && sigaction(SIGSEGV, NULL, &now) == 0
-           && (now.sa_flags & SA_SIGINFO)
-           && now.sa_sigaction == prof_lua_segv;
+    if (!prof_lua_installed) {
+        return 0;
+    }
+
+    if (walks++ % PROF_LUA_GUARD_EVERY != 0) {
+        return 1;
+    }
+
+    if (sigaction(SIGSEGV, NULL, &now) == 0
+        && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == prof_lua_segv)
+    {
+        return 1;
+    }
+
+    prof_lua_installed = 0;
+    return 0;
 }
 
 
