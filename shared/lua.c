@@ -323,10 +323,20 @@ prof_lua_free(prof_lua_t *lua)
 }
 
 
+/* A word of an entry, read as such (an entry is made of them). */
+typedef uint64_t  prof_lua_word_t __attribute__((may_alias));
+
+_Static_assert(sizeof(prof_lua_function_t) % sizeof(prof_lua_word_t) == 0,
+               "an entry is made of words");
+
+
 int
 prof_lua_function(const prof_lua_t *lua, uint32_t id,
     prof_lua_function_t *f)
 {
+    size_t                      i;
+    prof_lua_word_t            *to;
+    const prof_lua_word_t      *from;
     const prof_lua_function_t  *e;
 
     e = &lua->functions[id & (PROF_LUA_FUNCTIONS - 1)];
@@ -335,10 +345,15 @@ prof_lua_function(const prof_lua_t *lua, uint32_t id,
         return -1;
     }
 
-    memcpy(f, e, sizeof(prof_lua_function_t));
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* Acquire loads, word by word: the id's second read comes after. */
+    from = (const prof_lua_word_t *) e;
+    to = (prof_lua_word_t *) f;
 
-    if (__atomic_load_n(&e->id, __ATOMIC_RELAXED) != id + 1
+    for (i = 0; i < sizeof(prof_lua_function_t) / sizeof(*to); i++) {
+        to[i] = __atomic_load_n(&from[i], __ATOMIC_ACQUIRE);
+    }
+
+    if (__atomic_load_n(&e->id, __ATOMIC_ACQUIRE) != id + 1
         || f->chunk_len > PROF_LUA_CHUNK_MAX)
     {
         return -1;

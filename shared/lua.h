@@ -55,7 +55,7 @@
  * functions without end (loadstring) keeps a bounded table; a reader
  * checks the id before and after its copy.
  */
-typedef struct {
+typedef struct __attribute__((aligned(8))) {
     uint32_t        id;                 /* id + 1, 0: being written */
     int32_t         firstline;
     uint64_t        proto;              /* its prototype's address then */
