@@ -9,7 +9,7 @@
 
 #include "ngx_http_profiling_module.h"
 #include "file_export.h"
-#include "lua.h"
+#include "lua_frames.h"
 #include "status.h"
 
 #include <sys/eventfd.h>

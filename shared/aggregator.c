@@ -12,7 +12,7 @@
 
 #include "aggregator.h"
 #include "endpoint_counts.h"
-#include "lua.h"
+#include "lua_frames.h"
 
 
 /* What the open profile sums: a stack while a request executed (and,
@@ -193,7 +193,7 @@ prof_aggregator_forget_addresses(prof_aggregator_t *agg)
 
 
 /*
- * A Lua frame's function (lua.h): its name, its chunk as the file and its
+ * A Lua frame's function (lua_frames.h): its name, its chunk as the file and its
  * first line, copied from the table the handler fills (NULL function: the
  * entry was given to another function since). Kept with the address (a
  * Lua frame's address goes at the profile's close, as JIT code's).

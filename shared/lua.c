@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * LuaJIT found and checked (lua.h), outside the handler: the worker at
+ * LuaJIT found and checked (lua_frames.h), outside the handler: the worker at
  * start, before the profiler process is forked.
  */
 
@@ -19,7 +19,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
-#include "lua.h"
+#include "lua_frames.h"
 #include "lua_layout.h"
 #include "sample.h"
 

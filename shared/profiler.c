@@ -36,7 +36,7 @@
 #include "file_export.h"
 #include "status.h"
 #include "intake.h"
-#include "lua.h"
+#include "lua_frames.h"
 #include "pprof.h"
 #include "profiler.h"
 #include "symbolizer.h"
@@ -131,7 +131,7 @@ struct prof_s {
     int                  maps_read;
 
     int                  identity_done;         /* loop thread */
-    prof_lua_t          *lua;                   /* LuaJIT's frames (lua.h),
+    prof_lua_t          *lua;                   /* LuaJIT's frames (lua_frames.h),
                                                    shared; NULL: none */
     int                  identified;            /* loop thread: the line
                                                    of prof_identify() */

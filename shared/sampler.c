@@ -1029,7 +1029,7 @@ prof_sampler_capture_idle_stack(prof_sampler_t *s,
 void
 prof_sampler_enable_lua(prof_sampler_t *s, prof_lua_t *lua)
 {
-    /* LuaJIT's memory is read under a fault guard (lua.h). */
+    /* LuaJIT's memory is read under a fault guard (lua_frames.h). */
     if (s->lua == NULL && prof_lua_guard_install() == 0) {
         __atomic_store_n(&s->lua, lua, __ATOMIC_RELEASE);
     }

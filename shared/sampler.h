@@ -136,7 +136,7 @@ void prof_sampler_capture_idle_stack(prof_sampler_t *s,
 
 prof_sampler_hot_t *prof_sampler_hot(prof_sampler_t *s);
 
-/* LuaJIT's frames too from now (lua.h: the table, in memory shared with
+/* LuaJIT's frames too from now (lua_frames.h: the table, in memory shared with
    the profiler side, its vm found); on the sampled thread. */
 void prof_sampler_enable_lua(prof_sampler_t *s, struct prof_lua_s *lua);
 

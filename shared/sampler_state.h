@@ -27,7 +27,7 @@
 #include <time.h>
 #include <uv.h>
 
-#include "lua.h"
+#include "lua_frames.h"
 #include "sampler.h"
 #include "unwind.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The signal path's Lua part (lua.h): LuaJIT's frames spliced into a
+ * The signal path's Lua part (lua_frames.h): LuaJIT's frames spliced into a
  * sample's native ones, in the SIGPROF handler.
  *
  * Async-signal-safe only, like signal_path.c (CI checks both objects).
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <ucontext.h>
 
-#include "lua.h"
+#include "lua_frames.h"
 #include "sample.h"
 #include "lua_layout.h"
 
@@ -380,7 +380,7 @@ prof_lua_callee_name(uintptr_t pt, uintptr_t ip, char *name)
 
 
 /*
- * The id of prototype pt's function in the table (lua.h), called from
+ * The id of prototype pt's function in the table (lua_frames.h), called from
  * site (past the call instruction in prototype caller; 0 and 0: from C),
  * its entry filled when new; -1 when pt is not a prototype.
  */

@@ -21,7 +21,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "lua.h"
+#include "lua_frames.h"
 #include "sample.h"
 #include "sampler_state.h"
 #include "unwind_table.h"

@@ -21,8 +21,8 @@
  *   function was collected. A Lua frame is PROF_FRAME_LUA(id, line).
  */
 
-#ifndef PROF_LUA_H
-#define PROF_LUA_H
+#ifndef PROF_LUA_FRAMES_H
+#define PROF_LUA_FRAMES_H
 
 #include <stdint.h>
 #include <ucontext.h>
@@ -142,4 +142,4 @@ int prof_lua_guard_install(void);
 void prof_lua_guard_remove(void);
 
 
-#endif /* PROF_LUA_H */
+#endif /* PROF_LUA_FRAMES_H */
