@@ -41,8 +41,11 @@ sub start_nginx {
     my $t = ProfTest->new(workers => 2, modules => \@MODULES);
     my $w = $t->jit_workload(jit_ms => $JIT_MS);
 
+    # (native stacks through LuaJIT's traces: Lua frames, which stand in
+    # for a trace's machine code, are t/lua-frames.t's)
     $t->write_config(<<"EOF", main => $t->core_main);
     profiling on;
+    profiling_lua off;
     profiling_dump_dir %%DUMP%%;
     profiling_period 2s;
     profiling_interval 1ms;
