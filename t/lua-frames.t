@@ -16,7 +16,6 @@
 use strict;
 use warnings;
 
-use Cwd qw(realpath);
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
@@ -61,7 +60,25 @@ local function upvalue_burn(ms) -- burner upvalue_burn
 ${BODY}local obj = {}
 function obj:method_burn(ms) -- burner method_burn
 ${BODY}local function local_burn(ms) -- burner local_burn
-${BODY}function M.names(ms)
+${BODY}-- A loop the JIT compiles with the two below inlined in its trace.
+local function inl_inner(x) -- inlined inl_inner
+    local y = x % 7
+    if y > 3 then y = y * 2 end
+    return y + x * 0.5
+end
+local function inl_middle(x) -- inlined inl_middle
+    return inl_inner(x) + inl_inner(x + 1)
+end
+function M.inl_outer(ms) -- inlined inl_outer
+    local stop = clock() + ms / 1000
+    local t = 0
+    while clock() < stop do
+        for i = 1, 100000 do t = t + inl_middle(i) end
+    end
+    return t
+end
+
+function M.names(ms)
     local alias = local_burn
     return global_burn(ms) + upvalue_burn(ms) + obj:method_burn(ms)
            + alias(ms)
@@ -77,10 +94,11 @@ close($fh);
 chmod(0644, $file);
 
 # Each burner's first line, as its Lua frame must say.
-my (%FIRST, $n);
+my (%FIRST, %INLINED, $n);
 for (split /\n/, $app) {
     $n++;
     $FIRST{$1} = $n if /-- burner (\w+)$/;
+    $INLINED{$1} = $n if /-- inlined (\w+)$/;
 }
 
 # Each burner's name, as its caller calls it (debug.getinfo's name): the
@@ -121,6 +139,8 @@ $lua_path
             content_by_lua_block { ngx.say("ok") }
             body_filter_by_lua_block {
                 if ngx.arg[2] then require("app").filter_burn(40) end } }
+        location = /inline { content_by_lua_block {
+            ngx.say(require("app").inl_outer(40)) } }
         location = /names { content_by_lua_block {
             ngx.say(require("app").names(20)) } }
         location = /jitp { content_by_lua_block {
@@ -162,7 +182,7 @@ sub check_run {
     for (1 .. 12) {
         # (/three thrice: enough samples for shares within 5 points)
         for my $path (qw(/jit /interp /thread /sleep /timer /filter
-                         /three /three /three /names))
+                         /three /three /three /names /inline))
         {
             my $r = $t->get($path);
             die "$path: " . ($r->{status} // 'no answer')
@@ -251,6 +271,38 @@ sub check_run {
             or diag(explain($seen_frames{$b}));
     }
 
+    # A trace's inlined functions, from its snapshots: inl_inner above
+    # inl_middle above inl_outer, each on one of its lines, in a good
+    # part of the location's Lua CPU; never another order or line.
+    my ($inl, $inl_total, @inl_wrong) = (0, 0);
+    for my $s (grep { ($_->{endpoint} // '') eq 'GET /inline' } @s) {
+        $inl_total += $s->{cpu};
+        my @f = grep { $_->{file} eq "\@$file" } @{ $s->{lua} };
+        my @names = map { $_->{name} } @f;
+        for my $f (@f) {
+            my $first = $INLINED{ $f->{name} } // -1;
+            push @inl_wrong, "$f->{name}:$f->{start_line}:$f->{line}"
+                unless $f->{start_line} == $first
+                       && ($f->{line} == 0
+                           || ($f->{line} > $first
+                               && $f->{line} <= $first + 6));
+        }
+        next unless @names && $names[0] eq 'inl_inner';
+        if ("@names" eq 'inl_inner inl_middle inl_outer') {
+            $inl += $s->{cpu};
+        } else {
+            push @inl_wrong, "@names";
+        }
+    }
+    ok($inl_total >= 100e6 && $inl >= 0.15 * $inl_total && !@inl_wrong,
+       sprintf('%s: inlined: %.1f%% of %.0fms of Lua CPU in /inline has '
+               . 'inl_inner above inl_middle above inl_outer; %d frames '
+               . 'otherwise', $what, $inl_total ? 100 * $inl / $inl_total
+                                                : 0,
+               $inl_total / 1e6, scalar @inl_wrong))
+        or diag(join("\n", @inl_wrong[0 .. ($#inl_wrong < 9
+                                             ? $#inl_wrong : 9)]));
+
     # Three in one location (burning 1:2:3): shares within 5 points of
     # what LuaJIT's own profiler reports of the same code.
     my ($jitp, $jitp_samples) = jit_profile_shares();
@@ -315,22 +367,10 @@ check_run(ProfTest::nginx_has('lua-nginx-module')
 }
 
 # OpenResty's luajit2 in place of Debian's, built from the fixture.
-my ($tarball) = glob(realpath("$FindBin::Bin/../..")
-                     . '/shared/fixtures/openresty/luajit2-*.tar.gz');
-my $lua_module = ProfTest::debian_module('ngx_http_lua_module');
 SKIP: {
     skip('OpenResty\'s luajit2: Debian\'s lua module and the fixture only',
          1)
-        unless $tarball && $lua_module
-               && grep({ $_ eq $lua_module } @MODULES)
-               && `ldd $lua_module` =~ /libluajit-5\.1\.so\.2/;
-
-    mkdir("$p/lj") or die;
-    my $out = `cd '$p/lj' && tar xzf '$tarball' && cd luajit2-* && make -j2 BUILDMODE=dynamic PREFIX=/usr >../build.log 2>&1 && cp src/libluajit.so ../libluajit-5.1.so.2 2>&1`;
-    is($?, 0, 'OpenResty\'s luajit2 builds') or diag($out);
-    chmod(0755, "$p/lj");
-    chmod(0644, "$p/lj/libluajit-5.1.so.2");
-
+        unless ProfTest::openresty_luajit("$p/lj");
     local $ENV{LD_LIBRARY_PATH} = "$p/lj";
     check_run('OpenResty\'s luajit2');
 }

@@ -1015,8 +1015,10 @@ sub decode_dump_dir {
 # cpu_samples, wall (ns), span and root (u64 decimal strings or undef),
 # endpoint (string or undef), thread (the "thread id" label), funcs (the
 # function names of all its frames, leaf first), objects (the mapping file
-# name of each frame), leaf, and has_span_label / has_root_label /
-# has_endpoint_label (whether the label is present at all).
+# name of each frame), lua (its Lua frames, leaf first: lua_frames_of),
+# lua_leaf (its leaf frame is a Lua one), leaf, and has_span_label /
+# has_root_label / has_endpoint_label (whether the label is present at
+# all).
 sub hotspot_samples {
     my (@profiles) = @_;
     my @out;
@@ -1060,6 +1062,10 @@ sub hotspot_samples {
                 funcs       => \@funcs,
                 objects     => \@objects,
                 lua         => \@lua,
+                # Lua code itself running (no native frame above it).
+                lua_leaf    => @{ $s->{location_id} }
+                               && lua_frames_of($p, $s->{location_id}[0])
+                               ? 1 : 0,
                 leaf        => $funcs[0] // '[no stack]',
             };
         }
@@ -1697,6 +1703,28 @@ sub jit_workload_modules {
     return () unless $e->{lua};
     return ('ngx_http_profiling_module', 'ngx_http_profiling_burn_module',
             map { @{ $e->{$_} // [] } } qw(lua njs brotli));
+}
+
+# OpenResty's luajit2 (../shared/fixtures/openresty), built into $dir as
+# libluajit-5.1.so.2 for Debian's lua module to load in place of Debian's
+# own (LD_LIBRARY_PATH=$dir). Its path; undef when there is no such lua
+# module or no fixture. Dies when it does not build.
+sub openresty_luajit {
+    my ($dir) = @_;
+    my ($tarball) = glob(Cwd::realpath(dirname(__FILE__) . '/../../..')
+                         . '/shared/fixtures/openresty/luajit2-*.tar.gz');
+    my $lua = debian_module('ngx_http_lua_module');
+    return undef
+        unless $tarball && $lua
+               && grep({ $_ eq $lua } jit_workload_modules())
+               && `ldd $lua` =~ /libluajit-5\.1\.so\.2/;
+    mkdir($dir) or croak "$dir: $!";
+    my $out = `cd '$dir' && tar xzf '$tarball' && cd luajit2-* && make -j2 BUILDMODE=dynamic PREFIX=/usr >../build.log 2>&1 && cp src/libluajit.so ../libluajit-5.1.so.2 2>&1`;
+    croak "OpenResty's luajit2 does not build ($dir/build.log): $out"
+        if $?;
+    chmod(0755, $dir);
+    chmod(0644, "$dir/libluajit-5.1.so.2");
+    return "$dir/libluajit-5.1.so.2";
 }
 
 # A Lua script for wrk (wrk(script => ...)) that requests @paths in turn,
