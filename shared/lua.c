@@ -35,7 +35,6 @@ typedef struct {
     int          (*gettop)(void *L);
     void         (*settop)(void *L, int idx);
     const char  *(*tolstring)(void *L, int idx, size_t *len);
-    const void  *(*topointer)(void *L, int idx);
 } prof_lua_api_t;
 
 
@@ -51,12 +50,6 @@ static const char  prof_lua_check_chunk[] =
     "return r\n";
 
 #define PROF_LUA_CHECK_NAME  "=profiling"
-
-/* The trace check's chunk: a loop the JIT compiles. */
-static const char  prof_lua_trace_chunk[] =
-    "local s = 0\n"
-    "for i = 1, 1000 do s = s + i % 7 end\n"
-    "return s\n";
 
 
 /* What the check's C function saw, called from the chunk. */
@@ -187,100 +180,6 @@ prof_lua_check_frames(prof_lua_t *lua)
 }
 
 
-/*
- * Whether the frames a trace inlined can be read: a loop run until the
- * JIT compiles it, its trace found in J->trace by its first prototype,
- * and its snapshots as the handler reads them (their code in order from
- * the trace's start, their pcs in the loop's bytecode). 1, or 0 (the JIT
- * off, or another layout: a trace's frames stay its base function).
- */
-static int
-prof_lua_check_traces(prof_lua_api_t *api, void *lua_state, uintptr_t g)
-{
-    uint8_t    gct, nent;
-    uint16_t   nsnap, mcofs, last;
-    uint32_t   i, j, size, sizebc, szmcode, mapofs, nsnapmap;
-    uint64_t   pc;
-    uintptr_t  fn, pt, traces, T, startpt, snap, snapmap;
-
-    if (api->loadbuffer(lua_state, prof_lua_trace_chunk,
-                        sizeof(prof_lua_trace_chunk) - 1,
-                        PROF_LUA_CHECK_NAME) != 0)
-    {
-        return 0;
-    }
-
-    fn = (uintptr_t) api->topointer(lua_state, -1);
-
-    if (api->pcall(lua_state, 0, 0, 0) != 0
-        || prof_lua_read(fn + LJL_FN_PC, &pt, sizeof(pt)) != 0
-        || prof_lua_read(g + LJL_G_J_TRACE, &traces, sizeof(traces)) != 0
-        || prof_lua_read(g + LJL_G_J_SIZETRACE, &size, sizeof(size)) != 0)
-    {
-        return 0;
-    }
-
-    pt -= LJL_PT_SIZE;
-
-    if (prof_lua_read(pt + LJL_PT_SIZEBC, &sizebc, sizeof(sizebc)) != 0) {
-        return 0;
-    }
-
-    for (i = 1; i < size && i < 65536; i++) {
-        if (prof_lua_read(traces + 8 * i, &T, sizeof(T)) != 0) {
-            return 0;
-        }
-
-        T &= LJL_GCVMASK;
-
-        if (T == 0
-            || prof_lua_read(T + LJL_GCT, &gct, 1) != 0
-            || gct != LJL_GCT_TRACE
-            || prof_lua_read(T + LJL_T_STARTPT, &startpt, 8) != 0
-            || (startpt & LJL_GCVMASK) != pt)
-        {
-            continue;
-        }
-
-        if (prof_lua_read(T + LJL_T_NSNAP, &nsnap, 2) != 0
-            || prof_lua_read(T + LJL_T_SNAP, &snap, 8) != 0
-            || prof_lua_read(T + LJL_T_SNAPMAP, &snapmap, 8) != 0
-            || prof_lua_read(T + LJL_T_NSNAPMAP, &nsnapmap, 4) != 0
-            || prof_lua_read(T + LJL_T_SZMCODE, &szmcode, 4) != 0
-            || nsnap == 0 || szmcode == 0)
-        {
-            return 0;
-        }
-
-        last = 0;
-
-        for (j = 0; j < nsnap; j++) {
-            if (prof_lua_read(snap + j * LJL_SNAP_SIZE + LJL_SNAP_MCOFS,
-                              &mcofs, 2) != 0
-                || prof_lua_read(snap + j * LJL_SNAP_SIZE + LJL_SNAP_MAPOFS,
-                                 &mapofs, 4) != 0
-                || prof_lua_read(snap + j * LJL_SNAP_SIZE + LJL_SNAP_NENT,
-                                 &nent, 1) != 0
-                || (j == 0 && mcofs != 0) || mcofs < last
-                || mcofs >= szmcode || mapofs + nent + 2 > nsnapmap
-                || prof_lua_read(snapmap + 4 * (uintptr_t) (mapofs + nent),
-                                 &pc, 8) != 0
-                || (pc >> 8) < pt + LJL_PT_SIZE
-                || (pc >> 8) >= pt + LJL_PT_SIZE + (uintptr_t) sizebc * 4)
-            {
-                return 0;
-            }
-
-            last = mcofs;
-        }
-
-        return 1;
-    }
-
-    return 0;
-}
-
-
 static int
 prof_lua_api(prof_lua_api_t *api)
 {
@@ -290,11 +189,9 @@ prof_lua_api(prof_lua_api_t *api)
     *(void **) &api->gettop = dlsym(RTLD_DEFAULT, "lua_gettop");
     *(void **) &api->settop = dlsym(RTLD_DEFAULT, "lua_settop");
     *(void **) &api->tolstring = dlsym(RTLD_DEFAULT, "lua_tolstring");
-    *(void **) &api->topointer = dlsym(RTLD_DEFAULT, "lua_topointer");
 
     return (api->loadbuffer && api->pushcclosure && api->pcall
-            && api->gettop && api->settop && api->tolstring
-            && api->topointer) ? 0 : -1;
+            && api->gettop && api->settop && api->tolstring) ? 0 : -1;
 }
 
 
@@ -386,11 +283,6 @@ prof_lua_find(void *lua_state, prof_lua_vm_t *vm, char *err, size_t size)
     }
 
     api.settop(lua_state, top);
-
-    if (failed == NULL) {
-        vm->traces = prof_lua_check_traces(&api, lua_state, g);
-        api.settop(lua_state, top);
-    }
 
 done:
 

@@ -76,8 +76,6 @@ typedef struct prof_lua_vm_s {
     uintptr_t       g;                  /* LuaJIT's global_State */
     uintptr_t       vm_start;           /* the interpreter's machine code */
     uintptr_t       vm_end;
-    int             traces;             /* 1: the frames a trace inlined
-                                           are read from its snapshots */
     char            version[48];        /* jit.version */
     char            library[208];       /* the object it is in */
 } prof_lua_vm_t;

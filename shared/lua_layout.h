@@ -52,36 +52,6 @@
 #define LJL_PT_VARINFO          96      /* its locals' names and pcs */
 #define LJL_PT_SIZE             104
 
-/* jit_State, after global_State in GG_State (lj_jit.h, lj_dispatch.h) */
-#define LJL_G_J_TRACE           1120    /* J->trace: GCRef by number */
-#define LJL_G_J_SIZETRACE       1132
-
-/* GCtrace */
-#define LJL_GCT_TRACE           9
-#define LJL_T_NSNAP             10      /* uint16_t */
-#define LJL_T_IR                32      /* IRIns[ref], 8 bytes each */
-#define LJL_T_NK                40      /* its lowest constant */
-#define LJL_T_NSNAPMAP          44
-#define LJL_T_SNAP              48      /* SnapShot[nsnap] */
-#define LJL_T_SNAPMAP           56      /* SnapEntry (uint32_t)[] */
-#define LJL_T_STARTPT           64
-#define LJL_T_SZMCODE           84
-#define LJL_T_MCODE             88
-
-/* SnapShot: where its code starts in the trace's, its entries */
-#define LJL_SNAP_SIZE           12
-#define LJL_SNAP_MAPOFS         0       /* uint32_t */
-#define LJL_SNAP_MCOFS          6       /* uint16_t */
-#define LJL_SNAP_NENT           10      /* uint8_t */
-
-/* SnapEntry: slot << 24 | flags | IR ref; then the pc << 8 (64 bits) */
-#define LJL_SNAP_FRAME          0x010000
-#define LJL_SNAP_CONT           0x020000
-#define LJL_REF_BIAS            0x8000  /* refs below: constants */
-#define LJL_IR_O                5       /* an IRIns's opcode byte */
-#define LJL_IR_KGC              24      /* the object: the next IRIns */
-#define LJL_IR_KNUM             28      /* the 64 bits: the next IRIns */
-
 /* GCstr: its bytes follow it */
 #define LJL_STR_LEN             20
 #define LJL_STR_DATA            24

@@ -575,13 +575,11 @@ prof_publish_status(prof_t *p)
         && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
            == PROF_LUA_FOUND
         && snprintf(lua, sizeof(lua), "%s (%s): Lua frames in %llu "
-                        "samples, %llu cut short, %u functions met%s",
+                        "samples, %llu cut short, %u functions met",
                         p->lua->vm.version, p->lua->vm.library,
                         (unsigned long long) p->lua->walks,
                         (unsigned long long) p->lua->lost,
-                        __atomic_load_n(&p->lua->count, __ATOMIC_ACQUIRE),
-                        p->lua->vm.traces
-                        ? "" : ", not the functions traces inline")
+                        __atomic_load_n(&p->lua->count, __ATOMIC_ACQUIRE))
            > 0)
     {
         info.lua = lua;
@@ -702,10 +700,8 @@ prof_identify(prof_t *p, const char *agent)
         && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
            == PROF_LUA_FOUND)
     {
-        rc |= prof_buffer_printf(&b, "; Lua: %s (%s)%s", p->lua->vm.version,
-                                 p->lua->vm.library,
-                                 p->lua->vm.traces
-                                 ? "" : ", not the functions traces inline");
+        rc |= prof_buffer_printf(&b, "; Lua: %s (%s)", p->lua->vm.version,
+                                 p->lua->vm.library);
 
     } else if (p->lua != NULL
                && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)

@@ -514,189 +514,6 @@ prof_lua_line(uintptr_t pt, uintptr_t pc)
 }
 
 
-/* Functions a trace inlined that a sample names at most */
-#define PROF_LUA_INLINED  16
-
-
-/* Whether ins calls and leaves a Lua frame's link past it. */
-static int
-prof_lua_is_call(uint32_t ins)
-{
-    uint32_t  op = LJL_BC_OP(ins);
-
-    return op == LJL_BC_CALLM || op == LJL_BC_CALL || op == LJL_BC_ITERC
-           || op == LJL_BC_ITERN;
-}
-
-
-/*
- * The frames trace traceno runs in at its machine code address mc: the
- * snapshot an exit there would restore (LuaJIT's lj_trace_unwind finds it
- * so) names the functions the trace inlined above its base frame (frame:
- * base - 1, on the Lua stack) and the pc in the innermost. Those frames
- * go into w, innermost first; returns the pc in the base frame's function
- * (past its call of the next, or past the current instruction), or 0
- * when the snapshot is not consistent with the stack (nothing added).
- */
-__attribute__((no_sanitize_address)) static uintptr_t
-prof_lua_trace(prof_lua_walk_t *w, uint32_t traceno, uintptr_t mc,
-    uintptr_t frame)
-{
-    int        i, n, start;
-    int64_t    id, line;
-    uint32_t   lo, hi, mid, mapofs, nent, nk, sn, prev, ref;
-    uint64_t   fv;
-    uintptr_t  g, T, mcode, snap, map, ir, pc, fn, bc, v;
-    uintptr_t  pt[PROF_LUA_INLINED + 1], link[PROF_LUA_INLINED + 1];
-
-    g = w->lua->vm.g;
-
-    if (traceno == 0 || traceno >= RD32(g + LJL_G_J_SIZETRACE)) {
-        return 0;
-    }
-
-    T = RD64(RD64(g + LJL_G_J_TRACE) + 8 * (uintptr_t) traceno)
-        & LJL_GCVMASK;
-    if (T == 0 || RD8(T + LJL_GCT) != LJL_GCT_TRACE) {
-        return 0;
-    }
-
-    mcode = RD64(T + LJL_T_MCODE);
-    if (mc < mcode || mc - mcode >= RD32(T + LJL_T_SZMCODE)) {
-        return 0;
-    }
-
-    /* The last snapshot whose code starts at or before mc. */
-    snap = RD64(T + LJL_T_SNAP);
-    lo = 0;
-    hi = RD16(T + LJL_T_NSNAP);
-
-    while (lo < hi) {
-        mid = (lo + hi) / 2;
-        if (mc - mcode < RD16(snap + mid * LJL_SNAP_SIZE + LJL_SNAP_MCOFS)) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-
-    if (lo == 0) {
-        return 0;
-    }
-
-    snap += (lo - 1) * LJL_SNAP_SIZE;
-    mapofs = RD32(snap + LJL_SNAP_MAPOFS);
-    nent = RD8(snap + LJL_SNAP_NENT);
-
-    if (mapofs + nent + 2 > RD32(T + LJL_T_NSNAPMAP)) {
-        return 0;
-    }
-
-    map = RD64(T + LJL_T_SNAPMAP) + 4 * (uintptr_t) mapofs;
-    pc = (uintptr_t) (RD64(map + 4 * (uintptr_t) nent) >> 8);
-    ir = RD64(T + LJL_T_IR);
-    nk = RD32(T + LJL_T_NK);
-
-    /* The base frame's function, as the stack has it. */
-    fv = RD64(frame - 8);
-    fn = fv & LJL_GCVMASK;
-    if ((int64_t) fv >> 47 != LJL_TFUNC || RD8(fn + LJL_GCT) != LJL_GCT_FUNC
-        || RD8(fn + LJL_FN_FFID) != LJL_FF_LUA)
-    {
-        return 0;
-    }
-
-    pt[0] = RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
-    n = 0;
-
-    /*
-     * The frames above it, in the order of their slots: each a link (a
-     * constant pc, the entry marked as a frame's) in the slot above its
-     * function (a constant). The base's function may be there, the same.
-     */
-    prev = 0;
-
-    for (i = 0; i < (int) nent; i++, prev = sn) {
-        sn = RD32(map + 4 * (uintptr_t) i);
-
-        if (sn & LJL_SNAP_CONT) {
-            return 0;           /* a metamethod's continuation */
-        }
-
-        ref = sn & 0xffff;
-
-        if ((sn >> 24) == 0) {
-            /* The base's function: the stack's, or not a constant. */
-            if (ref >= nk && ref < LJL_REF_BIAS
-                && RD8(ir + 8 * (uintptr_t) ref + LJL_IR_O) == LJL_IR_KGC
-                && RD64(ir + 8 * (uintptr_t) ref + 8) != fn)
-            {
-                return 0;
-            }
-            continue;
-        }
-
-        if (!(sn & LJL_SNAP_FRAME)) {
-            continue;
-        }
-
-        /* A link, and in the slot below a function, both constants. */
-        if (n == PROF_LUA_INLINED || ref < nk || ref >= LJL_REF_BIAS
-            || RD8(ir + 8 * (uintptr_t) ref + LJL_IR_O) != LJL_IR_KNUM
-            || i == 0 || (prev >> 24) + 1 != (sn >> 24) || (prev >> 24) == 0
-            || (prev & 0xffff) < nk || (prev & 0xffff) >= LJL_REF_BIAS
-            || RD8(ir + 8 * (uintptr_t) (prev & 0xffff) + LJL_IR_O)
-               != LJL_IR_KGC)
-        {
-            return 0;
-        }
-
-        link[n] = RD64(ir + 8 * (uintptr_t) ref + 8);
-        v = RD64(ir + 8 * (uintptr_t) (prev & 0xffff) + 8);
-
-        /* A Lua function, called from the last one there. */
-        if (RD8(v + LJL_GCT) != LJL_GCT_FUNC
-            || RD8(v + LJL_FN_FFID) != LJL_FF_LUA
-            || prof_lua_line(pt[n], link[n]) < 0
-            || !prof_lua_is_call(RD32(link[n] - 4)))
-        {
-            return 0;
-        }
-
-        pt[++n] = RD64(v + LJL_FN_PC) - LJL_PT_SIZE;
-    }
-
-    /* The innermost's pc: the instruction an exit resumes at. */
-    bc = pt[n] + LJL_PT_SIZE;
-    pc = (pc == bc) ? pc + 8 : pc + 4;
-
-    line = prof_lua_line(pt[n], pc);
-    if (line < 0) {
-        return 0;
-    }
-
-    start = w->n;
-
-    for (i = n; i > 0; i--) {
-        if (i < n) {
-            line = prof_lua_line(pt[i], link[i]);
-        }
-
-        id = prof_lua_intern(w->lua, pt[i], link[i - 1], pt[i - 1]);
-        if (id < 0) {
-            w->n = start;
-            return 0;
-        }
-
-        if (w->n < w->max) {
-            w->out[w->n++] = PROF_FRAME_LUA(id, line);
-        }
-    }
-
-    return (n > 0) ? link[0] : pc;
-}
-
-
 /*
  * The Lua frames of one activation of L, from frame (base - 1 of the
  * innermost) down to where the activation was entered from C, leaf
@@ -709,7 +526,7 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
 {
     int        leaf, entry;
     int64_t    id, line;
-    uint32_t   ins;
+    uint32_t   ins, op;
     uint64_t   fv, ftsz;
     uintptr_t  stack, bot, top, fn, pt, next, site, caller, link;
 
@@ -756,7 +573,10 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
                 return -1;
             }
             ins = RD32(ftsz - 4);
-            if (!prof_lua_is_call(ins)) {
+            op = LJL_BC_OP(ins);
+            if (op != LJL_BC_CALLM && op != LJL_BC_CALL
+                && op != LJL_BC_ITERC && op != LJL_BC_ITERN)
+            {
                 return -1;
             }
             site = ftsz;
@@ -938,10 +758,9 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     uintptr_t stack_high)
 {
     int              i, k, rc, trace;
-    int32_t          state;
     uint64_t         out[PROF_MAX_FRAMES_LIMIT + 1];
     int              start;
-    uintptr_t        g, L, cf, cfL, prevL, frame, pc, cont, alt, mc;
+    uintptr_t        g, L, cf, cfL, prevL, frame, pc, cont, alt;
     prof_lua_walk_t  w;
 
     if (lua == NULL || n == 0 || !prof_lua_guarded()) {
@@ -971,9 +790,8 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
 
     lua->walks++;
     /* On a trace: running it, or C code it called (the collector too). */
-    state = (int32_t) RD32(g + LJL_G_VMSTATE);
-    trace = state >= 0 || RD64(g + LJL_G_JIT_BASE) != 0;
-    mc = 0;
+    trace = (int32_t) RD32(g + LJL_G_VMSTATE) >= 0
+            || RD64(g + LJL_G_JIT_BASE) != 0;
 
     w.lua = lua;
     w.out = out;
@@ -997,14 +815,9 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
          * (in no object the table knows).
          */
         for ( /* void */ ; i < n && where[i].sp <= cf; i++) {
-            if (k == 0 && trace && where[i].unknown) {
-                /* The trace's code: where it runs, or calls from. */
-                if (mc == 0) {
-                    mc = (uintptr_t) frames[i] - (i > 0);
-                }
-                continue;
-            }
-            if (where[i].sp == cf && prof_lua_in_vm(lua, frames[i])) {
+            if ((where[i].sp == cf && prof_lua_in_vm(lua, frames[i]))
+                || (k == 0 && trace && where[i].unknown))
+            {
                 continue;
             }
             if (w.n < max) {
@@ -1029,11 +842,6 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
         }
 
         start = w.n;
-
-        /* A trace running: the frames it inlined, from its snapshot. */
-        if (k == 0 && rc == 0 && state >= 0 && mc != 0 && lua->vm.traces) {
-            pc = prof_lua_trace(&w, (uint32_t) state, mc, frame);
-        }
 
         if (rc == 0) {
             rc = prof_lua_walk(&w, cfL, frame, pc, &cont);

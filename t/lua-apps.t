@@ -7,8 +7,8 @@
 # decoding a table of records, each in its location. Every Lua frame of
 # theirs is a function of their file (its first line starts a function,
 # its line is one of the file's, its name one the file has); at least 90%
-# of each location's Lua CPU carries a frame of its app (the JIT on, so
-# traces and the functions they inline too). With the JIT off, where
+# of each location's Lua CPU carries a frame of its app (the JIT on:
+# traces too). With the JIT off, where
 # LuaJIT's own profiler (jit.profile, in a worker without our sampler)
 # counts code the interpreter runs (its state "I") at the instruction:
 # the innermost Lua function of the samples taken in Lua code itself, as
@@ -83,9 +83,11 @@ for my $app (keys %WORK) {
     chmod(0644, $file);
 }
 
+# The apps where Debian installs them (not on OpenResty's default path).
 my $lua_path = ProfTest::lua_package_path_directive();
-$lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;$1";/
-    or $lua_path = "    lua_package_path \"$p/lua/?.lua;;\";\n";
+$lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;\/usr\/share\/lua\/5.1\/?.lua;$1";/
+    or $lua_path = "    lua_package_path "
+                   . "\"$p/lua/?.lua;/usr/share/lua/5.1/?.lua;;\";\n";
 
 # /APP runs the work for about 100 ms; /jitp/APP the same under
 # jit.profile (1 ms, at function granularity) and says how many samples

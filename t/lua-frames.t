@@ -60,7 +60,7 @@ local function upvalue_burn(ms) -- burner upvalue_burn
 ${BODY}local obj = {}
 function obj:method_burn(ms) -- burner method_burn
 ${BODY}local function local_burn(ms) -- burner local_burn
-${BODY}-- A loop the JIT compiles with the two below inlined in its trace.
+${BODY}-- inl_outer's loop: the JIT compiles it with the two others inlined.
 local function inl_inner(x) -- inlined inl_inner
     local y = x % 7
     if y > 3 then y = y * 2 end
@@ -271,9 +271,10 @@ sub check_run {
             or diag(explain($seen_frames{$b}));
     }
 
-    # A trace's inlined functions, from its snapshots: inl_inner above
-    # inl_middle above inl_outer, each on one of its lines, in a good
-    # part of the location's Lua CPU; never another order or line.
+    # A trace that inlined two functions: its frame is the function it
+    # runs in (inl_outer, line 0 there), the inlined ones not shown; where
+    # they run interpreted (before the trace), inl_inner above inl_middle
+    # above inl_outer, each on one of its lines; never another order.
     my ($inl, $inl_total, @inl_wrong) = (0, 0);
     for my $s (grep { ($_->{endpoint} // '') eq 'GET /inline' } @s) {
         $inl_total += $s->{cpu};
@@ -287,19 +288,16 @@ sub check_run {
                            || ($f->{line} > $first
                                && $f->{line} <= $first + 6));
         }
-        next unless @names && $names[0] eq 'inl_inner';
-        if ("@names" eq 'inl_inner inl_middle inl_outer') {
-            $inl += $s->{cpu};
-        } else {
-            push @inl_wrong, "@names";
-        }
+        push @inl_wrong, "@names"
+            unless "@names" =~ /^((inl_inner )?inl_middle )?inl_outer$/;
+        $inl += $s->{cpu} if @names && $names[-1] eq 'inl_outer';
     }
-    ok($inl_total >= 100e6 && $inl >= 0.15 * $inl_total && !@inl_wrong,
+    ok($inl_total >= 100e6 && $inl >= 0.9 * $inl_total && !@inl_wrong,
        sprintf('%s: inlined: %.1f%% of %.0fms of Lua CPU in /inline has '
-               . 'inl_inner above inl_middle above inl_outer; %d frames '
-               . 'otherwise', $what, $inl_total ? 100 * $inl / $inl_total
-                                                : 0,
-               $inl_total / 1e6, scalar @inl_wrong))
+               . 'inl_outer, the inlined functions above it or absent; %d '
+               . 'frames otherwise', $what,
+               $inl_total ? 100 * $inl / $inl_total : 0, $inl_total / 1e6,
+               scalar @inl_wrong))
         or diag(join("\n", @inl_wrong[0 .. ($#inl_wrong < 9
                                              ? $#inl_wrong : 9)]));
 
