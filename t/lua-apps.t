@@ -83,11 +83,13 @@ for my $app (keys %WORK) {
     chmod(0644, $file);
 }
 
-# The apps where Debian installs them (not on OpenResty's default path).
+# The apps where Debian installs them (not on OpenResty's default path),
+# after the nginx's own Lua libraries (OpenResty's resty.core, not
+# Debian's).
 my $lua_path = ProfTest::lua_package_path_directive();
-$lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;\/usr\/share\/lua\/5.1\/?.lua;$1";/
+$lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;$1\/usr\/share\/lua\/5.1\/?.lua";/
     or $lua_path = "    lua_package_path "
-                   . "\"$p/lua/?.lua;/usr/share/lua/5.1/?.lua;;\";\n";
+                   . "\"$p/lua/?.lua;;/usr/share/lua/5.1/?.lua\";\n";
 
 # /APP runs the work for about 100 ms; /jitp/APP the same under
 # jit.profile (1 ms, at function granularity) and says how many samples
