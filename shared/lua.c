@@ -38,8 +38,12 @@ typedef struct {
 } prof_lua_api_t;
 
 
-/* The check's chunk: probe() calls the C function at line 3, the chunk
-   calls probe() at line 6. */
+/*
+ * The check's chunk: probe() calls the C function at line 3, the chunk
+ * calls probe() at line 6; then the C function runs as a coroutine that
+ * Lua's own coroutine.resume (the lua module keeps it as _resume) resumes
+ * at line 10, and one of a coroutine.wrap function at line 11.
+ */
 static const char  prof_lua_check_chunk[] =
     "local f = ...\n"
     "local function probe(g)\n"
@@ -47,7 +51,14 @@ static const char  prof_lua_check_chunk[] =
     "  return r\n"
     "end\n"
     "local r = probe(f)\n"
+    "local c = coroutine\n"
+    "local create, resume = c._create or c.create, c._resume or c.resume\n"
+    "local wrap = c._wrap or c.wrap\n"
+    "resume(create(f))\n"
+    "wrap(f)()\n"
     "return r\n";
+
+#define PROF_LUA_CHECK_RESUMED  10
 
 #define PROF_LUA_CHECK_NAME  "=profiling"
 
@@ -55,9 +66,12 @@ static const char  prof_lua_check_chunk[] =
 /* What the check's C function saw, called from the chunk. */
 static struct {
     prof_lua_t      *lua;
+    uintptr_t        main;              /* the state the chunk runs on */
     const char      *failed;
     int              count;
+    int              calls;
     uint64_t         frames[8];
+    uint8_t          resume_ffid[2];    /* as learned, 0: not */
 } prof_lua_check;
 
 
@@ -76,6 +90,76 @@ prof_lua_read(uintptr_t address, void *buf, size_t size)
 }
 
 
+/*
+ * The C function as a coroutine L the chunk resumed at line
+ * PROF_LUA_CHECK_RESUMED + k: the fast function that resumed it, at the
+ * top of the chunk's state (its C frame linked to none: the handler
+ * crosses to the resumer's by the native stack), learned, and the
+ * handler's walk from L's C frame on to the chunk's, at the line of the
+ * resume. What resumes coroutines is left unknown otherwise (their
+ * resumers' frames are not shown).
+ */
+static void
+prof_lua_check_resumed(void *L, int k)
+{
+    int               n;
+    uint8_t           ffid;
+    uint64_t          frames[8];
+    uintptr_t         cf, mcf, base, fv, fn;
+    prof_lua_t       *lua = prof_lua_check.lua;
+    prof_lua_where_t  where[2];
+    prof_lua_function_t  f;
+
+    cf = *(uintptr_t *) ((uintptr_t) L + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK;
+    mcf = *(uintptr_t *) (prof_lua_check.main + LJL_L_CFRAME)
+          & LJL_CFRAME_RAWMASK;
+    base = *(uintptr_t *) (prof_lua_check.main + LJL_L_BASE);
+
+    if (cf == 0 || mcf <= cf || (base & 7) != 0
+        || (*(uintptr_t *) (cf + LJL_CF_PREV) & LJL_CFRAME_RAWMASK) != 0
+        || prof_lua_read(base - 16, &fv, sizeof(fv)) != 0
+        || (int64_t) fv >> 47 != LJL_TFUNC)
+    {
+        return;
+    }
+
+    fn = fv & LJL_GCVMASK;
+
+    if (prof_lua_read(fn + LJL_FN_FFID, &ffid, 1) != 0
+        || ffid == LJL_FF_LUA || ffid == LJL_FF_C)
+    {
+        return;
+    }
+
+    /* The handler's walk, with what was learned so far and this one. */
+    memcpy(lua->vm.resume_ffid, prof_lua_check.resume_ffid, 2);
+    lua->vm.resume_ffid[k] = ffid;
+
+    /* The VM's frames: the coroutine's, then the chunk's. */
+    frames[0] = (uintptr_t) __builtin_return_address(0);
+    frames[1] = frames[0];
+    where[0].sp = cf;
+    where[1].sp = mcf;
+    where[0].fp = where[1].fp = 0;
+    where[0].unknown = where[1].unknown = 0;
+
+    n = prof_lua_splice(lua, NULL, frames, where, 2, 8, (uintptr_t) &n,
+                        mcf + 4096);
+
+    if (n != 1 || !PROF_FRAME_IS_LUA(frames[0])
+        || prof_lua_function(lua, PROF_FRAME_LUA_ID(frames[0]), &f) != 0
+        || f.firstline != 0
+        || PROF_FRAME_LUA_LINE(frames[0])
+           != (uint32_t) (PROF_LUA_CHECK_RESUMED + k))
+    {
+        ffid = 0;
+    }
+
+    prof_lua_check.resume_ffid[k] = ffid;
+    memset(lua->vm.resume_ffid, 0, 2);
+}
+
+
 static int
 prof_lua_check_cfunction(void *L)
 {
@@ -86,6 +170,13 @@ prof_lua_check_cfunction(void *L)
     unw_proc_info_t   pi;
     prof_lua_t       *lua = prof_lua_check.lua;
     prof_lua_where_t  where[1];
+
+    if (prof_lua_check.calls++ > 0) {
+        if (prof_lua_check.failed == NULL && prof_lua_check.calls <= 3) {
+            prof_lua_check_resumed(L, prof_lua_check.calls - 2);
+        }
+        return 0;
+    }
 
     g = lua->vm.g;
     here = (uintptr_t) &i;
@@ -241,6 +332,7 @@ prof_lua_find(void *lua_state, prof_lua_vm_t *vm, char *err, size_t size)
     lua->vm = *vm;
     memset(&prof_lua_check, 0, sizeof(prof_lua_check));
     prof_lua_check.lua = lua;
+    prof_lua_check.main = L;
     prof_lua_check.failed = "the check did not run";
 
     failed = NULL;
@@ -289,6 +381,7 @@ done:
     if (failed == NULL) {
         vm->vm_start = lua->vm.vm_start;
         vm->vm_end = lua->vm.vm_end;
+        memcpy(vm->resume_ffid, prof_lua_check.resume_ffid, 2);
         if (vm->version[0] == '\0') {
             snprintf(vm->version, sizeof(vm->version), "LuaJIT");
         }

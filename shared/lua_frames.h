@@ -76,6 +76,9 @@ typedef struct prof_lua_vm_s {
     uintptr_t       g;                  /* LuaJIT's global_State */
     uintptr_t       vm_start;           /* the interpreter's machine code */
     uintptr_t       vm_end;
+    uint8_t         resume_ffid[2];     /* the fast functions that resume a
+                                           coroutine from Lua (resume, a
+                                           wrap function's); 0: unknown */
     char            version[48];        /* jit.version */
     char            library[208];       /* the object it is in */
 } prof_lua_vm_t;

@@ -40,6 +40,7 @@
 #define LJL_FN_FFID             10
 #define LJL_FN_PC               32      /* its prototype's bytecode */
 #define LJL_FF_LUA              0
+#define LJL_FF_C                1
 
 /* GCproto: its bytecode follows it */
 #define LJL_PT_SIZEBC           12

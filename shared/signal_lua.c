@@ -748,6 +748,63 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
 
 
 /*
+ * A coroutine resumed from Lua (coroutine.resume, a coroutine.wrap
+ * function) runs on a chain of C frames of its own, its first linked to
+ * none: its resumer's C frame is where the VM's next frame on the native
+ * stack (native frame i on) runs, if that is the current C frame of a
+ * state (not L) whose top frame is one of those fast functions. That C
+ * frame, or 0.
+ */
+__attribute__((no_sanitize_address)) static uintptr_t
+prof_lua_resumer(const prof_lua_t *lua, const uint64_t *frames,
+    const prof_lua_where_t *where, int i, int n, uintptr_t L)
+{
+    uint8_t    ffid;
+    uint64_t   fv;
+    uintptr_t  cf, rL, base, fn;
+
+    if (lua->vm.resume_ffid[0] == 0 && lua->vm.resume_ffid[1] == 0) {
+        return 0;
+    }
+
+    while (i < n && !prof_lua_in_vm(lua, frames[i])) {
+        i++;
+    }
+
+    if (i == n || (where[i].sp & 7) != 0) {
+        return 0;
+    }
+
+    cf = where[i].sp;
+    rL = RD64(cf + LJL_CF_L) & LJL_GCVMASK;
+
+    if (rL == 0 || rL == L || RD8(rL + LJL_GCT) != LJL_GCT_THREAD
+        || (RD64(rL + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) != cf)
+    {
+        return 0;
+    }
+
+    base = RD64(rL + LJL_L_BASE);
+    if (base < 16 || (base & 7) != 0) {
+        return 0;
+    }
+
+    fv = RD64(base - 16);
+    fn = fv & LJL_GCVMASK;
+
+    if ((int64_t) fv >> 47 != LJL_TFUNC || RD8(fn + LJL_GCT) != LJL_GCT_FUNC) {
+        return 0;
+    }
+
+    ffid = RD8(fn + LJL_FN_FFID);
+
+    return (ffid != 0 && (ffid == lua->vm.resume_ffid[0]
+                          || ffid == lua->vm.resume_ffid[1]))
+           ? cf : 0;
+}
+
+
+/*
  * LuaJIT's frames into frames[] (n native ones, with where they were),
  * at most max in all: each activation of the VM, from the one running
  * out, replaces the VM's own frames for it. Returns the new count.
@@ -862,6 +919,10 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
 
         prevL = cfL;
         cf = RD64(cf + LJL_CF_PREV) & LJL_CFRAME_RAWMASK;
+
+        if (cf == 0) {
+            cf = prof_lua_resumer(lua, frames, where, i, n, cfL);
+        }
     }
 
     prof_lua_probing = 0;

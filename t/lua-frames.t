@@ -3,7 +3,9 @@
 
 # Lua-land stacks: a Lua app whose functions each burn a known CPU time in
 # their own location (JIT-compiled; with jit.off; in a light thread; after
-# ngx.sleep; in a timer; in a body filter). At least 90% of each
+# ngx.sleep; in a timer; in a body filter; in a coroutine resumed by Lua's
+# own coroutine.resume and a coroutine.wrap function, under its resumer's
+# frames). At least 90% of each
 # location's Lua CPU (the samples under the lua module's entry) carries
 # its function's frame, with the right file and first line, and none
 # another's, named as its caller calls it; three functions called in one
@@ -35,7 +37,7 @@ chmod(0755, $p, "$p/lua");
 
 # Each burner: a loop over math.sin (libm under it) for ms of CPU time.
 my @BURNERS = qw(jit_burn interp_burn thread_burn sleep_burn timer_burn
-                 filter_burn share_a share_b share_c);
+                 filter_burn coro_burn share_a share_b share_c);
 my $BODY = <<'EOF';
     local stop = clock() + ms / 1000
     local s = 0
@@ -78,6 +80,15 @@ function M.inl_outer(ms) -- inlined inl_outer
     return t
 end
 
+-- Lua's own coroutines (the lua module's are not used in a body filter):
+-- coro_burn's frames above coro_outer's, resumed and as a wrap function.
+function M.coro_outer(ms) -- resumer coro_outer
+    local co = coroutine.create(M.coro_burn)
+    local _, s = coroutine.resume(co, ms)
+    local w = coroutine.wrap(M.coro_burn)
+    return s + w(ms)
+end
+
 function M.names(ms)
     local alias = local_burn
     return global_burn(ms) + upvalue_burn(ms) + obj:method_burn(ms)
@@ -98,14 +109,14 @@ my (%FIRST, %INLINED, $n);
 for (split /\n/, $app) {
     $n++;
     $FIRST{$1} = $n if /-- burner (\w+)$/;
-    $INLINED{$1} = $n if /-- inlined (\w+)$/;
+    $INLINED{$1} = $n if /-- (?:inlined|resumer) (\w+)$/;
 }
 
 # Each burner's name, as its caller calls it (debug.getinfo's name): the
 # field of the module a location calls; a light thread's function, called
 # from C, has none: its chunk and first line; the local holding one.
 my %NAME = map { $_ => $_ } @BURNERS, @NAMED;
-$NAME{thread_burn} = "$file:$FIRST{thread_burn}";
+$NAME{$_} = "$file:$FIRST{$_}" for qw(thread_burn coro_burn);
 $NAME{local_burn} = 'alias';
 
 my $lua_path = ProfTest::lua_package_path_directive();
@@ -139,6 +150,10 @@ $lua_path
             content_by_lua_block { ngx.say("ok") }
             body_filter_by_lua_block {
                 if ngx.arg[2] then require("app").filter_burn(40) end } }
+        location = /coro {
+            content_by_lua_block { ngx.say("ok") }
+            body_filter_by_lua_block {
+                if ngx.arg[2] then require("app").coro_outer(20) end } }
         location = /inline { content_by_lua_block {
             ngx.say(require("app").inl_outer(40)) } }
         location = /names { content_by_lua_block {
@@ -182,7 +197,7 @@ sub check_run {
     for (1 .. 12) {
         # (/three thrice: enough samples for shares within 5 points)
         for my $path (qw(/jit /interp /thread /sleep /timer /filter
-                         /three /three /three /names /inline))
+                         /three /three /three /names /inline /coro))
         {
             my $r = $t->get($path);
             die "$path: " . ($r->{status} // 'no answer')
@@ -238,7 +253,7 @@ sub check_run {
     my %location = (jit_burn => 'GET /jit', interp_burn => 'GET /interp',
                     thread_burn => 'GET /thread', sleep_burn => 'GET /sleep',
                     timer_burn => 'no request (the timer)',
-                    filter_burn => 'GET /filter');
+                    filter_burn => 'GET /filter', coro_burn => 'GET /coro');
     for my $b (sort keys %location) {
         my $c = $by{ $location{$b} } // {};
         my $total = $c->{total} // 0;
@@ -300,6 +315,26 @@ sub check_run {
                scalar @inl_wrong))
         or diag(join("\n", @inl_wrong[0 .. ($#inl_wrong < 9
                                              ? $#inl_wrong : 9)]));
+
+    # A coroutine resumed from Lua: its frames above its resumer's (or
+    # none of the app's: the filter's own code, a walk cut short).
+    my ($co, $co_total, @co_wrong) = (0, 0);
+    for my $s (grep { ($_->{endpoint} // '') eq 'GET /coro' } @s) {
+        $co_total += $s->{cpu};
+        my @names = map { $_->{name} } grep { $_->{file} eq "\@$file" }
+                    @{ $s->{lua} };
+        push @co_wrong, "@names"
+            unless "@names" =~ /^(($NAME{coro_burn} )?coro_outer)?$/;
+        $co += $s->{cpu} if "@names" eq "$NAME{coro_burn} coro_outer";
+    }
+    ok($co_total >= 100e6 && $co >= 0.9 * $co_total && !@co_wrong,
+       sprintf('%s: coroutines: %.1f%% of %.0fms of Lua CPU in /coro has '
+               . 'coro_burn above its resumer coro_outer; %d samples '
+               . 'otherwise', $what,
+               $co_total ? 100 * $co / $co_total : 0, $co_total / 1e6,
+               scalar @co_wrong))
+        or diag(join("\n", @co_wrong[0 .. ($#co_wrong < 9
+                                             ? $#co_wrong : 9)]));
 
     # Three in one location (burning 1:2:3): shares within 5 points of
     # what LuaJIT's own profiler reports of the same code.
