@@ -3,7 +3,8 @@
 
 # Lua-land stacks: a Lua app whose functions each burn a known CPU time in
 # their own location (JIT-compiled; with jit.off; in a light thread; after
-# ngx.sleep; in a timer; in a body filter; in a coroutine resumed by Lua's
+# ngx.sleep; in a timer; in the rewrite, access, header filter, body
+# filter, log and balancer phases; in a coroutine resumed by Lua's
 # own coroutine.resume and a coroutine.wrap function, under its resumer's
 # frames). At least 90% of each
 # location's Lua CPU (the samples under the lua module's entry) carries
@@ -36,8 +37,9 @@ mkdir("$p/lua") or die "$p/lua: $!";
 chmod(0755, $p, "$p/lua");
 
 # Each burner: a loop over math.sin (libm under it) for ms of CPU time.
-my @BURNERS = qw(jit_burn interp_burn thread_burn sleep_burn timer_burn
-                 filter_burn coro_burn share_a share_b share_c);
+my @PHASES = qw(rewrite_burn access_burn header_burn log_burn balancer_burn);
+my @BURNERS = (qw(jit_burn interp_burn thread_burn sleep_burn timer_burn
+                  filter_burn coro_burn share_a share_b share_c), @PHASES);
 my $BODY = <<'EOF';
     local stop = clock() + ms / 1000
     local s = 0
@@ -130,6 +132,11 @@ $lua_path
     profiling_period 10m;
     profiling_interval 5ms;
 
+    upstream lua_balanced {
+        server 127.0.0.1:%%PORT%%;
+        balancer_by_lua_block { require("app").balancer_burn(40) }
+    }
+
     server {
         listen 127.0.0.1:%%PORT%%;
         location = /status { profiling_status; }
@@ -150,6 +157,20 @@ $lua_path
             content_by_lua_block { ngx.say("ok") }
             body_filter_by_lua_block {
                 if ngx.arg[2] then require("app").filter_burn(40) end } }
+        location = /rewrite {
+            rewrite_by_lua_block { require("app").rewrite_burn(40) }
+            content_by_lua_block { ngx.say("ok") } }
+        location = /access {
+            access_by_lua_block { require("app").access_burn(40) }
+            content_by_lua_block { ngx.say("ok") } }
+        location = /header {
+            content_by_lua_block { ngx.say("ok") }
+            header_filter_by_lua_block { require("app").header_burn(40) } }
+        location = /log {
+            content_by_lua_block { ngx.say("ok") }
+            log_by_lua_block { require("app").log_burn(40) } }
+        location = /balancer { proxy_pass http://lua_balanced/back; }
+        location = /back { return 200 "back\n"; }
         location = /coro {
             content_by_lua_block { ngx.say("ok") }
             body_filter_by_lua_block {
@@ -177,8 +198,10 @@ $lua_path
     }
 EOF
 
-# The native frames under which a location's Lua code runs.
-my $ENTRY = qr/^ngx_http_lua_(run_thread|timer_handler|body_filter)/;
+# The native frames under which a location's Lua code runs (in the
+# filter, log and balancer phases, lua_pcall under the lua module's
+# handler for it).
+my $ENTRY = qr/^(ngx_http_lua_(run_thread|timer_handler|body_filter)|lua_pcall$)/;
 
 sub check_run {
     my ($what) = @_;
@@ -197,7 +220,8 @@ sub check_run {
     for (1 .. 12) {
         # (/three thrice: enough samples for shares within 5 points)
         for my $path (qw(/jit /interp /thread /sleep /timer /filter
-                         /three /three /three /names /inline /coro))
+                         /three /three /three /names /inline /coro
+                         /rewrite /access /header /log /balancer))
         {
             my $r = $t->get($path);
             die "$path: " . ($r->{status} // 'no answer')
@@ -253,7 +277,8 @@ sub check_run {
     my %location = (jit_burn => 'GET /jit', interp_burn => 'GET /interp',
                     thread_burn => 'GET /thread', sleep_burn => 'GET /sleep',
                     timer_burn => 'no request (the timer)',
-                    filter_burn => 'GET /filter', coro_burn => 'GET /coro');
+                    filter_burn => 'GET /filter', coro_burn => 'GET /coro',
+                    map { /^(\w+)_burn$/; ($_ => "GET /$1") } @PHASES);
     for my $b (sort keys %location) {
         my $c = $by{ $location{$b} } // {};
         my $total = $c->{total} // 0;
