@@ -3,18 +3,18 @@
 
 # Lua-land stacks: a Lua app whose functions each burn a known CPU time in
 # their own location (JIT-compiled; with jit.off; in a light thread; after
-# ngx.sleep; in a timer; in the rewrite, access, header filter, body
-# filter, log and balancer phases; in a coroutine resumed by Lua's
-# own coroutine.resume and a coroutine.wrap function, under its resumer's
-# frames). At least 90% of each
-# location's Lua CPU (the samples under the lua module's entry) carries
-# its function's frame, with the right file and first line, and none
-# another's, named as its caller calls it; three functions called in one
-# location get shares within 5 points of what LuaJIT's own profiler
-# (jit.profile) reports of them in a worker without our sampler. The
-# LuaJIT of the lua module (Debian's libluajit2, or the nginx's own:
-# OpenResty), then OpenResty's luajit2 from ../shared/fixtures/openresty
-# in its place where Debian's lua module loads it.
+# ngx.sleep; after a cosocket's reads; in a timer; in the rewrite, access,
+# header filter, body filter, log and balancer phases; in a coroutine that
+# Lua's own coroutine.resume and a coroutine.wrap function resume, under
+# its resumer's frames). At least 90% of each location's Lua CPU (the
+# samples under the lua module's entry) carries its function's frame, with
+# the right file and first line, and none another's, named as its caller
+# calls it; three functions called in one location get shares within 5
+# points of what LuaJIT's own profiler (jit.profile) reports of them in a
+# worker without our sampler. The LuaJIT of the lua module (Debian's
+# libluajit2, or the nginx's own: OpenResty), then OpenResty's luajit2
+# from ../shared/fixtures/openresty in its place where Debian's lua module
+# loads it.
 
 use strict;
 use warnings;
@@ -39,7 +39,8 @@ chmod(0755, $p, "$p/lua");
 # Each burner: a loop over math.sin (libm under it) for ms of CPU time.
 my @PHASES = qw(rewrite_burn access_burn header_burn log_burn balancer_burn);
 my @BURNERS = (qw(jit_burn interp_burn thread_burn sleep_burn timer_burn
-                  filter_burn coro_burn share_a share_b share_c), @PHASES);
+                  filter_burn coro_burn cosocket_burn share_a share_b
+                  share_c), @PHASES);
 my $BODY = <<'EOF';
     local stop = clock() + ms / 1000
     local s = 0
@@ -171,6 +172,13 @@ $lua_path
             log_by_lua_block { require("app").log_burn(40) } }
         location = /balancer { proxy_pass http://lua_balanced/back; }
         location = /back { return 200 "back\n"; }
+        location = /cosocket { content_by_lua_block {
+            local sock = ngx.socket.tcp()
+            assert(sock:connect("127.0.0.1", ngx.var.server_port))
+            assert(sock:send("GET /back HTTP/1.0\\r\\n\\r\\n"))
+            assert(sock:receive("*a"))
+            sock:close()
+            ngx.say(require("app").cosocket_burn(40)) } }
         location = /coro {
             content_by_lua_block { ngx.say("ok") }
             body_filter_by_lua_block {
@@ -221,7 +229,8 @@ sub check_run {
         # (/three thrice: enough samples for shares within 5 points)
         for my $path (qw(/jit /interp /thread /sleep /timer /filter
                          /three /three /three /names /inline /coro
-                         /rewrite /access /header /log /balancer))
+                         /rewrite /access /header /log /balancer
+                         /cosocket))
         {
             my $r = $t->get($path);
             die "$path: " . ($r->{status} // 'no answer')
@@ -278,6 +287,7 @@ sub check_run {
                     thread_burn => 'GET /thread', sleep_burn => 'GET /sleep',
                     timer_burn => 'no request (the timer)',
                     filter_burn => 'GET /filter', coro_burn => 'GET /coro',
+                    cosocket_burn => 'GET /cosocket',
                     map { /^(\w+)_burn$/; ($_ => "GET /$1") } @PHASES);
     for my $b (sort keys %location) {
         my $c = $by{ $location{$b} } // {};
