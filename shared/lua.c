@@ -38,12 +38,8 @@ typedef struct {
 } prof_lua_api_t;
 
 
-/*
- * The check's chunk: probe() calls the C function at line 3, the chunk
- * calls probe() at line 6; then the C function runs as a coroutine that
- * Lua's own coroutine.resume (the lua module keeps it as _resume) resumes
- * at line 10, and one of a coroutine.wrap function at line 11.
- */
+/* The check's chunk: probe() calls the C function at line 3, the chunk
+   calls probe() at line 6. */
 static const char  prof_lua_check_chunk[] =
     "local f = ...\n"
     "local function probe(g)\n"
@@ -51,26 +47,34 @@ static const char  prof_lua_check_chunk[] =
     "  return r\n"
     "end\n"
     "local r = probe(f)\n"
+    "return r\n";
+
+/*
+ * The resumers' chunk: the C function run as a coroutine that Lua's own
+ * coroutine.resume resumes (the lua module keeps it as _resume, under a
+ * wrapper), then as one a coroutine.wrap function resumes.
+ */
+static const char  prof_lua_resume_chunk[] =
+    "local f = ...\n"
     "local c = coroutine\n"
     "local create, resume = c._create or c.create, c._resume or c.resume\n"
     "local wrap = c._wrap or c.wrap\n"
     "resume(create(f))\n"
-    "wrap(f)()\n"
-    "return r\n";
+    "wrap(f)()\n";
 
-#define PROF_LUA_CHECK_RESUMED  10
+#define PROF_LUA_RESUME_LINE  5         /* resume_ffid[0]'s; [1]'s: 6 */
 
 #define PROF_LUA_CHECK_NAME  "=profiling"
 
 
-/* What the check's C function saw, called from the chunk. */
+/* What the check's C functions saw, called from the chunks. */
 static struct {
     prof_lua_t      *lua;
-    uintptr_t        main;              /* the state the chunk runs on */
+    uintptr_t        main;              /* the state the chunks run on */
     const char      *failed;
     int              count;
-    int              calls;
     uint64_t         frames[8];
+    int              resumed;           /* times resumed so far */
     uint8_t          resume_ffid[2];    /* as learned, 0: not */
 } prof_lua_check;
 
@@ -91,24 +95,23 @@ prof_lua_read(uintptr_t address, void *buf, size_t size)
 
 
 /*
- * The C function as a coroutine L the chunk resumed at line
- * PROF_LUA_CHECK_RESUMED + k: the fast function that resumed it, at the
- * top of the chunk's state (its C frame linked to none: the handler
- * crosses to the resumer's by the native stack), learned, and the
- * handler's walk from L's C frame on to the chunk's, at the line of the
- * resume. What resumes coroutines is left unknown otherwise (their
- * resumers' frames are not shown).
+ * Run as a coroutine L that the resumers' chunk resumed at line
+ * PROF_LUA_RESUME_LINE + k: learns the id of the fast function that
+ * resumed it, from the main state's top frame, and keeps it only if the
+ * handler's walk from this coroutine's C frame (linked to none) crosses to
+ * exactly the chunk's frame at that line. vm_pc: an address in the VM (the
+ * C function's return address).
  */
 static void
-prof_lua_check_resumed(void *L, int k)
+prof_lua_check_resumed(void *L, int k, uintptr_t vm_pc)
 {
-    int               n;
-    uint8_t           ffid;
-    uint64_t          frames[8];
-    uintptr_t         cf, mcf, base, fv, fn;
-    prof_lua_t       *lua = prof_lua_check.lua;
-    prof_lua_where_t  where[2];
-    prof_lua_function_t  f;
+    int                   n;
+    uint8_t               ffid;
+    uint64_t              faults, frames[8];
+    uintptr_t             cf, mcf, base, fv, fn;
+    prof_lua_t           *lua = prof_lua_check.lua;
+    prof_lua_where_t      where[2];
+    prof_lua_function_t   f;
 
     cf = *(uintptr_t *) ((uintptr_t) L + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK;
     mcf = *(uintptr_t *) (prof_lua_check.main + LJL_L_CFRAME)
@@ -132,12 +135,14 @@ prof_lua_check_resumed(void *L, int k)
     }
 
     /* The handler's walk, with what was learned so far and this one. */
-    memcpy(lua->vm.resume_ffid, prof_lua_check.resume_ffid, 2);
+    memcpy(lua->vm.resume_ffid, prof_lua_check.resume_ffid,
+           sizeof(lua->vm.resume_ffid));
     lua->vm.resume_ffid[k] = ffid;
+    faults = lua->faults;
 
     /* The VM's frames: the coroutine's, then the chunk's. */
-    frames[0] = (uintptr_t) __builtin_return_address(0);
-    frames[1] = frames[0];
+    frames[0] = vm_pc;
+    frames[1] = vm_pc;
     where[0].sp = cf;
     where[1].sp = mcf;
     where[0].fp = where[1].fp = 0;
@@ -146,17 +151,36 @@ prof_lua_check_resumed(void *L, int k)
     n = prof_lua_splice(lua, NULL, frames, where, 2, 8, (uintptr_t) &n,
                         mcf + 4096);
 
-    if (n != 1 || !PROF_FRAME_IS_LUA(frames[0])
+    if (lua->faults != faults || n != 1 || !PROF_FRAME_IS_LUA(frames[0])
         || prof_lua_function(lua, PROF_FRAME_LUA_ID(frames[0]), &f) != 0
         || f.firstline != 0
+        || f.chunk_len != sizeof(PROF_LUA_CHECK_NAME) - 1
+        || memcmp(f.chunk_name, PROF_LUA_CHECK_NAME, f.chunk_len) != 0
         || PROF_FRAME_LUA_LINE(frames[0])
-           != (uint32_t) (PROF_LUA_CHECK_RESUMED + k))
+           != (uint32_t) (PROF_LUA_RESUME_LINE + k))
     {
         ffid = 0;
     }
 
+    lua->faults = faults;
     prof_lua_check.resume_ffid[k] = ffid;
-    memset(lua->vm.resume_ffid, 0, 2);
+    memset(lua->vm.resume_ffid, 0, sizeof(lua->vm.resume_ffid));
+}
+
+
+static int
+prof_lua_check_resume_cfunction(void *L)
+{
+    int  k;
+
+    k = prof_lua_check.resumed++;
+
+    if (k < 2) {
+        prof_lua_check_resumed(L, k,
+                               (uintptr_t) __builtin_return_address(0));
+    }
+
+    return 0;
 }
 
 
@@ -170,13 +194,6 @@ prof_lua_check_cfunction(void *L)
     unw_proc_info_t   pi;
     prof_lua_t       *lua = prof_lua_check.lua;
     prof_lua_where_t  where[1];
-
-    if (prof_lua_check.calls++ > 0) {
-        if (prof_lua_check.failed == NULL && prof_lua_check.calls <= 3) {
-            prof_lua_check_resumed(L, prof_lua_check.calls - 2);
-        }
-        return 0;
-    }
 
     g = lua->vm.g;
     here = (uintptr_t) &i;
@@ -352,8 +369,6 @@ prof_lua_find(void *lua_state, prof_lua_vm_t *vm, char *err, size_t size)
         rc = api.pcall(lua_state, 1, 0, 0);
     }
 
-    prof_lua_guard_remove();
-
     if (rc != 0) {
         failed = "the check did not run";
     } else if (prof_lua_check.failed != NULL) {
@@ -361,6 +376,21 @@ prof_lua_find(void *lua_state, prof_lua_vm_t *vm, char *err, size_t size)
     } else {
         failed = prof_lua_check_frames(lua);
     }
+
+    api.settop(lua_state, top);
+
+    /* What resumes coroutines from Lua: unknown (their resumers' frames
+       not shown) when this chunk does not get as far. */
+    if (failed == NULL
+        && api.loadbuffer(lua_state, prof_lua_resume_chunk,
+                          sizeof(prof_lua_resume_chunk) - 1,
+                          PROF_LUA_CHECK_NAME) == 0)
+    {
+        api.pushcclosure(lua_state, prof_lua_check_resume_cfunction, 0);
+        (void) api.pcall(lua_state, 1, 0, 0);
+    }
+
+    prof_lua_guard_remove();
 
     api.settop(lua_state, top);
 
@@ -381,7 +411,8 @@ done:
     if (failed == NULL) {
         vm->vm_start = lua->vm.vm_start;
         vm->vm_end = lua->vm.vm_end;
-        memcpy(vm->resume_ffid, prof_lua_check.resume_ffid, 2);
+        memcpy(vm->resume_ffid, prof_lua_check.resume_ffid,
+               sizeof(vm->resume_ffid));
         if (vm->version[0] == '\0') {
             snprintf(vm->version, sizeof(vm->version), "LuaJIT");
         }

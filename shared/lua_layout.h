@@ -18,6 +18,7 @@
 #define LJL_GCT_PROTO           7
 #define LJL_GCT_FUNC            8
 #define LJL_TFUNC               (-9)    /* a TValue's type, bits 47.. */
+#define LJL_TTHREAD             (-7)
 
 /* lua_State */
 #define LJL_L_GLREF             16
@@ -41,6 +42,8 @@
 #define LJL_FN_PC               32      /* its prototype's bytecode */
 #define LJL_FF_LUA              0
 #define LJL_FF_C                1
+#define LJL_FN_UPVALUE0         48      /* GCfuncC: a wrap function's
+                                           coroutine */
 
 /* GCproto: its bytecode follows it */
 #define LJL_PT_SIZEBC           12

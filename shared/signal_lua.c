@@ -750,28 +750,24 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
 /*
  * A coroutine resumed from Lua (coroutine.resume, a coroutine.wrap
  * function) runs on a chain of C frames of its own, its first linked to
- * none: its resumer's C frame is where the VM's next frame on the native
- * stack (native frame i on) runs, if that is the current C frame of a
- * state (not L) whose top frame is one of those fast functions. That C
- * frame, or 0.
+ * none: its resumer's C frame is where the native frame right after the
+ * coroutine's VM frame (native frame i) runs, if that frame is in the VM,
+ * is the current C frame of a state whose top frame is one of those fast
+ * functions, and that function resumes L (the thread its argument or a
+ * wrap function's upvalue holds). That C frame, or 0.
  */
 __attribute__((no_sanitize_address)) static uintptr_t
 prof_lua_resumer(const prof_lua_t *lua, const uint64_t *frames,
     const prof_lua_where_t *where, int i, int n, uintptr_t L)
 {
     uint8_t    ffid;
-    uint64_t   fv;
+    uint64_t   fv, co;
     uintptr_t  cf, rL, base, fn;
 
-    if (lua->vm.resume_ffid[0] == 0 && lua->vm.resume_ffid[1] == 0) {
-        return 0;
-    }
-
-    while (i < n && !prof_lua_in_vm(lua, frames[i])) {
-        i++;
-    }
-
-    if (i == n || (where[i].sp & 7) != 0) {
+    if ((lua->vm.resume_ffid[0] == 0 && lua->vm.resume_ffid[1] == 0)
+        || i >= n || !prof_lua_in_vm(lua, frames[i])
+        || (where[i].sp & 7) != 0)
+    {
         return 0;
     }
 
@@ -798,8 +794,17 @@ prof_lua_resumer(const prof_lua_t *lua, const uint64_t *frames,
 
     ffid = RD8(fn + LJL_FN_FFID);
 
-    return (ffid != 0 && (ffid == lua->vm.resume_ffid[0]
-                          || ffid == lua->vm.resume_ffid[1]))
+    if (ffid != 0 && ffid == lua->vm.resume_ffid[0]) {
+        co = RD64(base);                /* coroutine.resume(co, ...) */
+
+    } else if (ffid != 0 && ffid == lua->vm.resume_ffid[1]) {
+        co = RD64(fn + LJL_FN_UPVALUE0);
+
+    } else {
+        return 0;
+    }
+
+    return ((int64_t) co >> 47 == LJL_TTHREAD && (co & LJL_GCVMASK) == L)
            ? cf : 0;
 }
 
