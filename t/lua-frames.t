@@ -4,7 +4,8 @@
 # Lua-land stacks: a Lua app whose functions each burn a known CPU time in
 # their own location (JIT-compiled; with jit.off; in a light thread; after
 # ngx.sleep; after a cosocket's reads; in a timer; in the rewrite, access,
-# header filter, body filter, log and balancer phases; in a coroutine that
+# header filter, body filter, log, balancer and ssl_certificate phases; in
+# a coroutine that
 # Lua's own coroutine.resume and a coroutine.wrap function resume, under
 # its resumer's frames). At least 90% of each location's Lua CPU (the
 # samples under the lua module's entry) carries its function's frame, with
@@ -39,8 +40,8 @@ chmod(0755, $p, "$p/lua");
 # Each burner: a loop over math.sin (libm under it) for ms of CPU time.
 my @PHASES = qw(rewrite_burn access_burn header_burn log_burn balancer_burn);
 my @BURNERS = (qw(jit_burn interp_burn thread_burn sleep_burn timer_burn
-                  filter_burn coro_burn cosocket_burn share_a share_b
-                  share_c), @PHASES);
+                  filter_burn coro_burn cosocket_burn ssl_burn share_a
+                  share_b share_c), @PHASES);
 my $BODY = <<'EOF';
     local stop = clock() + ms / 1000
     local s = 0
@@ -122,6 +123,30 @@ my %NAME = map { $_ => $_ } @BURNERS, @NAMED;
 $NAME{$_} = "$file:$FIRST{$_}" for qw(thread_burn coro_burn);
 $NAME{local_burn} = 'alias';
 
+# ssl_certificate_by_lua: a TLS server of its own, which the worker's
+# proxy connects to (a handshake a request), where nginx has TLS and
+# openssl makes a key.
+my ($OPENSSL) = grep { -x } map { "$_/openssl" } split /:/, $ENV{PATH};
+undef $OPENSSL unless ProfTest::nginx_v() =~ /--with-http_ssl_module/;
+my ($tls_server, $tls_location) = ('', '');
+if ($OPENSSL) {
+    my $out = `$OPENSSL req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $p/key.pem -out $p/cert.pem -days 30 -subj /CN=localhost 2>&1`;
+    $? == 0 or die "openssl req failed: $out";
+    chmod(0644, "$p/key.pem", "$p/cert.pem");
+    my $port = ProfTest::free_port();
+    $tls_server = <<"EOF";
+    server {
+        listen 127.0.0.1:$port ssl;
+        ssl_certificate $p/cert.pem;
+        ssl_certificate_key $p/key.pem;
+        ssl_certificate_by_lua_block { require("app").ssl_burn(40) }
+        location = /back { return 200 "back\n"; }
+    }
+EOF
+    $tls_location = "location = /tls { proxy_pass https://127.0.0.1:$port/back; "
+                    . "proxy_ssl_session_reuse off; }";
+}
+
 my $lua_path = ProfTest::lua_package_path_directive();
 $lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;$1";/
     or $lua_path = "    lua_package_path \"$p/lua/?.lua;;\";\n";
@@ -133,6 +158,7 @@ $lua_path
     profiling_period 10m;
     profiling_interval 5ms;
 
+$tls_server
     upstream lua_balanced {
         server 127.0.0.1:%%PORT%%;
         balancer_by_lua_block { require("app").balancer_burn(40) }
@@ -171,6 +197,7 @@ $lua_path
             content_by_lua_block { ngx.say("ok") }
             log_by_lua_block { require("app").log_burn(40) } }
         location = /balancer { proxy_pass http://lua_balanced/back; }
+        $tls_location
         location = /back { return 200 "back\n"; }
         location = /cosocket { content_by_lua_block {
             local sock = ngx.socket.tcp()
@@ -230,7 +257,7 @@ sub check_run {
         for my $path (qw(/jit /interp /thread /sleep /timer /filter
                          /three /three /three /names /inline /coro
                          /rewrite /access /header /log /balancer
-                         /cosocket))
+                         /cosocket), $OPENSSL ? ('/tls') : ())
         {
             my $r = $t->get($path);
             die "$path: " . ($r->{status} // 'no answer')
@@ -278,7 +305,9 @@ sub check_run {
     my %by;         # location or burner => { burner => cpu, total => cpu }
     for my $s (@s) {
         my $b = $burner_of->($s) // '-';
-        my $where = $s->{endpoint} // 'no request (the timer)';
+        my $where = $s->{endpoint}
+            // (ProfTest::stack_has($s, qr/^ngx_http_lua_ssl_cert_handler/)
+                ? 'no request (a TLS handshake)' : 'no request (the timer)');
         $by{$where}{$b} += $s->{cpu};
         $by{$where}{total} += $s->{cpu};
     }
@@ -288,6 +317,8 @@ sub check_run {
                     timer_burn => 'no request (the timer)',
                     filter_burn => 'GET /filter', coro_burn => 'GET /coro',
                     cosocket_burn => 'GET /cosocket',
+                    $OPENSSL ? (ssl_burn => 'no request (a TLS handshake)')
+                             : (),
                     map { /^(\w+)_burn$/; ($_ => "GET /$1") } @PHASES);
     for my $b (sort keys %location) {
         my $c = $by{ $location{$b} } // {};
