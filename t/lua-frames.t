@@ -5,17 +5,16 @@
 # their own location (JIT-compiled; with jit.off; in a light thread; after
 # ngx.sleep; after a cosocket's reads; in a timer; in the rewrite, access,
 # header filter, body filter, log, balancer and ssl_certificate phases; in
-# a coroutine that
-# Lua's own coroutine.resume and a coroutine.wrap function resume, under
-# its resumer's frames). At least 90% of each location's Lua CPU (the
-# samples under the lua module's entry) carries its function's frame, with
-# the right file and first line, and none another's, named as its caller
-# calls it; three functions called in one location get shares within 5
-# points of what LuaJIT's own profiler (jit.profile) reports of them in a
-# worker without our sampler. The LuaJIT of the lua module (Debian's
-# libluajit2, or the nginx's own: OpenResty), then OpenResty's luajit2
-# from ../shared/fixtures/openresty in its place where Debian's lua module
-# loads it.
+# a coroutine that Lua's own coroutine.resume and a coroutine.wrap
+# function resume, under its resumer's frames). At least 90% of each
+# location's Lua CPU (the samples under the lua module's entry) carries
+# its function's frame, with the right file and first line, and none
+# another's, named as its caller calls it; three functions called in one
+# location get shares within 5 points of what LuaJIT's own profiler
+# (jit.profile) reports of them in a worker without our sampler. The
+# LuaJIT of the lua module (Debian's libluajit2, or the nginx's own:
+# OpenResty), then OpenResty's luajit2 from ../shared/fixtures/openresty
+# in its place where Debian's lua module loads it.
 
 use strict;
 use warnings;
