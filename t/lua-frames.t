@@ -379,8 +379,7 @@ sub check_run {
                . 'frames otherwise', $what,
                $inl_total ? 100 * $inl / $inl_total : 0, $inl_total / 1e6,
                scalar @inl_wrong))
-        or diag(join("\n", @inl_wrong[0 .. ($#inl_wrong < 9
-                                             ? $#inl_wrong : 9)]));
+        or diag(join("\n", grep { defined } @inl_wrong[0 .. 9]));
 
     # A coroutine resumed from Lua: its frames above its resumer's (or
     # none of the app's: the filter's own code, a walk cut short).
@@ -399,8 +398,7 @@ sub check_run {
                . 'otherwise', $what,
                $co_total ? 100 * $co / $co_total : 0, $co_total / 1e6,
                scalar @co_wrong))
-        or diag(join("\n", @co_wrong[0 .. ($#co_wrong < 9
-                                             ? $#co_wrong : 9)]));
+        or diag(join("\n", grep { defined } @co_wrong[0 .. 9]));
 
     # Three in one location (burning 1:2:3): shares within 5 points of
     # what LuaJIT's own profiler reports of the same code.
