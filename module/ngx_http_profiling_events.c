@@ -75,10 +75,8 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         ngx_http_profiling_idle_captured = 1;
         ngx_http_profiling_capture_idle();
 
-        /* Every module's init_process has run: a tracer is there now,
-           and the lua module's state. */
+        /* Every module's init_process has run: a tracer is there now. */
         prof_take_tracer_identity(ngx_http_profiling_profiler);
-        ngx_http_profiling_find_lua(cycle);
     }
 
     ngx_http_profiling_request_leave();

@@ -261,10 +261,37 @@ ngx_module_t  ngx_http_profiling_module = {
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */
     ngx_http_profiling_init_module,        /* init module */
-    ngx_http_profiling_init_process,       /* init process */
+    NULL,                                  /* init process */
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
     ngx_http_profiling_exit_process,       /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+/*
+ * Starts the profiler in a worker. A module of its own, so that it can be
+ * placed before the lua module (config: ngx_module_order): their
+ * init_process run in that order, and the lua module's runs
+ * init_worker_by_lua, sampled only if the sampler already runs.
+ */
+static ngx_http_module_t  ngx_http_profiling_worker_module_ctx = {
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+};
+
+
+ngx_module_t  ngx_http_profiling_worker_module = {
+    NGX_MODULE_V1,
+    &ngx_http_profiling_worker_module_ctx,   /* module context */
+    NULL,                                  /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_http_profiling_init_process,       /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    NULL,                                  /* exit process */
     NULL,                                  /* exit master */
     NGX_MODULE_V1_PADDING
 };
@@ -1701,6 +1728,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 
     ngx_http_profiling_request_start(cycle, traced);
     ngx_http_profiling_events_start(pmcf->period);
+    ngx_http_profiling_find_lua(cycle);
 
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "profiling: sampling every %Mms, a profile every %Mms, "
@@ -1746,9 +1774,9 @@ ngx_http_profiling_lua_state(ngx_cycle_t *cycle)
 
 
 /*
- * Once every module's init_process ran (the lua module's too): LuaJIT's
- * frames go into the samples once its layout checked out; otherwise that
- * is said once, and the stacks stay native.
+ * The lua module's LuaJIT, created with its configuration: its frames go
+ * into the samples once its layout checked out; otherwise that is said
+ * once, and the stacks stay native.
  */
 void
 ngx_http_profiling_find_lua(ngx_cycle_t *cycle)

@@ -3,8 +3,9 @@
 
 # Lua-land stacks: a Lua app whose functions each burn a known CPU time in
 # their own location (JIT-compiled; with jit.off; in a light thread; after
-# ngx.sleep; after a cosocket's reads; in a timer; in the rewrite, access,
-# header filter, body filter, log, balancer and ssl_certificate phases; in
+# ngx.sleep; after a cosocket's reads; in a timer; in the init_worker,
+# rewrite, access, header filter, body filter, log, balancer and
+# ssl_certificate phases; in
 # a coroutine that Lua's own coroutine.resume and a coroutine.wrap
 # function resume, under its resumer's frames). At least 90% of each
 # location's Lua CPU (the samples under the lua module's entry) carries
@@ -39,8 +40,8 @@ chmod(0755, $p, "$p/lua");
 # Each burner: a loop over math.sin (libm under it) for ms of CPU time.
 my @PHASES = qw(rewrite_burn access_burn header_burn log_burn balancer_burn);
 my @BURNERS = (qw(jit_burn interp_burn thread_burn sleep_burn timer_burn
-                  filter_burn coro_burn cosocket_burn ssl_burn share_a
-                  share_b share_c), @PHASES);
+                  filter_burn coro_burn cosocket_burn ssl_burn init_burn
+                  share_a share_b share_c), @PHASES);
 my $BODY = <<'EOF';
     local stop = clock() + ms / 1000
     local s = 0
@@ -152,6 +153,7 @@ $lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;$1";/
 
 my $conf = <<"EOF";
 $lua_path
+    init_worker_by_lua_block { require("app").init_burn(200) }
     profiling on;
     profiling_dump_dir %%DUMP%%;
     profiling_period 10m;
@@ -306,7 +308,9 @@ sub check_run {
         my $b = $burner_of->($s) // '-';
         my $where = $s->{endpoint}
             // (ProfTest::stack_has($s, qr/^ngx_http_lua_ssl_cert_handler/)
-                ? 'no request (a TLS handshake)' : 'no request (the timer)');
+                ? 'no request (a TLS handshake)'
+                : ProfTest::stack_has($s, qr/^ngx_http_lua_init_worker$/)
+                ? 'no request (init_worker)' : 'no request (the timer)');
         $by{$where}{$b} += $s->{cpu};
         $by{$where}{total} += $s->{cpu};
     }
@@ -314,6 +318,7 @@ sub check_run {
     my %location = (jit_burn => 'GET /jit', interp_burn => 'GET /interp',
                     thread_burn => 'GET /thread', sleep_burn => 'GET /sleep',
                     timer_burn => 'no request (the timer)',
+                    init_burn => 'no request (init_worker)',
                     filter_burn => 'GET /filter', coro_burn => 'GET /coro',
                     cosocket_burn => 'GET /cosocket',
                     $OPENSSL ? (ssl_burn => 'no request (a TLS handshake)')
