@@ -75,8 +75,11 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         ngx_http_profiling_idle_captured = 1;
         ngx_http_profiling_capture_idle();
 
-        /* Every module's init_process has run: a tracer is there now. */
+        /* Every module's init_process has run: a tracer is there now;
+           a module started after the profiler may have installed its own
+           action for SIGPROF or SIGSEGV over the profiler's. */
         prof_take_tracer_identity(ngx_http_profiling_profiler);
+        prof_sampler_retake_signals(ngx_http_profiling_sampler);
     }
 
     ngx_http_profiling_request_leave();

@@ -143,6 +143,8 @@ int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     uintptr_t stack_high);
 int prof_lua_guard_install(void);
 void prof_lua_guard_remove(void);
+/* The guard over a SIGSEGV action installed since (handed faults on to). */
+void prof_lua_guard_retake(void);
 
 
 #endif /* PROF_LUA_FRAMES_H */

@@ -1036,6 +1036,38 @@ prof_sampler_enable_lua(prof_sampler_t *s, prof_lua_t *lua)
 }
 
 
+void
+prof_sampler_retake_signals(prof_sampler_t *s)
+{
+    sigset_t          prof, saved;
+    struct sigaction  now, sa;
+
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    (void) pthread_sigmask(SIG_BLOCK, &prof, &saved);
+
+    if (sigaction(SIGPROF, NULL, &now) == 0
+        && !((now.sa_flags & SA_SIGINFO)
+             && now.sa_sigaction == prof_signal_handler))
+    {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_sigaction = prof_signal_handler;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigfillset(&sa.sa_mask);
+
+        if (sigaction(SIGPROF, &sa, NULL) == 0) {
+            s->saved_action = now;
+        }
+    }
+
+    if (__atomic_load_n(&s->lua, __ATOMIC_ACQUIRE) != NULL) {
+        prof_lua_guard_retake();
+    }
+
+    (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+}
+
+
 prof_sampler_hot_t *
 prof_sampler_hot(prof_sampler_t *s)
 {

@@ -140,6 +140,14 @@ prof_sampler_hot_t *prof_sampler_hot(prof_sampler_t *s);
    the profiler side, its vm found); on the sampled thread. */
 void prof_sampler_enable_lua(prof_sampler_t *s, struct prof_lua_s *lua);
 
+/*
+ * On the sampled thread, once the rest of the program started (it may
+ * have installed its own): the actions for SIGPROF and, with LuaJIT's
+ * frames, SIGSEGV become the sampler's again, the ones found kept to hand
+ * on what is not the sampler's, as for those there before it started.
+ */
+void prof_sampler_retake_signals(prof_sampler_t *s);
+
 
 /*
  * From the sampled thread's event loop (now: a coarse monotonic clock):

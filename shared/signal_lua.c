@@ -103,6 +103,22 @@ prof_lua_guard_remove(void)
 }
 
 
+void
+prof_lua_guard_retake(void)
+{
+    struct sigaction  now;
+
+    if (sigaction(SIGSEGV, NULL, &now) != 0
+        || ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == prof_lua_segv))
+    {
+        return;
+    }
+
+    prof_lua_installed = 0;
+    (void) prof_lua_guard_install();
+}
+
+
 /*
  * Whether the guard is still the process's SIGSEGV action: asked of the
  * kernel on the first walk and every PROF_LUA_GUARD_EVERY walks after

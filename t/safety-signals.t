@@ -3,8 +3,10 @@
 
 # Signals from outside: a SIGPROF sent to a worker (kill -PROF) while it is
 # idle and while it is busy neither kills it nor counts as CPU time in its
-# profile; without a master (master_process off), a reload (SIGHUP) applies
-# the new profiling settings.
+# profile; a module started after the profiler that installs actions of its
+# own for SIGPROF and SIGSEGV does not stop the sampling nor the Lua walk;
+# without a master (master_process off), a reload (SIGHUP) applies the new
+# profiling settings.
 
 use strict;
 use warnings;
@@ -93,6 +95,54 @@ EOF
     ok($burn_ns >= 0.8 * $BURN_MS * 1e6 && $burn_ns <= 1.1 * $BURN_MS * 1e6,
        sprintf('the burn counts %.0fms of cpu-time for %dms burned',
                $burn_ns / 1e6, $BURN_MS));
+};
+
+
+subtest 'a module started after the profiler installs its own actions'
+    => sub {
+    # (the lua module: the SIGSEGV guard of the Lua walk is retaken too;
+    # 1 ms: more walks than between two of the walk's own checks of it)
+    my $lua = ProfTest::engines()->{lua};
+    my $t = ProfTest->new(workers => 1,
+                          modules => [ qw(ngx_http_profiling_module
+                                          ngx_http_profiling_burn_module),
+                                       @{ $lua // [] } ]);
+    my $lua_location = $lua ? 'location /lua { content_by_lua_block {
+            local stop, s = os.clock() + 0.3, 0
+            while os.clock() < stop do s = s + math.sin(s) end
+            ngx.say(s) } }' : '';
+    $t->write_config(<<"EOF");
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 10m;
+    profiling_interval 1ms;
+    profiling_burn_signals;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /burn { profiling_burn 300ms; }
+        $lua_location
+    }
+EOF
+    $t->run;
+    is($t->get('/burn')->{status}, 200, 'a burn request answered');
+    is($t->get('/lua')->{status}, 200, 'a Lua request answered') if $lua;
+    ok($t->stop, 'nginx quits');
+    $t->ok_no_worker_died('own actions');
+
+    my @s = ProfTest::hotspot_samples(
+                ProfTest::decode_dump_dir($t->dump_dir));
+    my $burn_ns = ProfTest::sum_cpu(ProfTest::burn_samples(@s));
+    ok($burn_ns >= 0.8 * 300e6, sprintf('the profiler samples the worker '
+       . '(its SIGPROF handler back in front): %.0fms of the 300ms burned',
+       $burn_ns / 1e6));
+    SKIP: {
+        skip('no lua', 1) unless $lua;
+        my @with = grep { @{ $_->{lua} } } @s;
+        my $lua_ns = ProfTest::sum_cpu(@with);
+        ok($lua_ns >= 0.5 * 300e6, sprintf('Lua frames in %.0fms of samples '
+           . '(its SIGSEGV guard back in front)', $lua_ns / 1e6));
+    }
 };
 
 

@@ -25,6 +25,11 @@
  * the C functions below them are built without frame pointers even in a
  * build with them (-fno-omit-frame-pointer, ASan's), so that every build
  * gives the stack under the JIT code the same frames.
+ *
+ * "profiling_burn_signals;" (http) makes each worker install actions of
+ * its own for SIGPROF (counting them) and SIGSEGV (a crash reporter's: the
+ * default action back, then the fault again) as it starts, as a module
+ * placed after the profiler's might.
  */
 
 #include <ngx_config.h>
@@ -69,7 +74,21 @@ ngx_int_t ngx_http_profiling_burn_jit_run(ngx_msec_t ms,
     ngx_flag_t frame_pointer);
 
 
+static char *ngx_http_profiling_burn_signals(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+static ngx_int_t ngx_http_profiling_burn_init_process(ngx_cycle_t *cycle);
+
+/* Set by profiling_burn_signals in the master, inherited by the workers. */
+static ngx_uint_t  ngx_http_profiling_burn_own_signals;
+
 static ngx_command_t  ngx_http_profiling_burn_commands[] = {
+
+    { ngx_string("profiling_burn_signals"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_NOARGS,
+      ngx_http_profiling_burn_signals,
+      0,
+      0,
+      NULL },
 
     { ngx_string("profiling_burn"),
       NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -108,9 +127,61 @@ ngx_module_t  ngx_http_profiling_burn_module = {
     &ngx_http_profiling_burn_module_ctx,
     ngx_http_profiling_burn_commands,
     NGX_HTTP_MODULE,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL,                                   /* init master */
+    NULL,                                   /* init module */
+    ngx_http_profiling_burn_init_process,   /* init process */
+    NULL, NULL, NULL, NULL,
     NGX_MODULE_V1_PADDING
 };
+
+
+static volatile sig_atomic_t  ngx_http_profiling_burn_sigprofs;
+
+
+static void
+ngx_http_profiling_burn_on_prof(int signo, siginfo_t *info, void *context)
+{
+    ngx_http_profiling_burn_sigprofs++;
+}
+
+
+static void
+ngx_http_profiling_burn_on_segv(int signo, siginfo_t *info, void *context)
+{
+    signal(SIGSEGV, SIG_DFL);
+}
+
+
+static char *
+ngx_http_profiling_burn_signals(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_profiling_burn_own_signals = 1;
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_profiling_burn_init_process(ngx_cycle_t *cycle)
+{
+    struct sigaction  sa;
+
+    if (!ngx_http_profiling_burn_own_signals) {
+        return NGX_OK;
+    }
+
+    ngx_memzero(&sa, sizeof(struct sigaction));
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+
+    sa.sa_sigaction = ngx_http_profiling_burn_on_prof;
+    (void) sigaction(SIGPROF, &sa, NULL);
+
+    sa.sa_sigaction = ngx_http_profiling_burn_on_segv;
+    (void) sigaction(SIGSEGV, &sa, NULL);
+
+    return NGX_OK;
+}
 
 
 /*
