@@ -86,9 +86,11 @@ for my $file (glob("$p/ld.*")) {
 unlink(glob("$p/ld.*"));
 
 SKIP: {
+    # (Debian's LuaJIT binds them at load time: none seen there is a
+    # broken check, not a reason to skip)
     skip('none of the modules\' libraries binds an _Unwind_* function '
          . 'dynamically here', 1)
-        unless %to;
+        unless %to || grep { m{/ngx_http_lua_module\.so$} } @USERS;
     ok(!@libunwind && grep({ m{/libgcc_s[^/]*$} } keys %to),
        'the libraries loaded after the module bind _Unwind_* to libgcc_s: '
        . join(', ', map { "$to{$_} to $_" } sort keys %to))
@@ -103,6 +105,8 @@ SKIP: {
         my $r = $t->get('/errors');
         $ok++ if ($r->{status} // 0) == 200 && $r->{content} =~ /^20001$/;
     }
+    # (a smoke test: libunwind's functions made these 16 times slower,
+    # and crashed a worker once in a long soak, not here)
     is($ok, 20, 'Lua errors thrown and caught under sampling: 20 requests '
                 . 'of 20 answer');
     ok($t->stop, 'nginx quits');
