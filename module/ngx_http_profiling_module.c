@@ -283,7 +283,7 @@ static ngx_http_module_t  ngx_http_profiling_worker_module_ctx = {
 
 ngx_module_t  ngx_http_profiling_worker_module = {
     NGX_MODULE_V1,
-    &ngx_http_profiling_worker_module_ctx,   /* module context */
+    &ngx_http_profiling_worker_module_ctx, /* module context */
     NULL,                                  /* module directives */
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */

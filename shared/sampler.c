@@ -744,12 +744,26 @@ prof_sampler_create(const prof_sampler_conf_t *conf)
 }
 
 
+/* The sampler's SIGPROF action; the one before it into *old. */
+static int
+prof_sampler_install_handler(struct sigaction *old)
+{
+    struct sigaction  sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = prof_signal_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+
+    return sigaction(SIGPROF, &sa, old);
+}
+
+
 int
 prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
 {
-    int               rc;
-    prof_sampler_t   *s, *expected;
-    struct sigaction  sa;
+    int              rc;
+    prof_sampler_t  *s, *expected;
 
     if (conf->max_frames < 8 || conf->max_frames > PROF_MAX_FRAMES_LIMIT
         || conf->interval_ns <= 0)
@@ -803,12 +817,7 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
         prof_sampler_table_counters(s, s->table);
     }
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = prof_signal_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigfillset(&sa.sa_mask);
-
-    if (sigaction(SIGPROF, &sa, &s->saved_action) != 0) {
+    if (prof_sampler_install_handler(&s->saved_action) != 0) {
         rc = -errno;
         goto failed;
     }
@@ -1040,7 +1049,7 @@ void
 prof_sampler_retake_signals(prof_sampler_t *s)
 {
     sigset_t          prof, saved;
-    struct sigaction  now, sa;
+    struct sigaction  now;
 
     sigemptyset(&prof);
     sigaddset(&prof, SIGPROF);
@@ -1050,14 +1059,7 @@ prof_sampler_retake_signals(prof_sampler_t *s)
         && !((now.sa_flags & SA_SIGINFO)
              && now.sa_sigaction == prof_signal_handler))
     {
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_sigaction = prof_signal_handler;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART;
-        sigfillset(&sa.sa_mask);
-
-        if (sigaction(SIGPROF, &sa, NULL) == 0) {
-            s->saved_action = now;
-        }
+        (void) prof_sampler_install_handler(&s->saved_action);
     }
 
     if (__atomic_load_n(&s->lua, __ATOMIC_ACQUIRE) != NULL) {
