@@ -250,14 +250,44 @@ prof_unwind_lookup(const prof_unwind_table_t *t, uintptr_t pc,
 }
 
 
+/*
+ * The row of the code at w - 1 if w may be a return address: in a known
+ * object, with a rule there, and not the first byte of a function (a
+ * pointer to a function is no return address); else NULL.
+ */
+static const prof_row_t *
+prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
+{
+    const prof_row_t            *row, *at;
+    const prof_unwind_object_t  *o;
+
+    if (w <= t->code_low || w > t->code_high) {
+        return NULL;
+    }
+
+    row = prof_unwind_lookup(t, w - 1, &o);
+    if (row == NULL || row->cfa == PROF_CFA_NONE) {
+        return NULL;
+    }
+
+    if (w < o->end) {
+        at = prof_unwind_row(o, w);
+        if (at->pc == (uint32_t) (w - o->base)) {
+            return NULL;
+        }
+    }
+
+    return row;
+}
+
+
 __attribute__((no_sanitize_address)) int
 prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words)
 {
-    unsigned                     i;
-    uintptr_t                    slot, w, sp, fp, cfa;
-    const prof_row_t            *row, *at;
-    const prof_unwind_object_t  *o;
+    unsigned           i, j;
+    uintptr_t          slot, w, sp, fp, cfa, up;
+    const prof_row_t  *row;
 
     slot = (regs->sp + 7) & ~(uintptr_t) 7;
 
@@ -268,21 +298,9 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 
         w = *(const uintptr_t *) slot;
 
-        if (w <= t->code_low || w > t->code_high) {
+        row = prof_unwind_return_row(t, w);
+        if (row == NULL) {
             continue;
-        }
-
-        row = prof_unwind_lookup(t, w - 1, &o);
-        if (row == NULL || row->cfa == PROF_CFA_NONE) {
-            continue;
-        }
-
-        /* A function's first byte is a pointer to it, not a return. */
-        if (w < o->end) {
-            at = prof_unwind_row(o, w);
-            if (at->pc == (uint32_t) (w - o->base)) {
-                continue;
-            }
         }
 
         sp = slot + 8;
@@ -293,6 +311,29 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             fp = *(const uintptr_t *) (slot - 8);
             if (fp <= sp || fp >= regs->stack_high || (fp & 7) != 0) {
                 fp = 0;
+            }
+        }
+
+        if (row->cfa == PROF_CFA_RBP && fp == 0 && row->cfa_slots > 0) {
+            /*
+             * A caller that finds its frame from rbp, under a callee that
+             * pushed no rbp (JIT code may use it as it likes): its frame
+             * is taken to end at the next return address above, its rbp
+             * to be where that puts it.
+             */
+            up = sp + (uintptr_t) (row->cfa_slots - 1) * 8;
+
+            for (j = i + 1; j < max_words; j++, up += 8) {
+                if (up + 8 > regs->stack_high) {
+                    break;
+                }
+
+                if (prof_unwind_return_row(t, *(const uintptr_t *) up)
+                    != NULL)
+                {
+                    fp = up + 8 - (uintptr_t) row->cfa_slots * 8;
+                    break;
+                }
             }
         }
 

@@ -159,6 +159,35 @@ recurse_return_address(void)
 }
 
 
+/*
+ * A function that finds its frame from rbp (as code built with frame
+ * pointers does), with locals, calling code at rdi: fp_caller_return is
+ * its return address there.
+ */
+extern const char fp_caller_return[];
+
+__asm__ (
+    "    .pushsection .text\n"
+    "    .type   fp_caller, @function\n"
+    "fp_caller:\n"
+    "    .cfi_startproc\n"
+    "    push    %rbp\n"
+    "    .cfi_def_cfa_offset 16\n"
+    "    .cfi_offset %rbp, -16\n"
+    "    mov     %rsp, %rbp\n"
+    "    .cfi_def_cfa_register %rbp\n"
+    "    sub     $32, %rsp\n"
+    "    call    *%rdi\n"
+    "fp_caller_return:\n"
+    "    leave\n"
+    "    .cfi_def_cfa %rsp, 8\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   fp_caller, .-fp_caller\n"
+    "    .popsection\n"
+);
+
+
 /* The work at the bottom of depth frames of this program. */
 __attribute__((noinline)) static unsigned
 recurse(unsigned depth, unsigned seed)
@@ -416,6 +445,33 @@ test_scan_steps_over_unknown_code(void **state)
     assert_int_equal(regs.pc, ret);
     assert_int_equal(regs.sp, (uintptr_t) &stack[4]);
     assert_int_equal(regs.caller, 1);
+
+    /*
+     * A caller whose frame is found from rbp, under a callee that pushed
+     * no rbp: its frame ends at the next return address above its locals.
+     */
+    memset(stack, 0, sizeof(stack));
+    stack[0] = 0x4141414141414141;           /* junk, not a saved rbp */
+    stack[1] = (uintptr_t) fp_caller_return;
+    stack[2] = (uintptr_t) recurse;          /* fp_caller's locals */
+    stack[3] = 0xdeadbeef;
+    stack[6] = (uintptr_t) &stack[12];       /* its rbp points here */
+    stack[7] = ret;
+
+    set_regs(&regs, 0x1000, low, low, high);
+    assert_int_equal(prof_unwind_scan(table, &regs, 64), 0);
+    assert_int_equal(regs.pc, (uintptr_t) fp_caller_return);
+    assert_int_equal(regs.sp, (uintptr_t) &stack[2]);
+    assert_int_equal(regs.fp, (uintptr_t) &stack[6]);
+    prof_unwind(table, &regs, frames, 2, &count);
+    assert_int_equal(count, 2);
+    assert_ptr_equal(frames[0], fp_caller_return);
+    assert_ptr_equal(frames[1], (void *) ret);
+
+    /* ... and without one above, it is passed over. */
+    stack[7] = 0;
+    set_regs(&regs, 0x1000, low, low, high);
+    assert_int_equal(prof_unwind_scan(table, &regs, 64), -1);
 
     /* Nothing that looks like a return address: no caller. */
     memset(stack, 0, sizeof(stack));
