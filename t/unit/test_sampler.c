@@ -35,6 +35,7 @@ typedef struct {
     prof_queue_t        queue;
     prof_diagnostics_t  diagnostics;
     prof_sampler_t     *sampler;
+    int64_t             started_ns;     /* before prof_sampler_start */
 } fixture_t;
 
 
@@ -43,7 +44,10 @@ typedef struct {
     int64_t   wall_ns;
     unsigned  cpu_samples;
     unsigned  wall_samples;
-    unsigned  cpu_samples_in_burn;
+    unsigned  cpu_samples_in_burn;  /* of cpu_samples: intervals, as a
+                                       sample stands for every expiration
+                                       of the timer since the last one
+                                       (several on a busy machine) */
     unsigned  barriers;
     unsigned  samples_after_last_barrier;
     int64_t   wall_ns_idle;         /* at the IDLE_LEAF stack */
@@ -83,6 +87,24 @@ test_sampler_burn(int64_t ns)
 }
 
 
+/*
+ * Burns CPU time until a sample carries the request tag, at most 2 s of
+ * it (the timer's expirations may come late on a busy machine).
+ */
+static void
+burn_until_sampled(prof_sampler_hot_t *hot, uint64_t tag)
+{
+    int64_t  deadline;
+
+    deadline = clock_ns(CLOCK_THREAD_CPUTIME_ID) + 2000 * 1000 * 1000LL;
+
+    do {
+        (void) test_sampler_burn(10 * 1000 * 1000LL);
+    } while (!prof_request_sampled(hot, tag)
+             && clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
+}
+
+
 static int
 setup(void **state)
 {
@@ -101,6 +123,7 @@ setup(void **state)
     conf.queue = &f->queue;
     conf.diagnostics = &f->diagnostics;
 
+    f->started_ns = clock_ns(CLOCK_MONOTONIC);
     assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
     assert_int_equal(prof_sampler_run(f->sampler), 0);
 
@@ -193,8 +216,8 @@ collect(fixture_t *f, totals_t *t, uint64_t burn_start, uint64_t burn_end)
                 t->wall_ns_in_sleep += s->wall_ns;
             }
 
-            if (s->cpu_samples && in_range(s, burn_start, burn_end)) {
-                t->cpu_samples_in_burn++;
+            if (in_range(s, burn_start, burn_end)) {
+                t->cpu_samples_in_burn += s->cpu_samples;
             }
         }
 
@@ -270,14 +293,16 @@ test_cpu_samples_land_where_cpu_is_burned(void **state)
 {
     fixture_t  *f = *state;
     totals_t    t;
-    int64_t     cpu0, cpu1, used;
+    int64_t     cpu0, cpu1, used, wall;
     uint64_t    start, end;
 
     burn_range(&start, &end);
 
+    wall = clock_ns(CLOCK_MONOTONIC);
     cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     (void) test_sampler_burn(400 * 1000 * 1000LL);
     cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    wall = clock_ns(CLOCK_MONOTONIC) - wall;
     used = cpu1 - cpu0;
 
     stop_sampler(f, 0);
@@ -286,12 +311,25 @@ test_cpu_samples_land_where_cpu_is_burned(void **state)
     memset(&t, 0, sizeof(t));
     collect(f, &t, start, end);
 
-    /* 400 ms at 10 ms of CPU each: about 40 samples, most in the burn. */
-    assert_true(t.cpu_samples >= 30);
-    assert_true(t.cpu_samples_in_burn * 10 >= t.cpu_samples * 8);
+    /*
+     * 400 ms at 10 ms of CPU each: about 40 intervals, most in the burn;
+     * CPU time is interval * expirations: within two intervals. A thread
+     * that waited for a CPU (other processes on it) gets its timer's
+     * expirations late and together, and the kernel loses some of them:
+     * then only the upper bound holds.
+     */
+    if (wall < used * 3 / 2) {
+        assert_true(t.cpu_samples >= 30);
+        assert_true(t.cpu_ns >= used - 2 * INTERVAL_NS);
 
-    /* CPU time is interval * expirations: within two intervals. */
-    assert_true(t.cpu_ns >= used - 2 * INTERVAL_NS);
+    } else {
+        print_message("a busy CPU: %lld ms of CPU time in %lld ms, %lld ms "
+                      "sampled\n", (long long) used / 1000000,
+                      (long long) wall / 1000000,
+                      (long long) t.cpu_ns / 1000000);
+    }
+
+    assert_true(t.cpu_samples_in_burn * 10 >= t.cpu_samples * 8);
     assert_true(t.cpu_ns <= cpu1 - cpu0 + 3 * INTERVAL_NS);
 
     /* The stop closes the stream with a barrier after the last sample. */
@@ -428,17 +466,18 @@ test_wall_time_is_accounted_once(void **state)
 {
     fixture_t           *f = *state;
     totals_t             t;
-    int64_t              start, end, d;
+    int64_t              start, stop, end, burn, dropped;
     uint64_t             leaf = IDLE_LEAF;
     prof_sampler_hot_t  *hot;
 
     start = clock_ns(CLOCK_MONOTONIC);
 
-    /* The sampler's clock started at prof_sampler_start, a bit before. */
     hot = prof_sampler_hot(f->sampler);
     prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
 
+    burn = clock_ns(CLOCK_MONOTONIC);
     test_sampler_burn(100 * 1000 * 1000LL);
+    burn = clock_ns(CLOCK_MONOTONIC) - burn;
     prof_wait_begin(hot);
     test_sampler_sleep(200 * 1000 * 1000LL);
     prof_wait_end(hot);
@@ -446,6 +485,7 @@ test_wall_time_is_accounted_once(void **state)
     test_sampler_sleep(300 * 1000 * 1000LL);
     test_sampler_burn(50 * 1000 * 1000LL);
 
+    stop = clock_ns(CLOCK_MONOTONIC);
     stop_sampler(f, 0);
     f->sampler = NULL;
     end = clock_ns(CLOCK_MONOTONIC);
@@ -453,16 +493,25 @@ test_wall_time_is_accounted_once(void **state)
     memset(&t, 0, sizeof(t));
     collect(f, &t, 0, 0);
 
-    d = t.wall_ns - (end - start);
-
     print_message("wall %lld ms accounted for %lld ms, %u barriers\n",
                   (long long) t.wall_ns / 1000000,
                   (long long) (end - start) / 1000000, t.barriers);
 
-    /* The stop takes its time after its last account: a bound each way. */
+    /*
+     * The account runs from prof_sampler_start to the stop's last look:
+     * at least from this test's start to the stop, at most from before
+     * the start to after the stop, each instant once (1 ms for rounding).
+     * Wall time before the first CPU sample has no stack to go to: it is
+     * dropped, and counted, when the burn's CPU samples came late (a busy
+     * CPU), and only then.
+     */
+    dropped = (int64_t) prof_counter_get(f->diagnostics.wall_dropped_ns);
     assert_int_equal(t.barriers, 2);
-    assert_true(d > -20 * 1000 * 1000LL && d < 20 * 1000 * 1000LL);
-    assert_int_equal(prof_counter_get(f->diagnostics.wall_dropped_ns), 0);
+    assert_true(t.wall_ns + dropped >= stop - start - 1000 * 1000LL);
+    assert_true(t.wall_ns + dropped <= end - f->started_ns + 1000 * 1000LL);
+    if (burn < 150 * 1000 * 1000LL) {
+        assert_int_equal(dropped, 0);
+    }
 }
 
 
@@ -514,36 +563,19 @@ test_flush_closes_the_batch_stream(void **state)
 }
 
 
-/* A tag published while a sample is taken: the sample carries it. */
+/*
+ * Adds up the samples in the queue that carry tag (a CPU sample, or a
+ * stack the sampler thread asked for while the thread waited for a CPU)
+ * and those after them that carry no request (samples come in the order
+ * taken); no sample carries another.
+ */
 static void
-test_samples_carry_the_request_tag(void **state)
+count_tagged(fixture_t *f, uint64_t tag, uint64_t *with, uint64_t *without)
 {
-    fixture_t           *f = *state;
     size_t               offset;
     uint32_t             i;
-    uint64_t             tag, other, with, without;
     prof_batch_t        *b, *next;
-    prof_sampler_hot_t  *hot;
     const prof_sample_t *s;
-
-    hot = prof_sampler_hot(f->sampler);
-
-    tag = prof_request_enter(hot);
-    test_sampler_burn(100 * 1000 * 1000LL);
-    assert_true(prof_request_sampled(hot, tag));
-    prof_request_leave(hot);
-
-    other = prof_request_enter(hot);
-    prof_request_leave(hot);
-    assert_false(prof_request_sampled(hot, other));
-
-    test_sampler_burn(100 * 1000 * 1000LL);
-
-    stop_sampler(f, 0);
-    f->sampler = NULL;
-
-    with = 0;
-    without = 0;
 
     for (b = prof_queue_pop_all(&f->queue); b != NULL; b = next) {
         next = b->next;
@@ -555,20 +587,56 @@ test_samples_carry_the_request_tag(void **state)
 
             assert_true(s->request == 0 || s->request == tag);
 
-            if (s->cpu_samples) {
-                if (s->request == tag) {
-                    with++;
-                } else {
-                    without++;
-                }
+            if (s->request == tag) {
+                (*with)++;
+            } else if (*with > 0) {
+                (*without)++;
             }
         }
 
         prof_queue_release(&f->queue, b);
     }
+}
 
-    assert_true(with >= 5);
-    assert_true(without >= 5);
+
+/*
+ * A tag published while a sample is taken: the sample carries it. (On a
+ * busy machine the timer's expirations may come late and together: each
+ * part burns until it has its sample, at most 2 s of CPU time.)
+ */
+static void
+test_samples_carry_the_request_tag(void **state)
+{
+    fixture_t           *f = *state;
+    int64_t              deadline;
+    uint64_t             tag, other, with, without;
+    prof_sampler_hot_t  *hot;
+
+    hot = prof_sampler_hot(f->sampler);
+    with = 0;
+    without = 0;
+
+    tag = prof_request_enter(hot);
+    burn_until_sampled(hot, tag);
+    assert_true(prof_request_sampled(hot, tag));
+    prof_request_leave(hot);
+
+    other = prof_request_enter(hot);
+    prof_request_leave(hot);
+    assert_false(prof_request_sampled(hot, other));
+
+    deadline = clock_ns(CLOCK_THREAD_CPUTIME_ID) + 2000 * 1000 * 1000LL;
+    do {
+        (void) test_sampler_burn(10 * 1000 * 1000LL);
+        count_tagged(f, tag, &with, &without);
+    } while (without == 0 && clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
+
+    stop_sampler(f, 0);
+    f->sampler = NULL;
+    count_tagged(f, tag, &with, &without);
+
+    assert_true(with >= 1);
+    assert_true(without >= 1);
 }
 
 
