@@ -286,7 +286,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words)
 {
     unsigned           i, j;
-    uintptr_t          slot, w, sp, fp, cfa, up;
+    uintptr_t          slot, w, sp, fp, cfa, up, saved, v;
     const prof_row_t  *row;
 
     slot = (regs->sp + 7) & ~(uintptr_t) 7;
@@ -318,8 +318,9 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             /*
              * A caller that finds its frame from rbp, under a callee that
              * pushed no rbp (JIT code may use it as it likes): its frame
-             * is taken to end at the next return address above, its rbp
-             * to be where that puts it.
+             * is taken to end at the next return address above, if the
+             * rbp it saved there looks like one (its caller's frame
+             * pointer, or 0), its rbp to be where that puts it.
              */
             up = sp + (uintptr_t) (row->cfa_slots - 1) * 8;
 
@@ -329,11 +330,25 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                 }
 
                 if (prof_unwind_return_row(t, *(const uintptr_t *) up)
-                    != NULL)
+                    == NULL)
                 {
-                    fp = up + 8 - (uintptr_t) row->cfa_slots * 8;
-                    break;
+                    continue;
                 }
+
+                saved = up + 8 + (intptr_t) row->fp_slot * 8;
+
+                if (row->fp_slot < 0 && row->fp_slot != PROF_UNWIND_FP_UNKNOWN
+                    && saved >= sp)
+                {
+                    v = *(const uintptr_t *) saved;
+                    if (v == 0 || ((v & 7) == 0 && v > up
+                                   && v < regs->stack_high))
+                    {
+                        fp = up + 8 - (uintptr_t) row->cfa_slots * 8;
+                    }
+                }
+
+                break;
             }
         }
 

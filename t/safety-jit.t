@@ -141,11 +141,11 @@ sub ok_jit_stacks {
 }
 
 # Tests of the page of hand-written code at $endpoint (profiling_burn_jit,
-# called by $caller): its frame (no mapping, an address only) holds the
-# CPU time burned there, and is followed by its caller, found past the junk
-# words (among them a pointer to getppid, which is no return address)
-# although rbp is garbage, then by the rest of the stack down to
-# ngx_http_core_run_phases.
+# called by the functions in @$caller, innermost first): its frame (no
+# mapping, an address only) holds the CPU time burned there, and is
+# followed by its callers, the first found past the junk words (among them
+# a pointer to getppid, which is no return address) although rbp is
+# garbage, then by the rest of the stack down to ngx_http_core_run_phases.
 sub check_jit_page {
     my ($counts, $endpoint, $caller, @S) = @_;
     my ($path) = $endpoint =~ m{^GET (\S+)};
@@ -164,7 +164,7 @@ sub check_jit_page {
     ok_jit_stacks($path, 0.5 * $burned,
                   grep { ($_->{endpoint} // '') eq $endpoint } @S);
 
-    my @frames = ($caller, 'ngx_http_profiling_burn_jit_run',
+    my @frames = (@$caller, 'ngx_http_profiling_burn_jit_run',
                   'ngx_http_profiling_burn_handler');
     my $whole = ProfTest::sum_cpu(grep {
         my $s = $_;
@@ -197,13 +197,14 @@ subtest 'JIT on: LuaJIT traces, new traces every request, njs, brotli, '
            . 'cpu-time of %s', ($by{$e} // 0) / 1e6, $e));
     }
 
-    check_jit_page($counts, 'GET /jit', 'ngx_http_profiling_burn_jit_call',
+    check_jit_page($counts, 'GET /jit', [ 'ngx_http_profiling_burn_jit_call' ],
                    @S);
 
-    # A caller that finds its frame from rbp although the JIT code saved
+    # Callers that find their frames from rbp although the JIT code saved
     # no rbp (built with frame pointers, as code of distributions now is).
     check_jit_page($counts, 'GET /jitfp',
-                   'ngx_http_profiling_burn_jit_call_fp', @S);
+                   [ 'ngx_http_profiling_burn_jit_call_fp_in',
+                     'ngx_http_profiling_burn_jit_call_fp' ], @S);
     ok_jit_stacks('LuaJIT traces', 50e6,
                   grep { ($_->{endpoint} // '') =~ m{^GET /lua} } @S);
     ok_jit_stacks('every stack', 1e6, @S);

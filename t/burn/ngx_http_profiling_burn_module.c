@@ -20,8 +20,10 @@
  * that runs with garbage in rbp and junk words between sp and its return
  * address. It is called by ngx_http_profiling_burn_jit_call, whose call
  * frame information finds its caller from rsp, or with frame_pointer by
- * ngx_http_profiling_burn_jit_call_fp, which finds it from rbp (as code
- * built with frame pointers does); both are written in assembly below, and
+ * ngx_http_profiling_burn_jit_call_fp_in under
+ * ngx_http_profiling_burn_jit_call_fp, which find theirs from rbp (as code
+ * built with frame pointers does: the first saves the second's frame
+ * pointer); all are written in assembly below, and
  * the C functions below them are built without frame pointers even in a
  * build with them (-fno-omit-frame-pointer, ASan's), so that every build
  * gives the stack under the JIT code the same frames.
@@ -301,6 +303,22 @@ __asm__ (
     "    .cfi_offset %rbp, -16\n"
     "    mov     %rsp, %rbp\n"              /* CFA = rbp + 16 */
     "    .cfi_def_cfa_register %rbp\n"
+    "    call    ngx_http_profiling_burn_jit_call_fp_in\n"
+    "    pop     %rbp\n"
+    "    .cfi_def_cfa %rsp, 8\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   ngx_http_profiling_burn_jit_call_fp, "
+                 ".-ngx_http_profiling_burn_jit_call_fp\n"
+    "\n"
+    "    .type   ngx_http_profiling_burn_jit_call_fp_in, @function\n"
+    "ngx_http_profiling_burn_jit_call_fp_in:\n"
+    "    .cfi_startproc\n"
+    "    push    %rbp\n"
+    "    .cfi_def_cfa_offset 16\n"
+    "    .cfi_offset %rbp, -16\n"
+    "    mov     %rsp, %rbp\n"              /* CFA = rbp + 16 */
+    "    .cfi_def_cfa_register %rbp\n"
     "    mov     %rdi, %rax\n"
     "    mov     %rsi, %rdi\n"
     "    call    *%rax\n"
@@ -308,8 +326,8 @@ __asm__ (
     "    .cfi_def_cfa %rsp, 8\n"
     "    ret\n"
     "    .cfi_endproc\n"
-    "    .size   ngx_http_profiling_burn_jit_call_fp, "
-                 ".-ngx_http_profiling_burn_jit_call_fp\n"
+    "    .size   ngx_http_profiling_burn_jit_call_fp_in, "
+                 ".-ngx_http_profiling_burn_jit_call_fp_in\n"
     "    .popsection\n"
 );
 

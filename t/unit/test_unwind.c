@@ -460,9 +460,9 @@ test_scan_steps_over_unknown_code(void **state)
     memset(stack, 0, sizeof(stack));
     stack[0] = 0x4141414141414141;           /* junk, not a saved rbp */
     stack[1] = (uintptr_t) fp_caller_return;
-    stack[2] = (uintptr_t) recurse;          /* fp_caller's locals */
-    stack[3] = 0xdeadbeef;
-    stack[6] = (uintptr_t) &stack[12];       /* its rbp points here */
+    stack[2] = 0xdeadbeef;                   /* fp_caller's locals */
+    stack[3] = (uintptr_t) recurse;
+    stack[6] = (uintptr_t) &stack[12];       /* the rbp it saved */
     stack[7] = ret;
 
     set_regs(&regs, 0x1000, low, low, high);
@@ -475,7 +475,14 @@ test_scan_steps_over_unknown_code(void **state)
     assert_ptr_equal(frames[0], fp_caller_return);
     assert_ptr_equal(frames[1], (void *) ret);
 
-    /* ... and without one above, it is passed over. */
+    /* ... not where the word below that is no frame pointer... */
+    stack[6] = 0x4141414141414141;
+    set_regs(&regs, 0x1000, low, low, high);
+    assert_int_equal(prof_unwind_scan(table, &regs, 64), 0);
+    assert_int_equal(regs.pc, ret);
+
+    /* ... and without a return address above, it is passed over. */
+    stack[6] = (uintptr_t) &stack[12];
     stack[7] = 0;
     set_regs(&regs, 0x1000, low, low, high);
     assert_int_equal(prof_unwind_scan(table, &regs, 64), -1);
