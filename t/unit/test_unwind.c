@@ -162,9 +162,10 @@ recurse_return_address(void)
 /*
  * A function that finds its frame from rbp (as code built with frame
  * pointers does), with locals, calling code at rdi: fp_caller_return is
- * its return address there.
+ * its return address there; and one that finds it from rsp whatever the
+ * build's flags, rsp_caller_return.
  */
-extern const char fp_caller_return[];
+extern const char fp_caller_return[], rsp_caller_return[];
 
 __asm__ (
     "    .pushsection .text\n"
@@ -184,6 +185,19 @@ __asm__ (
     "    ret\n"
     "    .cfi_endproc\n"
     "    .size   fp_caller, .-fp_caller\n"
+    "\n"
+    "    .type   rsp_caller, @function\n"
+    "rsp_caller:\n"
+    "    .cfi_startproc\n"
+    "    sub     $8, %rsp\n"
+    "    .cfi_def_cfa_offset 16\n"
+    "    call    *%rdi\n"
+    "rsp_caller_return:\n"
+    "    add     $8, %rsp\n"
+    "    .cfi_def_cfa_offset 8\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   rsp_caller, .-rsp_caller\n"
     "    .popsection\n"
 );
 
@@ -463,7 +477,7 @@ test_scan_steps_over_unknown_code(void **state)
     stack[2] = 0xdeadbeef;                   /* fp_caller's locals */
     stack[3] = (uintptr_t) recurse;
     stack[6] = (uintptr_t) &stack[12];       /* the rbp it saved */
-    stack[7] = ret;
+    stack[7] = (uintptr_t) rsp_caller_return;
 
     set_regs(&regs, 0x1000, low, low, high);
     assert_int_equal(prof_unwind_scan(table, &regs, 64), 0);
@@ -473,13 +487,13 @@ test_scan_steps_over_unknown_code(void **state)
     prof_unwind(table, &regs, frames, 2, &count);
     assert_int_equal(count, 2);
     assert_ptr_equal(frames[0], fp_caller_return);
-    assert_ptr_equal(frames[1], (void *) ret);
+    assert_ptr_equal(frames[1], rsp_caller_return);
 
     /* ... not where the word below that is no frame pointer... */
     stack[6] = 0x4141414141414141;
     set_regs(&regs, 0x1000, low, low, high);
     assert_int_equal(prof_unwind_scan(table, &regs, 64), 0);
-    assert_int_equal(regs.pc, ret);
+    assert_int_equal(regs.pc, (uintptr_t) rsp_caller_return);
 
     /* ... and without a return address above, it is passed over. */
     stack[6] = (uintptr_t) &stack[12];
