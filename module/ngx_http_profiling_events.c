@@ -14,11 +14,167 @@
 static ngx_int_t (*ngx_http_profiling_orig_process_events)(
     ngx_cycle_t *cycle, ngx_msec_t timer, ngx_uint_t flags);
 
+static u_char *ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf,
+    size_t len);
+
+ngx_log_handler_pt  ngx_http_profiling_http_log =
+                        ngx_http_profiling_no_log_handler;
+
 static ngx_uint_t  ngx_http_profiling_idle_captured;
 
 /* When the next profile closes, and how often (nginx's clock). */
 static ngx_msec_t  ngx_http_profiling_flush_at;
 static ngx_msec_t  ngx_http_profiling_period;
+
+
+/* Never called: it stands for nginx's HTTP log handler until learned. */
+static u_char *
+ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf, size_t len)
+{
+    return buf;
+}
+
+
+/*
+ * nginx's HTTP log handler (static in nginx) is learned from the first
+ * event of a connection an HTTP listening socket accepted: its log is the
+ * one ngx_http_init_connection() made. Whether ev's log is one now.
+ */
+static ngx_uint_t
+ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
+{
+    ngx_connection_t  *c;
+
+    if (ngx_http_profiling_http_log != ngx_http_profiling_no_log_handler
+        || log->handler == NULL)
+    {
+        return 0;
+    }
+
+    c = ev->data;
+
+    if (!ngx_http_profiling_real_connection(c)
+        || (c->read != ev && c->write != ev)
+        || c->log != log || c->listening == NULL
+        || c->listening->handler != ngx_http_init_connection)
+    {
+        return 0;
+    }
+
+    ngx_http_profiling_http_log = log->handler;
+
+    return 1;
+}
+
+
+/*
+ * Runs an event's handler with what it works for published: the request
+ * its log names (client and upstream connections, timers and posted
+ * events of modules that give their events the request's log), or, not
+ * known yet, its connection (the request it makes takes the samples).
+ * It stays published after the handler, until another event or the
+ * event loop's wait: a request's log phase unpublishes it before it is
+ * freed.
+ */
+static ngx_inline void
+ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev)
+{
+    ngx_log_t           *log;
+    ngx_http_request_t  *r;
+
+    log = ev->log;
+    r = NULL;
+
+    if (log != NULL
+        && (log->handler == ngx_http_profiling_http_log
+            || ngx_http_profiling_learn(ev, log)))
+    {
+        r = ((ngx_http_log_ctx_t *) log->data)->request;
+
+#if (NGX_QUIC)
+        if (r == NULL && ngx_http_profiling_slow) {
+            r = ngx_http_profiling_quic_request(ev);
+        }
+#endif
+
+    } else {
+        log = NULL;
+    }
+
+    ngx_http_profiling_switch(hot);
+    prof_publish(hot, r, log, ev->data);
+
+    if (ngx_http_profiling_slow) {
+        ngx_http_profiling_published_slow(r, ev->data);
+    }
+
+    ev->handler(ev);
+}
+
+
+/* The posted events, as ngx_event_process_posted() runs them. */
+static ngx_inline void
+ngx_http_profiling_run_posted(prof_sampler_hot_t *hot, ngx_queue_t *posted)
+{
+    ngx_queue_t  *q;
+    ngx_event_t  *ev;
+
+    while (!ngx_queue_empty(posted)) {
+
+        q = ngx_queue_head(posted);
+        ev = ngx_queue_data(q, ngx_event_t, queue);
+
+        ngx_delete_posted_event(ev);
+
+        ngx_http_profiling_dispatch(hot, ev);
+    }
+}
+
+
+/*
+ * The expired timers, as ngx_event_expire_timers() runs them (a request
+ * delayed by limit_req, or resumed after ngx.sleep, resumes here).
+ */
+static void
+ngx_http_profiling_run_timers(prof_sampler_hot_t *hot)
+{
+    ngx_event_t        *ev;
+    ngx_rbtree_node_t  *node, *root, *sentinel;
+
+    sentinel = ngx_event_timer_rbtree.sentinel;
+
+    for ( ;; ) {
+        root = ngx_event_timer_rbtree.root;
+
+        if (root == sentinel) {
+            return;
+        }
+
+        node = ngx_rbtree_min(root, sentinel);
+
+        /* node->key > ngx_current_msec */
+
+        if ((ngx_msec_int_t) (node->key - ngx_current_msec) > 0) {
+            return;
+        }
+
+        ev = ngx_rbtree_data(node, ngx_event_t, timer);
+
+        ngx_rbtree_delete(&ngx_event_timer_rbtree, &ev->timer);
+
+#if (NGX_DEBUG)
+        ev->timer.left = NULL;
+        ev->timer.right = NULL;
+        ev->timer.parent = NULL;
+#endif
+
+        ev->timer_set = 0;
+
+        ev->timedout = 1;
+
+        ngx_http_profiling_dispatch(hot, ev);
+    }
+}
 
 
 static void
@@ -82,7 +238,11 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         prof_sampler_retake_signals(ngx_http_profiling_sampler);
     }
 
-    ngx_http_profiling_request_leave();
+    /* What nginx ran after us (a module's delayed posted events) may have
+       published a request: its tag resolved before a profile closes. */
+    if (hot->running.log != 0 || prof_pending_tag(hot) != 0) {
+        ngx_http_profiling_request_stop();
+    }
 
     /*
      * A profile closes every period, from here rather than from a timer:
@@ -115,7 +275,7 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
                           (int64_t) ngx_current_msec * 1000000);
 
     if (!ngx_queue_empty(&ngx_posted_accept_events)) {
-        ngx_http_profiling_run_posted(&ngx_posted_accept_events);
+        ngx_http_profiling_run_posted(hot, &ngx_posted_accept_events);
     }
 
     if (ngx_accept_mutex_held) {
@@ -131,16 +291,15 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     if (timer == NGX_TIMER_INFINITE || !(flags & NGX_UPDATE_TIME)
         || (ngx_msec_int_t) (ngx_current_msec - due) >= 0)
     {
-        ngx_http_profiling_run_timers();
+        ngx_http_profiling_run_timers(hot);
     }
 
-    if (!ngx_queue_empty(&ngx_posted_events)) {
-        ngx_http_profiling_run_posted(&ngx_posted_events);
-    }
+    ngx_http_profiling_run_posted(hot, &ngx_posted_events);
 
     /* What nginx runs after us (events those handlers posted) is no
        request's that we know of. */
-    ngx_http_profiling_request_leave();
+    ngx_http_profiling_switch(hot);
+    prof_unpublish(hot);
 
     return rc;
 }
@@ -151,6 +310,7 @@ void
 ngx_http_profiling_events_start(ngx_msec_t period)
 {
     ngx_http_profiling_period = period;
+    ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
 
     if (ngx_event_actions.process_events

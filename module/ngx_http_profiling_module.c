@@ -1838,7 +1838,7 @@ ngx_http_profiling_stop(void)
         return;
     }
 
-    ngx_http_profiling_request_leave();
+    ngx_http_profiling_request_stop();
     ngx_http_profiling_events_stop();
     ngx_http_profiling_hot = NULL;
     ngx_http_profiling_sampler = NULL;

@@ -90,58 +90,58 @@ void ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle);
 /* init_process: whether a tracer runs beside (its resource names). */
 void ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced);
 
+/* Slow (see below): what an event, or a request, published from now. */
+void ngx_http_profiling_published_slow(ngx_http_request_t *r,
+    ngx_connection_t *c);
+
+#if (NGX_QUIC)
+/* The request a QUIC connection's own event runs for, or NULL. */
+ngx_http_request_t *ngx_http_profiling_quic_request(ngx_event_t *ev);
+#endif
+
 /*
- * Run the posted events, or the expired timers, as nginx would, each
- * event's handler with its request published to the sampler.
+ * ngx_http_profiling_events.c: nginx's HTTP log handler (static in nginx),
+ * learned from the first client connection's first event: an event whose
+ * log has it works for the HTTP request the log names, if any.
  */
-void ngx_http_profiling_run_posted(ngx_queue_t *posted);
-void ngx_http_profiling_run_timers(void);
+extern ngx_log_handler_pt  ngx_http_profiling_http_log;
 
 
-/*
- * What executes, published to the sampler under a tag: a main request
- * (alive: its log phase leaves before it is freed), or, "pending", an
- * event of a connection whose request is not known when it begins (a new
- * connection's first request, a keep-alive connection's next one): the
- * request logged in it, or else the connection's request when it ends,
- * takes its samples. Nothing more is done unless a sample carried the
- * tag, or every leave is timed (slow).
- */
-typedef struct {
-    uint64_t                  tag;          /* 0: nothing published */
-    ngx_http_request_t       *request;      /* NULL: pending */
-    ngx_log_t                *log;          /* pending: its connection's */
-    ngx_connection_t         *connection;   /* pending: the log's */
-    ngx_atomic_uint_t         number;       /* that connection's number */
-    ngx_uint_t                slow;         /* handlers timed, or HTTP/3 */
-} ngx_http_profiling_running_t;
-
-extern ngx_http_profiling_running_t  ngx_http_profiling_running;
-
-void ngx_http_profiling_request_leave_slow(void);
-
-
-/* Nothing executes any more (back in the event loop, another event). */
-static ngx_inline void
-ngx_http_profiling_request_leave(void)
+/* Whether c is one of nginx's connections (not an HTTP/2 stream's). */
+static ngx_inline ngx_uint_t
+ngx_http_profiling_real_connection(ngx_connection_t *c)
 {
-    ngx_http_profiling_running_t  *run;
+    return c >= ngx_cycle->connections
+           && c < ngx_cycle->connections + ngx_cycle->connection_n;
+}
 
-    run = &ngx_http_profiling_running;
 
-    if (run->tag == 0) {
-        return;
+/*
+ * What executes is published to the sampler as three words (sampler.h):
+ * the main request when the event's log names one (alive: its log phase
+ * unpublishes it before it is freed), the log of the event's connection
+ * (an HTTP one, else nothing executes), the event's data (a connection,
+ * for most events). A sample takes a tag for them; before it publishes
+ * something else the worker resolves that tag: the request, or the one
+ * the connection has then if it is still the same connection.
+ *
+ * Slow: the handlers of each request are timed ($profiling_request_cpu),
+ * or HTTP/3 (a QUIC connection's own events run for its last request):
+ * then every switch does more.
+ */
+extern ngx_uint_t  ngx_http_profiling_slow;
+
+void ngx_http_profiling_switch_slow(void);
+void ngx_http_profiling_request_stop(void);
+
+
+/* What executed ends: its pending tag resolved (and, slow, its time). */
+static ngx_inline void
+ngx_http_profiling_switch(prof_sampler_hot_t *hot)
+{
+    if (prof_pending_tag(hot) != 0 || ngx_http_profiling_slow) {
+        ngx_http_profiling_switch_slow();
     }
-
-    /* Unpublished first: a sample after the test would carry it. */
-    prof_request_leave(ngx_http_profiling_hot);
-
-    if (run->slow || prof_request_sampled(ngx_http_profiling_hot, run->tag)) {
-        ngx_http_profiling_request_leave_slow();
-        return;
-    }
-
-    run->tag = 0;
 }
 
 /* Whether the request came with a caller's trace context (a tracer runs). */

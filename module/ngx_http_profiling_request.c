@@ -53,31 +53,13 @@ prof_sampler_t                   *ngx_http_profiling_sampler;
 prof_sampler_hot_t               *ngx_http_profiling_hot;
 prof_endpoint_table_t           **ngx_http_profiling_endpoints;
 
-ngx_http_profiling_running_t      ngx_http_profiling_running;
+ngx_uint_t                        ngx_http_profiling_slow;
 
 static ngx_uint_t                 ngx_http_profiling_account;
 static ngx_uint_t                 ngx_http_profiling_traced;
 static uint64_t                   ngx_http_profiling_since_ns;
 
-/*
- * nginx's HTTP log handler (how an event tells its request), learned at
- * the first client connection's first event.
- */
-static u_char *ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf,
-    size_t len);
-
-static ngx_log_handler_pt         ngx_http_profiling_http_log =
-                                      ngx_http_profiling_no_log_handler;
-
 static ngx_http_output_body_filter_pt  ngx_http_next_body_filter;
-
-
-/* Never called: it stands for nginx's HTTP log handler until learned. */
-static u_char *
-ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf, size_t len)
-{
-    return buf;
-}
 
 
 /* The worker's CPU time: what its handlers cost, however busy the
@@ -416,12 +398,16 @@ ngx_http_profiling_quic_ran(ngx_http_request_t *r)
  * that ran on one of its streams if it still lives (its stream is open
  * and its log still names it), else NULL.
  */
-static ngx_http_request_t *
+ngx_http_request_t *
 ngx_http_profiling_quic_request(ngx_event_t *ev)
 {
     ngx_uint_t                       i;
     ngx_connection_t                *c, *sc;
     ngx_http_profiling_quic_last_t  *last;
+
+    if (ngx_http_profiling_quic_last == NULL) {
+        return NULL;
+    }
 
     c = ev->data;
     i = c - ngx_cycle->connections;
@@ -449,152 +435,91 @@ ngx_http_profiling_quic_request(ngx_event_t *ev)
 #endif
 
 
-/* Whether c is one of nginx's connections (not an HTTP/2 stream's). */
-static ngx_inline ngx_uint_t
-ngx_http_profiling_real_connection(ngx_connection_t *c)
+/*
+ * The main request the connection c of an event logged in log has now,
+ * if c is still the connection numbered number and open (then its log
+ * and the request are alive), else NULL.
+ */
+static ngx_http_request_t *
+ngx_http_profiling_connection_request(ngx_log_t *log, ngx_connection_t *c,
+    ngx_atomic_uint_t number)
 {
-    return c >= ngx_cycle->connections
-           && c < ngx_cycle->connections + ngx_cycle->connection_n;
+    ngx_http_request_t  *r;
+
+    if (log == NULL || number == 0 || !ngx_http_profiling_real_connection(c)
+        || c->number != number || c->fd == (ngx_socket_t) -1 || c->destroyed
+        || c->log != log || log->handler != ngx_http_profiling_http_log)
+    {
+        return NULL;
+    }
+
+    r = ((ngx_http_log_ctx_t *) log->data)->request;
+
+    if (r == NULL || r != r->main) {
+        return NULL;
+    }
+
+    return r;
 }
 
 
-/* An event of the connection of log (an HTTP one) without a request. */
+/*
+ * The tag a sample took resolved: for r when given (alive), else for the
+ * request it names (alive: see ngx_http_profiling_log_handler), else for
+ * the one its connection has now.
+ */
 static void
-ngx_http_profiling_pend(ngx_log_t *log)
+ngx_http_profiling_resolve_pending(prof_sampler_hot_t *hot,
+    ngx_http_request_t *r)
 {
-    ngx_connection_t              *c;
-    ngx_http_profiling_running_t  *run;
+    uint64_t  tag;
 
-    run = &ngx_http_profiling_running;
+    tag = prof_pending_tag(hot);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
 
-    ngx_http_profiling_request_leave();
+    if (r == NULL) {
+        r = (ngx_http_request_t *) (uintptr_t) hot->pending.request;
+    }
 
-    c = ((ngx_http_log_ctx_t *) log->data)->connection;
+    if (r == NULL) {
+        r = ngx_http_profiling_connection_request(
+                (ngx_log_t *) (uintptr_t) hot->pending.log,
+                (ngx_connection_t *) (uintptr_t) hot->pending.object,
+                (ngx_atomic_uint_t) hot->pending_stamp);
+    }
 
-    run->request = NULL;
-    run->log = log;
-    run->connection = c;
-    run->number = (c != NULL) ? c->number : 0;
-    run->tag = prof_request_enter(ngx_http_profiling_hot);
-}
-
-
-/* The pending tag's samples go to r (alive). */
-static void
-ngx_http_profiling_claim(ngx_http_request_t *r, uint64_t tag)
-{
-    if (prof_request_sampled(ngx_http_profiling_hot, tag)) {
+    if (r != NULL) {
         ngx_http_profiling_resolve(r, tag);
     }
+
+    prof_pending_clear(hot);
 }
 
 
 /*
- * A pending event ends: its samples go to the request its connection has
- * now, if the connection is still the same and open (then its log and the
- * request are alive).
+ * Slow: the handlers of the request published are timed; on HTTP/3, the
+ * request that ran on a QUIC connection's stream is remembered for the
+ * connection's own events.
  */
-static void
-ngx_http_profiling_pending_end(void)
+static ngx_connection_t   *ngx_http_profiling_slow_connection;
+static ngx_atomic_uint_t   ngx_http_profiling_slow_number;
+
+
+/* What is published from now, for a slow switch to end. */
+void
+ngx_http_profiling_published_slow(ngx_http_request_t *r, ngx_connection_t *c)
 {
-    ngx_uint_t                     sampled, quic;
-    ngx_connection_t              *c;
-    ngx_http_request_t            *r;
-    ngx_http_profiling_running_t  *run;
-
-    run = &ngx_http_profiling_running;
-    c = run->connection;
-    sampled = prof_request_sampled(ngx_http_profiling_hot, run->tag);
-
-    if (c == NULL || !ngx_http_profiling_real_connection(c)) {
-        return;
-    }
-
 #if (NGX_QUIC)
-    /* An HTTP/3 request made in this event: its connection's own events
-       are its now (ngx_http_profiling_quic_ran). */
-    quic = (c->quic != NULL && ngx_http_profiling_quic_last != NULL);
-#else
-    quic = 0;
-#endif
-
-    if ((sampled || quic)
-        && c->number == run->number
-        && c->fd != (ngx_socket_t) -1 && !c->destroyed
-        && c->log == run->log
-        && c->log->handler == ngx_http_profiling_http_log)
+    if (r != NULL && ngx_http_profiling_quic_last != NULL
+        && r->connection->quic != NULL)
     {
-        r = ((ngx_http_log_ctx_t *) c->log->data)->request;
-
-        if (r != NULL && r == r->main && r->connection == c) {
-            if (sampled) {
-                ngx_http_profiling_resolve(r, run->tag);
-            }
-
-#if (NGX_QUIC)
-            if (quic) {
-                ngx_http_profiling_quic_ran(r);
-            }
-#endif
-        }
-    }
-}
-
-
-/*
- * nginx's HTTP log handler (static in nginx) is learned from the first
- * event of a connection an HTTP listening socket accepted: its log is the
- * one ngx_http_init_connection() made. Whether ev's log is one now.
- */
-static ngx_uint_t
-ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
-{
-    ngx_connection_t  *c;
-
-    if (ngx_http_profiling_http_log != ngx_http_profiling_no_log_handler
-        || log->handler == NULL)
-    {
-        return 0;
-    }
-
-    c = ev->data;
-
-    if (!ngx_http_profiling_real_connection(c)
-        || (c->read != ev && c->write != ev)
-        || c->log != log || c->listening == NULL
-        || c->listening->handler != ngx_http_init_connection)
-    {
-        return 0;
-    }
-
-    ngx_http_profiling_http_log = log->handler;
-
-    return 1;
-}
-
-
-/* Publishes the main request r (alive) as the one executing. */
-static ngx_inline void
-ngx_http_profiling_enter(ngx_http_request_t *r)
-{
-    ngx_http_profiling_running_t  *run;
-
-    run = &ngx_http_profiling_running;
-
-    if (run->tag != 0 && r == run->request) {
-        return;
-    }
-
-    ngx_http_profiling_request_leave();
-
-#if (NGX_QUIC)
-    if (ngx_http_profiling_quic_last != NULL && r->connection->quic != NULL) {
         ngx_http_profiling_quic_ran(r);
     }
 #endif
 
-    run->request = r;
-    run->tag = prof_request_enter(ngx_http_profiling_hot);
+    ngx_http_profiling_slow_connection = c;
+    ngx_http_profiling_slow_number =
+        ngx_http_profiling_real_connection(c) ? c->number : 0;
 
     if (ngx_http_profiling_account) {
         ngx_http_profiling_since_ns = ngx_http_profiling_now_ns();
@@ -602,28 +527,27 @@ ngx_http_profiling_enter(ngx_http_request_t *r)
 }
 
 
-/*
- * What executed ends: the labels of the request it was for, if a sample
- * carried it; its time, if handlers are timed.
- */
 void
-ngx_http_profiling_request_leave_slow(void)
+ngx_http_profiling_switch_slow(void)
 {
-    ngx_http_request_t            *r;
-    ngx_http_profiling_ctx_t      *ctx;
-    ngx_http_profiling_running_t  *run;
+    ngx_connection_t          *c;
+    ngx_http_request_t        *r;
+    prof_sampler_hot_t        *hot;
+    ngx_http_profiling_ctx_t  *ctx;
 
-    run = &ngx_http_profiling_running;
-    r = run->request;
+    hot = ngx_http_profiling_hot;
 
-    if (r == NULL) {
-        ngx_http_profiling_pending_end();
+    if (prof_pending_tag(hot) != 0) {
+        ngx_http_profiling_resolve_pending(hot, NULL);
+    }
 
-    } else {
-        if (prof_request_sampled(ngx_http_profiling_hot, run->tag)) {
-            ngx_http_profiling_resolve(r, run->tag);
-        }
+    if (!ngx_http_profiling_slow || hot->running.log == 0) {
+        return;
+    }
 
+    r = (ngx_http_request_t *) (uintptr_t) hot->running.request;
+
+    if (r != NULL) {
         if (ngx_http_profiling_account) {
             ctx = ngx_http_profiling_find_ctx(r, 1);
             if (ctx != NULL) {
@@ -631,151 +555,93 @@ ngx_http_profiling_request_leave_slow(void)
                                - ngx_http_profiling_since_ns;
             }
         }
+
+        return;
     }
-
-    prof_request_leave(ngx_http_profiling_hot);
-    run->tag = 0;
-}
-
-
-/*
- * Runs an event's handler with its request published: the request its
- * log says it works for (client and upstream connections, timers and
- * posted events of modules that give their events the request's log).
- * It stays published after the handler, until another event or the
- * event loop's wait: a store less an event. (Its log handler leaves
- * before it is freed; any other handler that runs meanwhile is
- * dispatched, and leaves it first.)
- */
-static ngx_inline void
-ngx_http_profiling_dispatch(ngx_event_t *ev)
-{
-    ngx_log_t           *log;
-    ngx_http_request_t  *r;
-
-    log = ev->log;
-
-    if (log != NULL
-        && (log->handler == ngx_http_profiling_http_log
-            || ngx_http_profiling_learn(ev, log)))
-    {
-        r = ((ngx_http_log_ctx_t *) log->data)->request;
 
 #if (NGX_QUIC)
-        if (r == NULL && ngx_http_profiling_quic_last != NULL) {
-            r = ngx_http_profiling_quic_request(ev);
+    /* An HTTP/3 request made in this event: its connection's own events
+       are its now (ngx_http_profiling_quic_ran). */
+    c = ngx_http_profiling_slow_connection;
+
+    if (ngx_http_profiling_quic_last != NULL
+        && ngx_http_profiling_real_connection(c) && c->quic != NULL)
+    {
+        r = ngx_http_profiling_connection_request(
+                (ngx_log_t *) (uintptr_t) hot->running.log, c,
+                ngx_http_profiling_slow_number);
+
+        if (r != NULL && r->connection == c) {
+            ngx_http_profiling_quic_ran(r);
         }
-#endif
-
-        if (r != NULL) {
-            ngx_http_profiling_enter(r);
-
-        } else {
-            ngx_http_profiling_pend(log);
-        }
-
-    } else {
-        ngx_http_profiling_request_leave();
     }
-
-    ev->handler(ev);
+#else
+    (void) c;
+#endif
 }
 
 
-/* The posted events, as ngx_event_process_posted() runs them. */
-void
-ngx_http_profiling_run_posted(ngx_queue_t *posted)
+/* Publishes r (a main request, alive), from inside an event. */
+static void
+ngx_http_profiling_publish_request(prof_sampler_hot_t *hot,
+    ngx_http_request_t *r)
 {
-    ngx_queue_t  *q;
-    ngx_event_t  *ev;
+    ngx_http_profiling_switch(hot);
+    prof_publish(hot, r, r->connection->log, r->connection);
 
-    while (!ngx_queue_empty(posted)) {
+    if (ngx_http_profiling_slow) {
+        ngx_http_profiling_published_slow(r, r->connection);
+    }
+}
 
-        q = ngx_queue_head(posted);
-        ev = ngx_queue_data(q, ngx_event_t, queue);
 
-        ngx_delete_posted_event(ev);
+/* Nothing executes any more: at the event wait, or when stopping. */
+void
+ngx_http_profiling_request_stop(void)
+{
+    prof_sampler_hot_t  *hot;
 
-        ngx_http_profiling_dispatch(ev);
+    hot = ngx_http_profiling_hot;
+
+    if (hot != NULL) {
+        ngx_http_profiling_switch(hot);
+        prof_unpublish(hot);
     }
 }
 
 
 /*
- * The expired timers, as ngx_event_expire_timers() runs them (a request
- * delayed by limit_req, or resumed after ngx.sleep, resumes here).
- */
-void
-ngx_http_profiling_run_timers(void)
-{
-    ngx_event_t        *ev;
-    ngx_rbtree_node_t  *node, *root, *sentinel;
-
-    sentinel = ngx_event_timer_rbtree.sentinel;
-
-    for ( ;; ) {
-        root = ngx_event_timer_rbtree.root;
-
-        if (root == sentinel) {
-            return;
-        }
-
-        node = ngx_rbtree_min(root, sentinel);
-
-        /* node->key > ngx_current_msec */
-
-        if ((ngx_msec_int_t) (node->key - ngx_current_msec) > 0) {
-            return;
-        }
-
-        ev = ngx_rbtree_data(node, ngx_event_t, timer);
-
-        ngx_rbtree_delete(&ngx_event_timer_rbtree, &ev->timer);
-
-#if (NGX_DEBUG)
-        ev->timer.left = NULL;
-        ev->timer.right = NULL;
-        ev->timer.parent = NULL;
-#endif
-
-        ev->timer_set = 0;
-
-        ev->timedout = 1;
-
-        ngx_http_profiling_dispatch(ev);
-    }
-}
-
-
-/*
- * The end of a main request, before it is freed: its labels if a sample
- * carried it, its endpoint counted.
+ * A main request ends, before it is freed: no longer published (what runs
+ * after it is its connection's), its labels if a sample carried it or its
+ * connection in this event (then it was made in this event), its
+ * endpoint counted.
  */
 static ngx_int_t
 ngx_http_profiling_log_handler(ngx_http_request_t *r)
 {
-    uint64_t                        tag;
-    ngx_http_profiling_running_t   *run;
+    prof_sampler_hot_t             *hot;
     ngx_http_profiling_loc_conf_t  *plcf;
 
-    if (r != r->main || ngx_http_profiling_hot == NULL) {
+    hot = ngx_http_profiling_hot;
+
+    if (r != r->main || hot == NULL) {
         return NGX_OK;
     }
 
-    run = &ngx_http_profiling_running;
+    if (hot->running.request == (uintptr_t) r) {
+        if (ngx_http_profiling_slow) {
+            ngx_http_profiling_switch_slow();
+        }
 
-    if (run->tag == 0) {
-        /* void */
+        prof_unpublish_request(hot);
+    }
 
-    } else if (r == run->request) {
-        ngx_http_profiling_request_leave();
-
-    } else if (run->request == NULL && r->connection->log == run->log) {
-        /* Made in this event: the pending samples are its. The next
-           request of the connection (pipelined) gets a tag of its own. */
-        tag = run->tag;
-        run->tag = prof_request_enter(ngx_http_profiling_hot);
-        ngx_http_profiling_claim(r, tag);
+    if (prof_pending_tag(hot) != 0
+        && (hot->pending.request == (uintptr_t) r
+            || (hot->pending.request == 0
+                && hot->pending.log == (uintptr_t) r->connection->log)))
+    {
+        ngx_http_profiling_resolve_pending(hot, r);
     }
 
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
@@ -839,6 +705,7 @@ ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
 static ngx_int_t
 ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 {
+    prof_sampler_hot_t        *hot;
     ngx_http_profiling_ctx_t  *ctx;
 
     /* Before a tracer adds its own trace headers for the upstreams. */
@@ -851,15 +718,13 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
         }
     }
 
-    if (ngx_http_profiling_hot == NULL
-        || (ngx_http_profiling_running.tag != 0
-            && r->main == ngx_http_profiling_running.request))
-    {
+    hot = ngx_http_profiling_hot;
+
+    if (hot == NULL || hot->running.request == (uintptr_t) r->main) {
         return NGX_DECLINED;
     }
 
-    /* Made in a pending event: leaving it gives its samples to r. */
-    ngx_http_profiling_enter(r->main);
+    ngx_http_profiling_publish_request(hot, r->main);
 
     return NGX_DECLINED;
 }
@@ -872,27 +737,26 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
-    ngx_int_t                      rc;
-    ngx_http_request_t            *mr;
-    ngx_http_profiling_running_t  *run;
+    ngx_int_t            rc;
+    prof_sampler_hot_t  *hot;
+    ngx_http_request_t  *mr;
 
-    run = &ngx_http_profiling_running;
+    hot = ngx_http_profiling_hot;
     mr = r->main;
 
-    if (ngx_http_profiling_hot == NULL || r->stream == NULL
-        || (run->tag != 0 && mr == run->request))
+    if (hot == NULL || r->stream == NULL
+        || hot->running.request == (uintptr_t) mr)
     {
         return ngx_http_next_body_filter(r, in);
     }
 
-    ngx_http_profiling_enter(mr);
+    ngx_http_profiling_publish_request(hot, mr);
 
     rc = ngx_http_next_body_filter(r, in);
 
-    /* Freed meanwhile, the request left already. */
-    if (run->tag != 0 && run->request == mr) {
-        ngx_http_profiling_request_leave();
-    }
+    /* The rest of the connection's event is no request's (one finished
+       meanwhile is no longer published). */
+    ngx_http_profiling_request_stop();
 
     return rc;
 }
@@ -945,9 +809,7 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     ctx = ngx_http_profiling_find_ctx(r, 0);
     ns = (ctx != NULL) ? ctx->cpu_ns : 0;
 
-    if (ngx_http_profiling_running.tag != 0
-        && ngx_http_profiling_running.request == r->main)
-    {
+    if (ngx_http_profiling_hot->running.request == (uintptr_t) r->main) {
         ns += ngx_http_profiling_now_ns() - ngx_http_profiling_since_ns;
     }
 
@@ -1128,15 +990,20 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
 #endif
 
     ngx_http_profiling_traced = traced;
-    ngx_memzero(&ngx_http_profiling_running,
-                sizeof(ngx_http_profiling_running_t));
 #if (NGX_QUIC)
-    ngx_http_profiling_running.slow = ngx_http_profiling_account
-                                      || ngx_http_profiling_quic_last != NULL;
+    ngx_http_profiling_slow = ngx_http_profiling_account
+                              || ngx_http_profiling_quic_last != NULL;
 #else
-    ngx_http_profiling_running.slow = ngx_http_profiling_account;
+    ngx_http_profiling_slow = ngx_http_profiling_account;
 #endif
-    ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
+    ngx_http_profiling_slow_connection = NULL;
+    ngx_http_profiling_slow_number = 0;
+
+    /* A sample stamps what runs with its connection's number. */
+    prof_sampler_set_objects(ngx_http_profiling_hot, cycle->connections,
+                             sizeof(ngx_connection_t), cycle->connection_n,
+                             offsetof(ngx_connection_t, number));
+
 }
 
 

@@ -46,6 +46,7 @@
 #ifndef PROF_SAMPLER_H
 #define PROF_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "diagnostics.h"
@@ -73,16 +74,42 @@ typedef struct {
 
 
 /*
- * What the sampled thread tells the handler, with plain stores (the
- * handler runs on the same thread): the request executing (a tag the
- * sampler issues; samples carry it), and whether it waits in its event
- * loop. The server resolves a tag into labels only when a sample carried
- * it (sampled == tag), off the signal path.
+ * What executes, as the sampled thread publishes it to the handler: three
+ * words the server gives meaning to (nginx: the request, when known; the
+ * log of the event's connection; the event's data), all 0 for nothing
+ * (a word of them 0 with log set: not known). Publishing is three plain
+ * stores (the handler runs on the same thread).
  */
 typedef struct {
+    uint64_t       request;
+    uint64_t       log;             /* 0: nothing executes */
+    uint64_t       object;
+} prof_running_t;
+
+/*
+ * The handler and the sampled thread share these, on one thread:
+ * - running: written by the thread (prof_publish), read by the handler.
+ * - pending: the first sample that finds something running takes a new
+ *   tag (epoch + 1) and copies running into pending, with the stamp of
+ *   its object when the object is one of the array below (a word at
+ *   stamp_offset, e.g. a connection's number: is it still the same one?),
+ *   then stores pending_tag. Later samples of the same running words
+ *   carry the same tag; others, while a tag is pending, carry none. The
+ *   thread resolves the pending tag into labels, off the signal path, and
+ *   clears it (prof_pending_clear); a pending that names a request must be
+ *   taken before that request is freed (the server unpublishes it first).
+ * - waiting, wait_start, wait_ticks: the event wait (prof_wait_begin).
+ */
+typedef struct {
+    prof_running_t running;
+    prof_running_t pending;
+    uint64_t       pending_stamp;   /* the object's stamp, 0: not known */
+    uint64_t       pending_tag;     /* 0: none */
     uint64_t       epoch;           /* the last tag issued */
-    uint64_t       published;       /* the tag executing, 0: none */
-    uint64_t       sampled;         /* the last tag a sample carried */
+    uint64_t       objects;         /* the array of stamped objects */
+    uint64_t       objects_end;
+    uint64_t       object_size;
+    uint64_t       stamp_offset;
     uint32_t       waiting;         /* in the event wait */
     uint64_t       wait_start;      /* TSC when the wait began */
     uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
@@ -166,37 +193,75 @@ prof_sampler_maintain(prof_sampler_t *s, prof_sampler_hot_t *h,
 }
 
 
-/* A new request executes from now: its tag. */
-static inline uint64_t
-prof_request_enter(prof_sampler_hot_t *h)
-{
-    uint64_t  tag;
-
-    tag = h->epoch + 1;
-    h->epoch = tag;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    h->published = tag;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-
-    return tag;
-}
-
-
+/*
+ * Objects with a stamp the handler may read: count of them, size bytes
+ * apart from base, each with a word (uint64_t) at stamp_offset, in memory
+ * that stays mapped as long as the sampler runs. Once, from the sampled
+ * thread (the handler looks at none until objects_end is set).
+ */
 static inline void
-prof_request_leave(prof_sampler_hot_t *h)
+prof_sampler_set_objects(prof_sampler_hot_t *h, const void *base,
+    size_t size, size_t count, size_t stamp_offset)
 {
+    if (size == 0 || count == 0) {
+        return;
+    }
+
+    h->object_size = size;
+    h->stamp_offset = stamp_offset;
+    h->objects = (uint64_t) (uintptr_t) base;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    h->published = 0;
+    h->objects_end = h->objects + size * count;
+}
+
+
+/* What executes from now (see prof_running_t). */
+static inline void
+prof_publish(prof_sampler_hot_t *h, const void *request, const void *log,
+    const void *object)
+{
+    h->running.request = (uint64_t) (uintptr_t) request;
+    h->running.log = (uint64_t) (uintptr_t) log;
+    h->running.object = (uint64_t) (uintptr_t) object;
+}
+
+
+/* Nothing executes from now. */
+static inline void
+prof_unpublish(prof_sampler_hot_t *h)
+{
+    h->running.log = 0;
+    h->running.request = 0;
+}
+
+
+/*
+ * The request (published as running.request) is no longer published,
+ * before the caller looks at what is pending: a sample after this store
+ * cannot name it.
+ */
+static inline void
+prof_unpublish_request(prof_sampler_hot_t *h)
+{
+    h->running.request = 0;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
 
-/* Whether a sample carried tag (the handler writes sampled). */
-static inline int
-prof_request_sampled(prof_sampler_hot_t *h, uint64_t tag)
+/* The tag a sample took and the thread has not resolved: 0, none. */
+static inline uint64_t
+prof_pending_tag(prof_sampler_hot_t *h)
+{
+    return __atomic_load_n(&h->pending_tag, __ATOMIC_RELAXED);
+}
+
+
+/* The pending tag resolved (or given up): the next sample takes a new one. */
+static inline void
+prof_pending_clear(prof_sampler_hot_t *h)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    return h->sampled == tag;
+    __atomic_store_n(&h->pending_tag, 0, __ATOMIC_RELAXED);
 }
 
 

@@ -558,6 +558,47 @@ prof_signal_account_slot(prof_sampler_t *s, prof_slot_t *slot,
 }
 
 
+/*
+ * The tag of what runs (sampler.h): the pending one for the same words, a
+ * new one when none is pending, else none. The object's stamp is read
+ * only from an object of the array, whose memory stays mapped.
+ */
+static uint64_t
+prof_signal_tag(prof_sampler_hot_t *h)
+{
+    uint64_t  o, tag, stamp;
+
+    if (h->running.log == 0) {
+        return 0;
+    }
+
+    if (h->pending_tag != 0) {
+        return (h->running.request == h->pending.request
+                && h->running.log == h->pending.log
+                && h->running.object == h->pending.object)
+               ? h->pending_tag : 0;
+    }
+
+    o = h->running.object;
+    stamp = 0;
+
+    if (o >= h->objects && o < h->objects_end
+        && (o - h->objects) % h->object_size == 0)
+    {
+        stamp = *(const uint64_t *) (uintptr_t) (o + h->stamp_offset);
+    }
+
+    tag = h->epoch + 1;
+    h->epoch = tag;
+    h->pending = h->running;
+    h->pending_stamp = stamp;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    h->pending_tag = tag;
+
+    return tag;
+}
+
+
 void
 prof_signal_handler(int signo, siginfo_t *info, void *context)
 {
@@ -626,10 +667,7 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     }
 
     slot->time_ns = entry_ns;
-    slot->request = s->hot.published;
-    if (slot->request != 0) {
-        s->hot.sampled = slot->request;
-    }
+    slot->request = prof_signal_tag(&s->hot);
 
     slot->handler_ns = prof_signal_clock_ns(CLOCK_MONOTONIC) - entry_ns;
 

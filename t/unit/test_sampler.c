@@ -88,11 +88,11 @@ test_sampler_burn(int64_t ns)
 
 
 /*
- * Burns CPU time until a sample carries the request tag, at most 2 s of
- * it (the timer's expirations may come late on a busy machine).
+ * Burns CPU time until a sample takes a tag for what runs, at most 2 s of
+ * it (the timer's expirations may come late on a busy machine): the tag.
  */
-static void
-burn_until_sampled(prof_sampler_hot_t *hot, uint64_t tag)
+static uint64_t
+burn_until_pending(prof_sampler_hot_t *hot)
 {
     int64_t  deadline;
 
@@ -100,8 +100,10 @@ burn_until_sampled(prof_sampler_hot_t *hot, uint64_t tag)
 
     do {
         (void) test_sampler_burn(10 * 1000 * 1000LL);
-    } while (!prof_request_sampled(hot, tag)
+    } while (prof_pending_tag(hot) == 0
              && clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
+
+    return prof_pending_tag(hot);
 }
 
 
@@ -600,36 +602,73 @@ count_tagged(fixture_t *f, uint64_t tag, uint64_t *with, uint64_t *without)
 
 
 /*
- * A tag published while a sample is taken: the sample carries it. (On a
- * busy machine the timer's expirations may come late and together: each
- * part burns until it has its sample, at most 2 s of CPU time.)
+ * Burns CPU time, 10 ms at a time, until a sample without tag was taken
+ * after one with it (at most 2 s of CPU time).
  */
 static void
-test_samples_carry_the_request_tag(void **state)
+burn_until_untagged(fixture_t *f, uint64_t tag, uint64_t *with,
+    uint64_t *without)
+{
+    int64_t  deadline;
+
+    deadline = clock_ns(CLOCK_THREAD_CPUTIME_ID) + 2000 * 1000 * 1000LL;
+
+    do {
+        (void) test_sampler_burn(10 * 1000 * 1000LL);
+        count_tagged(f, tag, with, without);
+    } while (*without == 0 && clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
+}
+
+
+/* Objects the handler may read a stamp from. */
+typedef struct {
+    uint64_t  other;
+    uint64_t  stamp;
+    uint64_t  more;
+} test_object_t;
+
+static test_object_t  test_objects[4];
+
+
+/*
+ * What runs while a sample is taken gets a tag, which the samples of the
+ * same words share until the thread clears it; nothing published, none.
+ * (On a busy machine the timer's expirations may come late and together:
+ * each part burns until it has its sample, at most 2 s of CPU time.)
+ */
+static void
+test_samples_carry_the_tag_of_what_runs(void **state)
 {
     fixture_t           *f = *state;
-    int64_t              deadline;
-    uint64_t             tag, other, with, without;
+    uint64_t             tag, with, without;
     prof_sampler_hot_t  *hot;
 
     hot = prof_sampler_hot(f->sampler);
     with = 0;
     without = 0;
 
-    tag = prof_request_enter(hot);
-    burn_until_sampled(hot, tag);
-    assert_true(prof_request_sampled(hot, tag));
-    prof_request_leave(hot);
+    test_objects[2].stamp = 42;
+    prof_sampler_set_objects(hot, test_objects, sizeof(test_object_t), 4,
+                             offsetof(test_object_t, stamp));
 
-    other = prof_request_enter(hot);
-    prof_request_leave(hot);
-    assert_false(prof_request_sampled(hot, other));
+    prof_publish(hot, (void *) 0x1000, (void *) 0x2000, &test_objects[2]);
+    tag = burn_until_pending(hot);
 
-    deadline = clock_ns(CLOCK_THREAD_CPUTIME_ID) + 2000 * 1000 * 1000LL;
-    do {
-        (void) test_sampler_burn(10 * 1000 * 1000LL);
-        count_tagged(f, tag, &with, &without);
-    } while (without == 0 && clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
+    assert_true(tag != 0);
+    assert_int_equal(hot->pending.request, 0x1000);
+    assert_int_equal(hot->pending.log, 0x2000);
+    assert_int_equal(hot->pending.object, (uintptr_t) &test_objects[2]);
+    assert_int_equal(hot->pending_stamp, 42);
+
+    /* The same words: the same tag, however many samples. */
+    (void) test_sampler_burn(30 * 1000 * 1000LL);
+    assert_int_equal(prof_pending_tag(hot), tag);
+
+    prof_unpublish(hot);
+    prof_pending_clear(hot);
+
+    burn_until_untagged(f, tag, &with, &without);
+    assert_int_equal(prof_pending_tag(hot), 0);
 
     stop_sampler(f, 0);
     f->sampler = NULL;
@@ -637,6 +676,53 @@ test_samples_carry_the_request_tag(void **state)
 
     assert_true(with >= 1);
     assert_true(without >= 1);
+}
+
+
+/*
+ * While a tag is pending, samples of other words carry none and leave it
+ * as it is; once cleared, they take a new one. A stamp is read only from
+ * an object of the array.
+ */
+static void
+test_a_pending_tag_stays_with_its_words(void **state)
+{
+    fixture_t           *f = *state;
+    uint64_t             tag, next, with, without;
+    prof_sampler_hot_t  *hot;
+
+    hot = prof_sampler_hot(f->sampler);
+    with = 0;
+    without = 0;
+
+    test_objects[1].stamp = 7;
+    prof_sampler_set_objects(hot, test_objects, sizeof(test_object_t), 4,
+                             offsetof(test_object_t, stamp));
+
+    prof_publish(hot, NULL, (void *) 0x2000, &test_objects[1]);
+    tag = burn_until_pending(hot);
+    assert_true(tag != 0);
+    assert_int_equal(hot->pending_stamp, 7);
+
+    /* Other words: not inside an object (stamp unknown). */
+    prof_publish(hot, NULL, (void *) 0x3000,
+                 (char *) &test_objects[1] + sizeof(uint64_t));
+    burn_until_untagged(f, tag, &with, &without);
+    assert_true(without >= 1);
+    assert_int_equal(prof_pending_tag(hot), tag);
+    assert_int_equal(hot->pending.log, 0x2000);
+
+    prof_pending_clear(hot);
+    next = burn_until_pending(hot);
+
+    assert_true(next > tag);
+    assert_int_equal(hot->pending.log, 0x3000);
+    assert_int_equal(hot->pending_stamp, 0);
+
+    prof_unpublish(hot);
+    prof_pending_clear(hot);
+    stop_sampler(f, 0);
+    f->sampler = NULL;
 }
 
 
@@ -731,7 +817,9 @@ main(void)
         cmocka_unit_test_setup_teardown(
             test_flush_closes_the_batch_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(
-            test_samples_carry_the_request_tag, setup, teardown),
+            test_samples_carry_the_tag_of_what_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_pending_tag_stays_with_its_words, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_barriers_carry_their_periods, setup, teardown),
         cmocka_unit_test_setup_teardown(
