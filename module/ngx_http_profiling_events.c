@@ -20,7 +20,8 @@ static u_char *ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf,
 ngx_log_handler_pt  ngx_http_profiling_http_log =
                         ngx_http_profiling_no_log_handler;
 
-static ngx_uint_t  ngx_http_profiling_idle_captured;
+/* The sampler's shared words, from the first turn of the loop on. */
+static prof_sampler_hot_t  *ngx_http_profiling_loop_hot;
 
 /* When the next profile closes, and how often (nginx's clock). */
 static ngx_msec_t  ngx_http_profiling_flush_at;
@@ -87,7 +88,9 @@ ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev)
 
     if (log != NULL
         && (log->handler == ngx_http_profiling_http_log
-            || ngx_http_profiling_learn(ev, log)))
+            || (ngx_http_profiling_http_log
+                == ngx_http_profiling_no_log_handler
+                && ngx_http_profiling_learn(ev, log))))
     {
         r = ((ngx_http_log_ctx_t *) log->data)->request;
 
@@ -220,15 +223,19 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_msec_t           left, due;
     prof_sampler_hot_t  *hot;
 
-    hot = ngx_http_profiling_hot;
+    hot = ngx_http_profiling_loop_hot;
 
     if (hot == NULL) {
-        /* Stopped, under a wrapper installed after ours. */
-        return ngx_http_profiling_orig_process_events(cycle, timer, flags);
-    }
+        hot = ngx_http_profiling_hot;
 
-    if (!ngx_http_profiling_idle_captured) {
-        ngx_http_profiling_idle_captured = 1;
+        if (hot == NULL) {
+            /* Stopped, under a wrapper installed after ours. */
+            return ngx_http_profiling_orig_process_events(cycle, timer,
+                                                          flags);
+        }
+
+        /* The first turn. */
+        ngx_http_profiling_loop_hot = hot;
         ngx_http_profiling_capture_idle();
 
         /* Every module's init_process has run: a tracer is there now;
@@ -311,6 +318,7 @@ ngx_http_profiling_events_start(ngx_msec_t period)
 {
     ngx_http_profiling_period = period;
     ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
+    ngx_http_profiling_loop_hot = NULL;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
 
     if (ngx_event_actions.process_events
@@ -321,7 +329,6 @@ ngx_http_profiling_events_start(ngx_msec_t period)
 
     ngx_http_profiling_orig_process_events = ngx_event_actions.process_events;
     ngx_event_actions.process_events = ngx_http_profiling_process_events;
-    ngx_http_profiling_idle_captured = 0;
 }
 
 
@@ -333,6 +340,8 @@ ngx_http_profiling_events_start(ngx_msec_t period)
 void
 ngx_http_profiling_events_stop(void)
 {
+    ngx_http_profiling_loop_hot = NULL;
+
     if (ngx_event_actions.process_events
         == ngx_http_profiling_process_events)
     {

@@ -7,8 +7,10 @@
  *
  * Async-signal-safe only: CI checks the undefined symbols of this file's
  * object against a short list (ci/check-signal-path). Memory read here is
- * the interrupted thread's stack within its bounds, the unwind table and
- * the sampler's own state; never an address found on the stack.
+ * the interrupted thread's stack within its bounds, the unwind table, the
+ * sampler's own state and one word of an object of the array the server
+ * declared mapped for as long as it samples (prof_sampler_set_objects);
+ * never an address found on the stack.
  */
 
 #define _GNU_SOURCE
