@@ -220,7 +220,7 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_uint_t flags)
 {
     ngx_int_t            rc;
-    ngx_msec_t           left, due;
+    ngx_msec_t           left, timers_due;
     prof_sampler_hot_t  *hot;
 
     hot = ngx_http_profiling_loop_hot;
@@ -266,11 +266,18 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     }
 
     /*
-     * The first timer's deadline, when nginx looked for it (the timer it
-     * found, or earlier: the accept mutex's delay, posted-next events).
-     * With timer_resolution it did not (no NGX_UPDATE_TIME): unknown.
+     * When nginx's timer tree is looked at: once its first timer is due
+     * (the timer nginx found, or earlier: the accept mutex's delay,
+     * posted-next events; the accept handlers' timers are later still),
+     * or every time when that is not known (no timer, or timer_resolution:
+     * no NGX_UPDATE_TIME, the clock moves by signal). nginx's clock never
+     * goes back.
      */
-    due = ngx_current_msec + timer;
+    timers_due = ngx_current_msec;
+
+    if (timer != NGX_TIMER_INFINITE && (flags & NGX_UPDATE_TIME)) {
+        timers_due += timer;
+    }
 
     prof_wait_begin(hot);
     rc = ngx_http_profiling_orig_process_events(cycle, ngx_min(timer, left),
@@ -278,8 +285,10 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     prof_wait_end(hot);
 
     /* After a dlopen the handler met code outside its tables: rebuilt. */
-    prof_sampler_maintain(ngx_http_profiling_sampler, hot,
-                          (int64_t) ngx_current_msec * 1000000);
+    if (prof_sampler_left_table(hot)) {
+        prof_sampler_maintain_table(ngx_http_profiling_sampler,
+                                    (int64_t) ngx_current_msec * 1000000);
+    }
 
     if (!ngx_queue_empty(&ngx_posted_accept_events)) {
         ngx_http_profiling_run_posted(hot, &ngx_posted_accept_events);
@@ -289,15 +298,7 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         ngx_shmtx_unlock(&ngx_accept_mutex);
     }
 
-    /*
-     * The tree is looked at once the first timer is due (the accept
-     * handlers' timers are later still), or every time when its deadline
-     * is not known (no timer, or timer_resolution: the clock moves by
-     * signal).
-     */
-    if (timer == NGX_TIMER_INFINITE || !(flags & NGX_UPDATE_TIME)
-        || (ngx_msec_int_t) (ngx_current_msec - due) >= 0)
-    {
+    if ((ngx_msec_int_t) (ngx_current_msec - timers_due) >= 0) {
         ngx_http_profiling_run_timers(hot);
     }
 

@@ -24,10 +24,10 @@
  *
  * Two sides, in two processes or one (tests):
  * - the sampled thread (the nginx worker's only thread) calls
- *   prof_sampler_start, _stop, _flush, _maintain, _capture_idle_stack and
- *   the hot functions below; none of them blocks. _maintain rebuilds the
- *   unwind table when the handler met code outside it and the set of
- *   loaded objects changed since (dlopen).
+ *   prof_sampler_start, _stop, _flush, _maintain_table,
+ *   _capture_idle_stack and the hot functions below; none of them blocks.
+ *   _maintain_table rebuilds the unwind table when the handler met code
+ *   outside it and the set of loaded objects changed since (dlopen).
  * - the profiler side calls prof_sampler_run (after start, in the process
  *   forked by the sampled one, or in the same process) and _finish (once
  *   the sampled thread stopped or is gone). The sampler thread is created
@@ -114,7 +114,7 @@ typedef struct {
     uint64_t       wait_start;      /* TSC when the wait began */
     uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
     uint32_t       unknown_pcs;     /* walks that left the unwind table */
-    uint32_t       unknown_pcs_seen;    /* by prof_sampler_maintain */
+    uint32_t       unknown_pcs_seen;    /* by prof_sampler_maintain_table */
 } prof_sampler_hot_t;
 
 
@@ -150,7 +150,7 @@ void prof_sampler_finish(prof_sampler_t *s);
  */
 void prof_sampler_flush(prof_sampler_t *s, uint64_t period);
 
-/* See prof_sampler_maintain. */
+/* See prof_sampler_left_table. */
 void prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns);
 
 /*
@@ -177,19 +177,16 @@ void prof_sampler_retake_signals(prof_sampler_t *s);
 
 
 /*
- * From the sampled thread's event loop (now: a coarse monotonic clock):
- * the unwind table rebuilt when walks left it and objects were loaded.
- * A load and a compare unless walks left it.
+ * From the sampled thread's event loop: whether walks left the unwind
+ * table since it was last looked at (a load and a compare); then
+ * prof_sampler_maintain_table (now: a coarse monotonic clock) rebuilds it
+ * if objects were loaded.
  */
-static inline void
-prof_sampler_maintain(prof_sampler_t *s, prof_sampler_hot_t *h,
-    int64_t now_ns)
+static inline int
+prof_sampler_left_table(prof_sampler_hot_t *h)
 {
-    if (__atomic_load_n(&h->unknown_pcs, __ATOMIC_RELAXED)
-        != h->unknown_pcs_seen)
-    {
-        prof_sampler_maintain_table(s, now_ns);
-    }
+    return __atomic_load_n(&h->unknown_pcs, __ATOMIC_RELAXED)
+           != h->unknown_pcs_seen;
 }
 
 

@@ -98,8 +98,8 @@ struct prof_sampler_s {
     uintptr_t               stack_low;      /* the sampled thread's stack */
     uintptr_t               stack_high;
 
-    /* built and replaced by the sampled thread (prof_sampler_maintain),
-       read by the handler */
+    /* built and replaced by the sampled thread
+       (prof_sampler_maintain_table), read by the handler */
     prof_unwind_table_t    *table;
     prof_unwind_table_t    *borrowed;       /* conf's table: not freed */
     prof_lua_t             *lua;            /* conf's, read by the handler */
