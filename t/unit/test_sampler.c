@@ -630,6 +630,18 @@ typedef struct {
 static test_object_t  test_objects[4];
 
 
+/* The objects declared to the sampler, object i stamped: its address. */
+static test_object_t *
+stamp_object(prof_sampler_hot_t *hot, unsigned i, uint64_t stamp)
+{
+    test_objects[i].stamp = stamp;
+    prof_sampler_set_objects(hot, test_objects, sizeof(test_object_t), 4,
+                             offsetof(test_object_t, stamp));
+
+    return &test_objects[i];
+}
+
+
 /*
  * What runs while a sample is taken gets a tag, which the samples of the
  * same words share until the thread clears it; nothing published, none.
@@ -641,23 +653,22 @@ test_samples_carry_the_tag_of_what_runs(void **state)
 {
     fixture_t           *f = *state;
     uint64_t             tag, with, without;
+    test_object_t       *object;
     prof_sampler_hot_t  *hot;
 
     hot = prof_sampler_hot(f->sampler);
     with = 0;
     without = 0;
 
-    test_objects[2].stamp = 42;
-    prof_sampler_set_objects(hot, test_objects, sizeof(test_object_t), 4,
-                             offsetof(test_object_t, stamp));
+    object = stamp_object(hot, 2, 42);
 
-    prof_publish(hot, (void *) 0x1000, (void *) 0x2000, &test_objects[2]);
+    prof_publish(hot, (void *) 0x1000, (void *) 0x2000, object);
     tag = burn_until_pending(hot);
 
     assert_true(tag != 0);
     assert_int_equal(hot->pending.request, 0x1000);
     assert_int_equal(hot->pending.log, 0x2000);
-    assert_int_equal(hot->pending.object, (uintptr_t) &test_objects[2]);
+    assert_int_equal(hot->pending.object, (uintptr_t) object);
     assert_int_equal(hot->pending_stamp, 42);
 
     /* The same words: the same tag, however many samples. */
@@ -689,24 +700,23 @@ test_a_pending_tag_stays_with_its_words(void **state)
 {
     fixture_t           *f = *state;
     uint64_t             tag, next, with, without;
+    test_object_t       *object;
     prof_sampler_hot_t  *hot;
 
     hot = prof_sampler_hot(f->sampler);
     with = 0;
     without = 0;
 
-    test_objects[1].stamp = 7;
-    prof_sampler_set_objects(hot, test_objects, sizeof(test_object_t), 4,
-                             offsetof(test_object_t, stamp));
+    object = stamp_object(hot, 1, 7);
 
-    prof_publish(hot, NULL, (void *) 0x2000, &test_objects[1]);
+    prof_publish(hot, NULL, (void *) 0x2000, object);
     tag = burn_until_pending(hot);
     assert_true(tag != 0);
     assert_int_equal(hot->pending_stamp, 7);
 
-    /* Other words: not inside an object (stamp unknown). */
+    /* Other words: not at an object's start (stamp unknown). */
     prof_publish(hot, NULL, (void *) 0x3000,
-                 (char *) &test_objects[1] + sizeof(uint64_t));
+                 (char *) object + sizeof(uint64_t));
     burn_until_untagged(f, tag, &with, &without);
     assert_true(without >= 1);
     assert_int_equal(prof_pending_tag(hot), tag);
