@@ -5,7 +5,9 @@
 # request does not inherit the previous one's ids, internal redirects,
 # error_page and subrequests keep the request's ids, a "profiling off"
 # location is not labelled, an idle worker is not labelled, and
-# $profiling_span_id / $profiling_request_cpu in the access log.
+# $profiling_span_id / $profiling_request_cpu in the access log; a
+# request that outlives the event it was read in (it waits for a mirror
+# subrequest) has the ids for the work done in that event.
 
 use strict;
 use warnings;
@@ -14,6 +16,8 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use HTTP::Tiny;
+use IO::Socket::INET;
+use POSIX ();
 use Test::More;
 use Time::HiRes qw(time);
 
@@ -286,6 +290,77 @@ subtest '$profiling_request_cpu' => sub {
         ok(@cpu == $N && !@bad, "$uri: \$profiling_request_cpu below 2000 "
            . "(@cpu)");
     }
+};
+
+# A request made in an event it outlives: its first event (the new
+# connection's) reads it and burns in its content handler, then it waits
+# for its mirror subrequest, which a slow backend answers 300ms later. The
+# burn's samples were taken before the worker knew the request, and it no
+# longer runs when that event ends: they are its all the same.
+subtest 'a request that outlives the event it was read in' => sub {
+    my $id = '1414141414141414';
+    my $slow = ProfTest::free_port();
+    my $listen = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1',
+                                       LocalPort => $slow, ReuseAddr => 1)
+        or die "listen: $!";
+    my $backend = fork();
+    die "fork: $!" unless defined $backend;
+    if ($backend == 0) {
+        while (my $c = $listen->accept) {
+            my $req = '';
+            while ($req !~ /\r\n\r\n/) {
+                last unless sysread($c, $req, 4096, length $req);
+            }
+            select(undef, undef, undef, 0.3);
+            print $c "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n";
+            close($c);
+        }
+        POSIX::_exit(0);
+    }
+    close($listen);
+
+    my $o = ProfTest->new(workers => 1);
+    $o->write_config(<<"EOF");
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 10m;
+
+    log_format outlive '\$request_uri \$status \$request_time';
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        access_log %%PREFIX%%/outlive.log outlive;
+
+        location /outlive { mirror /mirror; profiling_burn 30ms; }
+        location = /mirror { internal; proxy_pass http://127.0.0.1:$slow; }
+    }
+EOF
+    $o->run;
+
+    my @status = map {
+        ProfTest::get_with($o, '/outlive',
+                           { traceparent => ProfTest::traceparent($id) })
+            ->{status}
+    } 1 .. 5;
+    is("@status", '200 200 200 200 200', '5 requests answered 200');
+
+    ok($o->stop, 'nginx quits');
+    kill('TERM', $backend);
+    waitpid($backend, 0);
+
+    # Logged when the mirror was answered, in a later event.
+    my @took = map { (split ' ')[2] }
+               grep { m{^/outlive 200 } }
+               ProfTest::file_lines($o->prefix . '/outlive.log');
+    ok(@took == 5 && !grep({ $_ < 0.3 } @took), 'each ended 0.3s or more '
+       . "after it was read (@took)");
+
+    ProfTest::ok_burn_ids(name => 'the burn in the event that read them',
+        samples => [ ProfTest::hotspot_samples(
+                         ProfTest::decode_dump_dir($o->dump_dir)) ],
+        filter => sub { 1 }, min_ns => 100_000_000,
+        span => ProfTest::hex_to_u64($id), root => ProfTest::hex_to_u64($id),
+        endpoint => 'GET /outlive');
 };
 
 done_testing();
