@@ -104,12 +104,7 @@ ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev)
         log = NULL;
     }
 
-    ngx_http_profiling_switch(hot);
-    prof_publish(hot, r, log, ev->data);
-
-    if (ngx_http_profiling_slow) {
-        ngx_http_profiling_published_slow(r, ev->data);
-    }
+    ngx_http_profiling_publish(hot, r, log, ev->data);
 
     ev->handler(ev);
 }
@@ -306,8 +301,7 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
     /* What nginx runs after us (events those handlers posted) is no
        request's that we know of. */
-    ngx_http_profiling_switch(hot);
-    prof_unpublish(hot);
+    ngx_http_profiling_publish(hot, NULL, NULL, NULL);
 
     return rc;
 }

@@ -90,10 +90,6 @@ void ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle);
 /* init_process: whether a tracer runs beside (its resource names). */
 void ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced);
 
-/* Slow (see below): what an event, or a request, published from now. */
-void ngx_http_profiling_published_slow(ngx_http_request_t *r,
-    ngx_connection_t *c);
-
 #if (NGX_QUIC)
 /* The request a QUIC connection's own event runs for, or NULL. */
 ngx_http_request_t *ngx_http_profiling_quic_request(ngx_event_t *ev);
@@ -111,7 +107,8 @@ extern ngx_log_handler_pt  ngx_http_profiling_http_log;
 static ngx_inline ngx_uint_t
 ngx_http_profiling_real_connection(ngx_connection_t *c)
 {
-    return c >= ngx_cycle->connections
+    return ngx_cycle->connections != NULL
+           && c >= ngx_cycle->connections
            && c < ngx_cycle->connections + ngx_cycle->connection_n;
 }
 
@@ -121,26 +118,38 @@ ngx_http_profiling_real_connection(ngx_connection_t *c)
  * the main request when the event's log names one (alive: its log phase
  * unpublishes it before it is freed), the log of the event's connection
  * (an HTTP one, else nothing executes), the event's data (a connection,
- * for most events). A sample takes a tag for them; before it publishes
- * something else the worker resolves that tag: the request, or the one
- * the connection has then if it is still the same connection.
+ * for most events). A sample takes a tag for them; once something else is
+ * published the worker resolves that tag: the request, or the one the
+ * connection has then if it is still the same connection.
  *
  * Slow: the handlers of each request are timed ($profiling_request_cpu),
  * or HTTP/3 (a QUIC connection's own events run for its last request):
- * then every switch does more.
+ * then every publication does more.
  */
 extern ngx_uint_t  ngx_http_profiling_slow;
 
-void ngx_http_profiling_switch_slow(void);
+void ngx_http_profiling_publish_slow(prof_sampler_hot_t *hot,
+    ngx_http_request_t *r, ngx_log_t *log, void *object);
+void ngx_http_profiling_resolve_pending(prof_sampler_hot_t *hot,
+    ngx_http_request_t *r);
 void ngx_http_profiling_request_stop(void);
 
 
-/* What executed ends: its pending tag resolved (and, slow, its time). */
+/* What runs from now (r and log NULL: nothing that is known). */
 static ngx_inline void
-ngx_http_profiling_switch(prof_sampler_hot_t *hot)
+ngx_http_profiling_publish(prof_sampler_hot_t *hot, ngx_http_request_t *r,
+    ngx_log_t *log, void *object)
 {
-    if (prof_pending_tag(hot) != 0 || ngx_http_profiling_slow) {
-        ngx_http_profiling_switch_slow();
+    if (ngx_http_profiling_slow) {
+        ngx_http_profiling_publish_slow(hot, r, log, object);
+        return;
+    }
+
+    /* Published first: a sample meanwhile loses its tag, not the next. */
+    prof_publish(hot, r, log, object);
+
+    if (prof_pending_tag(hot) != 0) {
+        ngx_http_profiling_resolve_pending(hot, NULL);
     }
 }
 

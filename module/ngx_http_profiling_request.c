@@ -468,7 +468,7 @@ ngx_http_profiling_connection_request(ngx_log_t *log, ngx_connection_t *c,
  * request it names (alive: see ngx_http_profiling_log_handler), else for
  * the one its connection has now.
  */
-static void
+void
 ngx_http_profiling_resolve_pending(prof_sampler_hot_t *hot,
     ngx_http_request_t *r)
 {
@@ -505,43 +505,15 @@ static ngx_connection_t   *ngx_http_profiling_slow_connection;
 static ngx_atomic_uint_t   ngx_http_profiling_slow_number;
 
 
-/* What is published from now, for a slow switch to end. */
-void
-ngx_http_profiling_published_slow(ngx_http_request_t *r, ngx_connection_t *c)
-{
-#if (NGX_QUIC)
-    if (r != NULL && ngx_http_profiling_quic_last != NULL
-        && r->connection->quic != NULL)
-    {
-        ngx_http_profiling_quic_ran(r);
-    }
-#endif
-
-    ngx_http_profiling_slow_connection = c;
-    ngx_http_profiling_slow_number =
-        ngx_http_profiling_real_connection(c) ? c->number : 0;
-
-    if (ngx_http_profiling_account) {
-        ngx_http_profiling_since_ns = ngx_http_profiling_now_ns();
-    }
-}
-
-
-void
-ngx_http_profiling_switch_slow(void)
+/* What was published ends: its time; an HTTP/3 request made in it. */
+static void
+ngx_http_profiling_published_end(prof_sampler_hot_t *hot)
 {
     ngx_connection_t          *c;
     ngx_http_request_t        *r;
-    prof_sampler_hot_t        *hot;
     ngx_http_profiling_ctx_t  *ctx;
 
-    hot = ngx_http_profiling_hot;
-
-    if (prof_pending_tag(hot) != 0) {
-        ngx_http_profiling_resolve_pending(hot, NULL);
-    }
-
-    if (!ngx_http_profiling_slow || hot->running.log == 0) {
+    if (hot->running.log == 0) {
         return;
     }
 
@@ -581,16 +553,39 @@ ngx_http_profiling_switch_slow(void)
 }
 
 
-/* Publishes r (a main request, alive), from inside an event. */
-static void
-ngx_http_profiling_publish_request(prof_sampler_hot_t *hot,
-    ngx_http_request_t *r)
+void
+ngx_http_profiling_publish_slow(prof_sampler_hot_t *hot,
+    ngx_http_request_t *r, ngx_log_t *log, void *object)
 {
-    ngx_http_profiling_switch(hot);
-    prof_publish(hot, r, r->connection->log, r->connection);
+    ngx_connection_t  *c;
 
-    if (ngx_http_profiling_slow) {
-        ngx_http_profiling_published_slow(r, r->connection);
+    ngx_http_profiling_published_end(hot);
+
+    prof_publish(hot, r, log, object);
+
+    if (prof_pending_tag(hot) != 0) {
+        ngx_http_profiling_resolve_pending(hot, NULL);
+    }
+
+    if (log == NULL) {
+        return;
+    }
+
+#if (NGX_QUIC)
+    if (r != NULL && ngx_http_profiling_quic_last != NULL
+        && r->connection->quic != NULL)
+    {
+        ngx_http_profiling_quic_ran(r);
+    }
+#endif
+
+    c = object;
+    ngx_http_profiling_slow_connection = c;
+    ngx_http_profiling_slow_number =
+        ngx_http_profiling_real_connection(c) ? c->number : 0;
+
+    if (ngx_http_profiling_account) {
+        ngx_http_profiling_since_ns = ngx_http_profiling_now_ns();
     }
 }
 
@@ -599,13 +594,8 @@ ngx_http_profiling_publish_request(prof_sampler_hot_t *hot,
 void
 ngx_http_profiling_request_stop(void)
 {
-    prof_sampler_hot_t  *hot;
-
-    hot = ngx_http_profiling_hot;
-
-    if (hot != NULL) {
-        ngx_http_profiling_switch(hot);
-        prof_unpublish(hot);
+    if (ngx_http_profiling_hot != NULL) {
+        ngx_http_profiling_publish(ngx_http_profiling_hot, NULL, NULL, NULL);
     }
 }
 
@@ -628,12 +618,9 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
         return NGX_OK;
     }
 
+    /* What runs after it in this event is no request's. */
     if (hot->running.request == (uintptr_t) r) {
-        if (ngx_http_profiling_slow) {
-            ngx_http_profiling_switch_slow();
-        }
-
-        prof_unpublish_request(hot);
+        ngx_http_profiling_publish(hot, NULL, NULL, NULL);
     }
 
     if (prof_pending_tag(hot) != 0
@@ -724,7 +711,8 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
         return NGX_DECLINED;
     }
 
-    ngx_http_profiling_publish_request(hot, r->main);
+    ngx_http_profiling_publish(hot, r->main, r->main->connection->log,
+                               r->main->connection);
 
     return NGX_DECLINED;
 }
@@ -750,7 +738,7 @@ ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_http_next_body_filter(r, in);
     }
 
-    ngx_http_profiling_publish_request(hot, mr);
+    ngx_http_profiling_publish(hot, mr, mr->connection->log, mr->connection);
 
     rc = ngx_http_next_body_filter(r, in);
 
@@ -999,10 +987,19 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
     ngx_http_profiling_slow_connection = NULL;
     ngx_http_profiling_slow_number = 0;
 
-    /* A sample stamps what runs with its connection's number. */
-    prof_sampler_set_objects(ngx_http_profiling_hot, cycle->connections,
-                             sizeof(ngx_connection_t), cycle->connection_n,
-                             offsetof(ngx_connection_t, number));
+    /*
+     * A sample stamps what runs with its connection's number. Without a
+     * master, a reload restarts the profiler with a cycle nginx gives no
+     * connections: then nothing is stamped, and as no event's connection
+     * is one of that cycle's, nginx's HTTP log handler is never learned
+     * and nothing is published.
+     */
+    if (cycle->connections != NULL) {
+        prof_sampler_set_objects(ngx_http_profiling_hot, cycle->connections,
+                                 sizeof(ngx_connection_t),
+                                 cycle->connection_n,
+                                 offsetof(ngx_connection_t, number));
+    }
 
 }
 

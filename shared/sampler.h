@@ -200,7 +200,7 @@ static inline void
 prof_sampler_set_objects(prof_sampler_hot_t *h, const void *base,
     size_t size, size_t count, size_t stamp_offset)
 {
-    if (size == 0 || count == 0) {
+    if (base == NULL || size == 0 || count == 0) {
         return;
     }
 
@@ -220,27 +220,9 @@ prof_publish(prof_sampler_hot_t *h, const void *request, const void *log,
     h->running.request = (uint64_t) (uintptr_t) request;
     h->running.log = (uint64_t) (uintptr_t) log;
     h->running.object = (uint64_t) (uintptr_t) object;
-}
 
-
-/* Nothing executes from now. */
-static inline void
-prof_unpublish(prof_sampler_hot_t *h)
-{
-    h->running.log = 0;
-    h->running.request = 0;
-}
-
-
-/*
- * The request (published as running.request) is no longer published,
- * before the caller looks at what is pending: a sample after this store
- * cannot name it.
- */
-static inline void
-prof_unpublish_request(prof_sampler_hot_t *h)
-{
-    h->running.request = 0;
+    /* Before the caller looks at what is pending: a sample after this
+       cannot name what was published before. */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 

@@ -675,7 +675,7 @@ test_samples_carry_the_tag_of_what_runs(void **state)
     (void) test_sampler_burn(30 * 1000 * 1000LL);
     assert_int_equal(prof_pending_tag(hot), tag);
 
-    prof_unpublish(hot);
+    prof_publish(hot, NULL, NULL, NULL);
     prof_pending_clear(hot);
 
     burn_until_untagged(f, tag, &with, &without);
@@ -729,7 +729,7 @@ test_a_pending_tag_stays_with_its_words(void **state)
     assert_int_equal(hot->pending.log, 0x3000);
     assert_int_equal(hot->pending_stamp, 0);
 
-    prof_unpublish(hot);
+    prof_publish(hot, NULL, NULL, NULL);
     prof_pending_clear(hot);
     stop_sampler(f, 0);
     f->sampler = NULL;
