@@ -393,7 +393,8 @@ sub check_run {
         $co_total += $s->{cpu};
         my @names = map { $_->{name} } grep { $_->{file} eq "\@$file" }
                     @{ $s->{lua} };
-        push @co_wrong, "@names"
+        # With its whole stack, innermost first: where the walk went.
+        push @co_wrong, "@names: " . join(' < ', @{ $s->{funcs} })
             unless "@names" =~ /^(($NAME{coro_burn} )?coro_outer)?$/;
         $co += $s->{cpu} if "@names" eq "$NAME{coro_burn} coro_outer";
     }

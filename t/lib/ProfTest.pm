@@ -424,14 +424,22 @@ sub chown_to_user {
     chown($uid, $gid, $path) if defined $uid;
 }
 
+# A port nothing listens on, never one given before in this process: the
+# kernel may hand the same free port to two calls in a row (a test's
+# nginx and its backend would then share it).
+my %PORTS_GIVEN;
+
 sub free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, Proto => 'tcp',
-                                  ReuseAddr => 1)
-        or croak "no free port: $!";
-    my $port = $s->sockport;
-    close($s);
-    return $port;
+    for (1 .. 100) {
+        my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+                                      LocalPort => 0, Proto => 'tcp',
+                                      ReuseAddr => 1)
+            or croak "no free port: $!";
+        my $port = $s->sockport;
+        close($s);
+        return $port unless $PORTS_GIVEN{$port}++;
+    }
+    croak "no free port not given before";
 }
 
 sub _expand {
