@@ -8,7 +8,11 @@
 
 #include "ngx_http_profiling_module.h"
 
+#if (NGX_HAVE_EPOLL)
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#endif
 
 
 static ngx_int_t (*ngx_http_profiling_orig_process_events)(
@@ -26,6 +30,22 @@ static prof_sampler_hot_t  *ngx_http_profiling_loop_hot;
 /* When the next profile closes, and how often (nginx's clock). */
 static ngx_msec_t  ngx_http_profiling_flush_at;
 static ngx_msec_t  ngx_http_profiling_period;
+
+#if (NGX_HAVE_EPOLL)
+
+extern ngx_module_t  ngx_epoll_module;
+
+/*
+ * nginx's epoll instance (static in ngx_epoll_module.c), when it is the
+ * event module and was found: then the wrapper waits and runs the ready
+ * events itself, as ngx_epoll_process_events() does; else -1, and nginx's
+ * function posts them for the wrapper to run.
+ */
+static int                  ngx_http_profiling_ep = -1;
+static struct epoll_event  *ngx_http_profiling_event_list;
+static int                  ngx_http_profiling_nevents;
+
+#endif
 
 
 /* Never called: it stands for nginx's HTTP log handler until learned. */
@@ -109,6 +129,216 @@ ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev)
     ev->handler(ev);
 }
 
+/*
+ * The event wait is over: its bracket closed. After a dlopen the handler
+ * met code outside its tables: rebuilt.
+ */
+static ngx_inline void
+ngx_http_profiling_waited(prof_sampler_hot_t *hot)
+{
+    prof_wait_end(hot);
+
+    if (prof_sampler_left_table(hot)) {
+        prof_sampler_maintain_table(ngx_http_profiling_sampler,
+                                    (int64_t) ngx_current_msec * 1000000);
+    }
+}
+
+
+#if (NGX_HAVE_EPOLL)
+
+/*
+ * ngx_epoll_process_events() (./configure checks that the nginx it builds
+ * against has exactly this), but for the wait's bracket and each event's
+ * publication: nginx without the module runs the events as they come, so
+ * they are not posted only to be run after.
+ */
+static ngx_inline ngx_int_t
+ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
+    ngx_msec_t timer, ngx_uint_t flags)
+{
+    int                 events;
+    uint32_t            revents;
+    ngx_int_t           instance, i;
+    ngx_uint_t          level;
+    ngx_err_t           err;
+    ngx_event_t        *rev, *wev;
+    ngx_queue_t        *queue;
+    ngx_connection_t   *c;
+    struct epoll_event  *event_list;
+
+    event_list = ngx_http_profiling_event_list;
+
+    prof_wait_begin(hot);
+
+    events = epoll_wait(ngx_http_profiling_ep, event_list,
+                        ngx_http_profiling_nevents, (int) timer);
+
+    err = (events == -1) ? ngx_errno : 0;
+
+    if (flags & NGX_UPDATE_TIME || ngx_event_timer_alarm) {
+        ngx_time_update();
+    }
+
+    ngx_http_profiling_waited(hot);
+
+    if (err) {
+        if (err == NGX_EINTR) {
+
+            if (ngx_event_timer_alarm) {
+                ngx_event_timer_alarm = 0;
+                return NGX_OK;
+            }
+
+            level = NGX_LOG_INFO;
+
+        } else {
+            level = NGX_LOG_ALERT;
+        }
+
+        ngx_log_error(level, cycle->log, err, "epoll_wait() failed");
+        return NGX_ERROR;
+    }
+
+    if (events == 0) {
+        if (timer != NGX_TIMER_INFINITE) {
+            return NGX_OK;
+        }
+
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "epoll_wait() returned no events without timeout");
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < events; i++) {
+        c = event_list[i].data.ptr;
+
+        instance = (uintptr_t) c & 1;
+        c = (ngx_connection_t *) ((uintptr_t) c & (uintptr_t) ~1);
+
+        rev = c->read;
+
+        if (c->fd == -1 || rev->instance != instance) {
+            /* a stale event: its descriptor was closed in this turn */
+            continue;
+        }
+
+        revents = event_list[i].events;
+
+        if (revents & (EPOLLERR|EPOLLHUP)) {
+            /* for an active handler to see the error */
+            revents |= EPOLLIN|EPOLLOUT;
+        }
+
+        if ((revents & EPOLLIN) && rev->active) {
+
+#if (NGX_HAVE_EPOLLRDHUP)
+            if (revents & EPOLLRDHUP) {
+                rev->pending_eof = 1;
+            }
+#endif
+
+            rev->ready = 1;
+            rev->available = -1;
+
+            if (flags & NGX_POST_EVENTS) {
+                queue = rev->accept ? &ngx_posted_accept_events
+                                    : &ngx_posted_events;
+
+                ngx_post_event(rev, queue);
+
+            } else {
+                ngx_http_profiling_dispatch(hot, rev);
+            }
+        }
+
+        wev = c->write;
+
+        if ((revents & EPOLLOUT) && wev->active) {
+
+            if (c->fd == -1 || wev->instance != instance) {
+                continue;
+            }
+
+            wev->ready = 1;
+#if (NGX_THREADS)
+            wev->complete = 1;
+#endif
+
+            if (flags & NGX_POST_EVENTS) {
+                ngx_post_event(wev, &ngx_posted_events);
+
+            } else {
+                ngx_http_profiling_dispatch(hot, wev);
+            }
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * nginx's epoll instance: an eventfd is added to it by nginx's own
+ * function, then removed from each descriptor in turn until one had it.
+ * -1: epoll is not the event module, or it was not found.
+ */
+static int
+ngx_http_profiling_find_epoll(ngx_cycle_t *cycle)
+{
+    int                fd, ep;
+    rlim_t             n, max;
+    ngx_event_t        rev, wev;
+    struct rlimit      rlim;
+    ngx_connection_t   c;
+
+    if (!(ngx_event_flags & NGX_USE_EPOLL_EVENT)
+        || getrlimit(RLIMIT_NOFILE, &rlim) == -1)
+    {
+        return -1;
+    }
+
+    fd = eventfd(0, EFD_NONBLOCK|EFD_CLOEXEC);
+    if (fd == -1) {
+        return -1;
+    }
+
+    ngx_memzero(&c, sizeof(ngx_connection_t));
+    ngx_memzero(&rev, sizeof(ngx_event_t));
+    ngx_memzero(&wev, sizeof(ngx_event_t));
+
+    c.fd = fd;
+    c.read = &rev;
+    c.write = &wev;
+    c.log = cycle->log;
+    rev.data = &c;
+    rev.log = cycle->log;
+    wev.data = &c;
+    wev.write = 1;
+    wev.log = cycle->log;
+
+    ep = -1;
+
+    if (ngx_add_event(&rev, NGX_READ_EVENT, NGX_CLEAR_EVENT) == NGX_OK) {
+        max = (rlim.rlim_cur == RLIM_INFINITY) ? 1048576 : rlim.rlim_cur;
+
+        for (n = 0; n < max; n++) {
+            if ((int) n != fd
+                && epoll_ctl((int) n, EPOLL_CTL_DEL, fd, NULL) == 0)
+            {
+                ep = (int) n;
+                break;
+            }
+        }
+    }
+
+    (void) close(fd);
+
+    return ep;
+}
+
+#endif
+
 
 /* The posted events, as ngx_event_process_posted() runs them. */
 static ngx_inline void
@@ -187,11 +417,14 @@ ngx_http_profiling_capture_idle(void)
     if (ngx_event_flags & NGX_USE_EPOLL_EVENT) {
         leaf[n++] = (uint64_t) (uintptr_t) epoll_wait;
     }
-#endif
 
-    /* A return address: the aggregator moves it back by one. */
-    leaf[n++] = (uint64_t) (uintptr_t)
-                ngx_http_profiling_orig_process_events + 1;
+    if (ngx_http_profiling_ep == -1)
+#endif
+    {
+        /* A return address: the aggregator moves it back by one. */
+        leaf[n++] = (uint64_t) (uintptr_t)
+                    ngx_http_profiling_orig_process_events + 1;
+    }
 
     /* Skip the capturing function and this one. */
     prof_sampler_capture_idle_stack(ngx_http_profiling_sampler, leaf, n, 2);
@@ -199,16 +432,17 @@ ngx_http_profiling_capture_idle(void)
 
 
 /*
- * Wraps the event module's process_events. With NGX_POST_EVENTS the event
- * module only waits and queues what is ready (as nginx does when it holds
- * the accept mutex), so the bracket covers the wait alone. Then, in the
- * order of ngx_process_events_and_timers(): the accept events, the accept
- * mutex released, the expired timers (when one is due), the other posted
- * events; nginx then
- * finds nothing left to run (but what these handlers made ready meanwhile,
- * which it runs as it would have, and OpenResty's delayed posted events,
- * which its nginx runs last). ./configure checks that the nginx it builds
- * against has this order.
+ * Wraps the event module's process_events. With epoll the wrapper waits
+ * and runs the ready events itself, as nginx does; with another event
+ * module (or epoll's instance not found) that module is asked with
+ * NGX_POST_EVENTS only to wait and queue what is ready (as nginx does when
+ * it holds the accept mutex), so the bracket covers the wait alone. Then,
+ * in the order of ngx_process_events_and_timers(): the accept events, the
+ * accept mutex released, the expired timers (when one is due), the other
+ * posted events; nginx then finds nothing left to run (but what these
+ * handlers made ready meanwhile, which it runs as it would have, and
+ * OpenResty's delayed posted events, which its nginx runs last).
+ * ./configure checks that the nginx it builds against has this order.
  */
 static ngx_int_t
 ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
@@ -274,15 +508,18 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         timers_due += timer;
     }
 
-    prof_wait_begin(hot);
-    rc = ngx_http_profiling_orig_process_events(cycle, ngx_min(timer, left),
-                                                flags | NGX_POST_EVENTS);
-    prof_wait_end(hot);
-
-    /* After a dlopen the handler met code outside its tables: rebuilt. */
-    if (prof_sampler_left_table(hot)) {
-        prof_sampler_maintain_table(ngx_http_profiling_sampler,
-                                    (int64_t) ngx_current_msec * 1000000);
+#if (NGX_HAVE_EPOLL)
+    if (ngx_http_profiling_ep != -1) {
+        rc = ngx_http_profiling_epoll(cycle, hot, ngx_min(timer, left),
+                                      flags);
+    } else
+#endif
+    {
+        prof_wait_begin(hot);
+        rc = ngx_http_profiling_orig_process_events(cycle,
+                                                    ngx_min(timer, left),
+                                                    flags | NGX_POST_EVENTS);
+        ngx_http_profiling_waited(hot);
     }
 
     if (!ngx_queue_empty(&ngx_posted_accept_events)) {
@@ -309,12 +546,38 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
 /* The first profile closes a period from now (nginx's clock, updated). */
 void
-ngx_http_profiling_events_start(ngx_msec_t period)
+ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period)
 {
+#if (NGX_HAVE_EPOLL)
+    ngx_uint_t  *nevents;
+#endif
+
     ngx_http_profiling_period = period;
     ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
     ngx_http_profiling_loop_hot = NULL;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
+
+#if (NGX_HAVE_EPOLL)
+    /* epoll_events: the first field of ngx_epoll_module's configuration. */
+    nevents = ngx_event_get_conf(cycle->conf_ctx, ngx_epoll_module);
+
+    if (ngx_http_profiling_ep == -1 && nevents != NULL && *nevents > 0
+        && *nevents <= NGX_MAX_INT32_VALUE)
+    {
+        ngx_http_profiling_event_list = ngx_alloc(sizeof(struct epoll_event)
+                                                  * *nevents, cycle->log);
+
+        if (ngx_http_profiling_event_list != NULL) {
+            ngx_http_profiling_nevents = (int) *nevents;
+            ngx_http_profiling_ep = ngx_http_profiling_find_epoll(cycle);
+
+            if (ngx_http_profiling_ep == -1) {
+                ngx_free(ngx_http_profiling_event_list);
+                ngx_http_profiling_event_list = NULL;
+            }
+        }
+    }
+#endif
 
     if (ngx_event_actions.process_events
         == ngx_http_profiling_process_events)
@@ -336,6 +599,14 @@ void
 ngx_http_profiling_events_stop(void)
 {
     ngx_http_profiling_loop_hot = NULL;
+
+#if (NGX_HAVE_EPOLL)
+    if (ngx_http_profiling_ep != -1) {
+        ngx_http_profiling_ep = -1;
+        ngx_free(ngx_http_profiling_event_list);
+        ngx_http_profiling_event_list = NULL;
+    }
+#endif
 
     if (ngx_event_actions.process_events
         == ngx_http_profiling_process_events)

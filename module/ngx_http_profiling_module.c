@@ -1727,7 +1727,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     ngx_time_update();
 
     ngx_http_profiling_request_start(cycle, traced);
-    ngx_http_profiling_events_start(pmcf->period);
+    ngx_http_profiling_events_start(cycle, pmcf->period);
     ngx_http_profiling_find_lua(cycle);
 
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,

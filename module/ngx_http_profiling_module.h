@@ -79,7 +79,7 @@ extern prof_endpoint_table_t  **ngx_http_profiling_endpoints;
  * ngx_http_profiling_events.c: the wrapper of the event module, which also
  * closes a profile every period (no timer of ours in nginx's tree).
  */
-void ngx_http_profiling_events_start(ngx_msec_t period);
+void ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period);
 void ngx_http_profiling_events_stop(void);
 
 /* ngx_http_profiling_request.c */
