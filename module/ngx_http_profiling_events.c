@@ -47,6 +47,13 @@ static int                  ngx_http_profiling_nevents;
 
 #endif
 
+/*
+ * The common case, with a turn of its own (ngx_http_profiling_turn):
+ * epoll's instance found, no publication slow and no event logged at
+ * debug level, none of which is looked at again for each event.
+ */
+static ngx_uint_t  ngx_http_profiling_plain;
+
 
 /* Never called: it stands for nginx's HTTP log handler until learned. */
 static u_char *
@@ -88,6 +95,24 @@ ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
 }
 
 
+/* ngx_http_profiling_publish(), known not slow when plain. */
+static ngx_inline __attribute__((always_inline)) void
+ngx_http_profiling_publish_plain(prof_sampler_hot_t *hot,
+    ngx_http_request_t *r, ngx_log_t *log, void *object, ngx_uint_t plain)
+{
+    if (!plain) {
+        ngx_http_profiling_publish(hot, r, log, object);
+        return;
+    }
+
+    prof_publish(hot, r, log, object);
+
+    if (prof_pending_tag(hot) != 0) {
+        ngx_http_profiling_resolve_pending(hot, NULL);
+    }
+}
+
+
 /*
  * Runs an event's handler with what it works for published: the request
  * its log names (client and upstream connections, timers and posted
@@ -95,10 +120,11 @@ ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
  * known yet, its connection (the request it makes takes the samples).
  * It stays published after the handler, until another event or the
  * event loop's wait: a request's log phase unpublishes it before it is
- * freed.
+ * freed. Plain: not slow (see ngx_http_profiling_turn).
  */
-static ngx_inline void
-ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev)
+static ngx_inline __attribute__((always_inline)) void
+ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev,
+    ngx_uint_t plain)
 {
     ngx_log_t           *log;
     ngx_http_request_t  *r;
@@ -124,7 +150,7 @@ ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev)
         log = NULL;
     }
 
-    ngx_http_profiling_publish(hot, r, log, ev->data);
+    ngx_http_profiling_publish_plain(hot, r, log, ev->data, plain);
 
     ev->handler(ev);
 }
@@ -153,9 +179,9 @@ ngx_http_profiling_waited(prof_sampler_hot_t *hot)
  * publication: nginx without the module runs the events as they come, so
  * they are not posted only to be run after.
  */
-static ngx_inline ngx_int_t
+static ngx_inline __attribute__((always_inline)) ngx_int_t
 ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
-    ngx_msec_t timer, ngx_uint_t flags)
+    ngx_msec_t timer, ngx_uint_t flags, ngx_uint_t plain)
 {
     int                 events;
     uint32_t            revents;
@@ -168,6 +194,11 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
     struct epoll_event  *event_list;
 
     event_list = ngx_http_profiling_event_list;
+
+    if (!plain) {
+        ngx_log_debug1(NGX_LOG_DEBUG_EVENT, cycle->log, 0,
+                       "epoll timer: %M", timer);
+    }
 
     prof_wait_begin(hot);
 
@@ -220,12 +251,29 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
 
         if (c->fd == -1 || rev->instance != instance) {
             /* a stale event: its descriptor was closed in this turn */
+            if (!plain) {
+                ngx_log_debug1(NGX_LOG_DEBUG_EVENT, cycle->log, 0,
+                               "epoll: stale event %p", c);
+            }
+
             continue;
         }
 
         revents = event_list[i].events;
 
+        if (!plain) {
+            ngx_log_debug3(NGX_LOG_DEBUG_EVENT, cycle->log, 0,
+                           "epoll: fd:%d ev:%04XD d:%p",
+                           c->fd, revents, event_list[i].data.ptr);
+        }
+
         if (revents & (EPOLLERR|EPOLLHUP)) {
+            if (!plain) {
+                ngx_log_debug2(NGX_LOG_DEBUG_EVENT, cycle->log, 0,
+                               "epoll_wait() error on fd:%d ev:%04XD",
+                               c->fd, revents);
+            }
+
             /* for an active handler to see the error */
             revents |= EPOLLIN|EPOLLOUT;
         }
@@ -248,7 +296,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
                 ngx_post_event(rev, queue);
 
             } else {
-                ngx_http_profiling_dispatch(hot, rev);
+                ngx_http_profiling_dispatch(hot, rev, plain);
             }
         }
 
@@ -257,6 +305,11 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
         if ((revents & EPOLLOUT) && wev->active) {
 
             if (c->fd == -1 || wev->instance != instance) {
+                if (!plain) {
+                    ngx_log_debug1(NGX_LOG_DEBUG_EVENT, cycle->log, 0,
+                                   "epoll: stale event %p", c);
+                }
+
                 continue;
             }
 
@@ -269,7 +322,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
                 ngx_post_event(wev, &ngx_posted_events);
 
             } else {
-                ngx_http_profiling_dispatch(hot, wev);
+                ngx_http_profiling_dispatch(hot, wev, plain);
             }
         }
     }
@@ -341,8 +394,9 @@ ngx_http_profiling_find_epoll(ngx_cycle_t *cycle)
 
 
 /* The posted events, as ngx_event_process_posted() runs them. */
-static ngx_inline void
-ngx_http_profiling_run_posted(prof_sampler_hot_t *hot, ngx_queue_t *posted)
+static ngx_inline __attribute__((always_inline)) void
+ngx_http_profiling_run_posted(prof_sampler_hot_t *hot, ngx_queue_t *posted,
+    ngx_uint_t plain)
 {
     ngx_queue_t  *q;
     ngx_event_t  *ev;
@@ -354,7 +408,7 @@ ngx_http_profiling_run_posted(prof_sampler_hot_t *hot, ngx_queue_t *posted)
 
         ngx_delete_posted_event(ev);
 
-        ngx_http_profiling_dispatch(hot, ev);
+        ngx_http_profiling_dispatch(hot, ev, plain);
     }
 }
 
@@ -400,7 +454,7 @@ ngx_http_profiling_run_timers(prof_sampler_hot_t *hot)
 
         ev->timedout = 1;
 
-        ngx_http_profiling_dispatch(hot, ev);
+        ngx_http_profiling_dispatch(hot, ev, 0);
     }
 }
 
@@ -432,6 +486,90 @@ ngx_http_profiling_capture_idle(void)
 
 
 /*
+ * A turn of the loop, from the profile's period to the posted events.
+ */
+static ngx_inline __attribute__((always_inline)) ngx_int_t
+ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
+    ngx_msec_t timer, ngx_uint_t flags, ngx_uint_t plain)
+{
+    ngx_int_t   rc;
+    ngx_msec_t  left, timers_due;
+
+    /*
+     * A profile closes every period, from here rather than from a timer:
+     * one more node in nginx's timer tree is a few more comparisons for
+     * every timer a request sets. The wait ends in time for it.
+     */
+    left = ngx_http_profiling_flush_at - ngx_current_msec;
+
+    if ((ngx_msec_int_t) left <= 0) {
+        /* What nginx ran after the last turn (OpenResty's delayed posted
+           events) may have published a request: its tag resolved first
+           (else the next event's publication resolves it). */
+        ngx_http_profiling_request_stop();
+
+        prof_flush(ngx_http_profiling_profiler);
+        ngx_http_profiling_flush_at = ngx_current_msec
+                                      + ngx_http_profiling_period;
+        left = ngx_http_profiling_period;
+    }
+
+    /*
+     * When nginx's timer tree is looked at: once its first timer is due
+     * (the timer nginx found, or earlier: the accept mutex's delay,
+     * posted-next events; the accept handlers' timers are later still),
+     * or every time when that is not known (no timer, or timer_resolution:
+     * no NGX_UPDATE_TIME, the clock moves by signal). nginx's clock never
+     * goes back.
+     */
+    timers_due = ngx_current_msec;
+
+    if (timer != NGX_TIMER_INFINITE && (flags & NGX_UPDATE_TIME)) {
+        timers_due += timer;
+    }
+
+#if (NGX_HAVE_EPOLL)
+    if (plain || ngx_http_profiling_ep != -1) {
+        rc = ngx_http_profiling_epoll(cycle, hot, ngx_min(timer, left),
+                                      flags, plain);
+    } else
+#endif
+    {
+        prof_wait_begin(hot);
+        rc = ngx_http_profiling_orig_process_events(cycle,
+                                                    ngx_min(timer, left),
+                                                    flags | NGX_POST_EVENTS);
+        ngx_http_profiling_waited(hot);
+    }
+
+    /* Accept events are queued, and the accept mutex held, only with
+       NGX_POST_EVENTS (nginx's, or the wrapper's for another module). */
+    if (!plain || (flags & NGX_POST_EVENTS)) {
+        if (!ngx_queue_empty(&ngx_posted_accept_events)) {
+            ngx_http_profiling_run_posted(hot, &ngx_posted_accept_events,
+                                          plain);
+        }
+
+        if (ngx_accept_mutex_held) {
+            ngx_shmtx_unlock(&ngx_accept_mutex);
+        }
+    }
+
+    if ((ngx_msec_int_t) (ngx_current_msec - timers_due) >= 0) {
+        ngx_http_profiling_run_timers(hot);
+    }
+
+    ngx_http_profiling_run_posted(hot, &ngx_posted_events, plain);
+
+    /* What nginx runs after us (events those handlers posted) is no
+       request's that we know of. */
+    ngx_http_profiling_publish_plain(hot, NULL, NULL, NULL, plain);
+
+    return rc;
+}
+
+
+/*
  * Wraps the event module's process_events. With epoll the wrapper waits
  * and runs the ready events itself, as nginx does; with another event
  * module (or epoll's instance not found) that module is asked with
@@ -448,8 +586,6 @@ static ngx_int_t
 ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_uint_t flags)
 {
-    ngx_int_t            rc;
-    ngx_msec_t           left, timers_due;
     prof_sampler_hot_t  *hot;
 
     hot = ngx_http_profiling_loop_hot;
@@ -474,73 +610,11 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         prof_sampler_retake_signals(ngx_http_profiling_sampler);
     }
 
-    /* What nginx ran after us (a module's delayed posted events) may have
-       published a request: its tag resolved before a profile closes. */
-    if (hot->running.log != 0 || prof_pending_tag(hot) != 0) {
-        ngx_http_profiling_request_stop();
+    if (ngx_http_profiling_plain) {
+        return ngx_http_profiling_turn(cycle, hot, timer, flags, 1);
     }
 
-    /*
-     * A profile closes every period, from here rather than from a timer:
-     * one more node in nginx's timer tree is a few more comparisons for
-     * every timer a request sets. The wait ends in time for it.
-     */
-    left = ngx_http_profiling_flush_at - ngx_current_msec;
-
-    if ((ngx_msec_int_t) left <= 0) {
-        prof_flush(ngx_http_profiling_profiler);
-        ngx_http_profiling_flush_at = ngx_current_msec
-                                      + ngx_http_profiling_period;
-        left = ngx_http_profiling_period;
-    }
-
-    /*
-     * When nginx's timer tree is looked at: once its first timer is due
-     * (the timer nginx found, or earlier: the accept mutex's delay,
-     * posted-next events; the accept handlers' timers are later still),
-     * or every time when that is not known (no timer, or timer_resolution:
-     * no NGX_UPDATE_TIME, the clock moves by signal). nginx's clock never
-     * goes back.
-     */
-    timers_due = ngx_current_msec;
-
-    if (timer != NGX_TIMER_INFINITE && (flags & NGX_UPDATE_TIME)) {
-        timers_due += timer;
-    }
-
-#if (NGX_HAVE_EPOLL)
-    if (ngx_http_profiling_ep != -1) {
-        rc = ngx_http_profiling_epoll(cycle, hot, ngx_min(timer, left),
-                                      flags);
-    } else
-#endif
-    {
-        prof_wait_begin(hot);
-        rc = ngx_http_profiling_orig_process_events(cycle,
-                                                    ngx_min(timer, left),
-                                                    flags | NGX_POST_EVENTS);
-        ngx_http_profiling_waited(hot);
-    }
-
-    if (!ngx_queue_empty(&ngx_posted_accept_events)) {
-        ngx_http_profiling_run_posted(hot, &ngx_posted_accept_events);
-    }
-
-    if (ngx_accept_mutex_held) {
-        ngx_shmtx_unlock(&ngx_accept_mutex);
-    }
-
-    if ((ngx_msec_int_t) (ngx_current_msec - timers_due) >= 0) {
-        ngx_http_profiling_run_timers(hot);
-    }
-
-    ngx_http_profiling_run_posted(hot, &ngx_posted_events);
-
-    /* What nginx runs after us (events those handlers posted) is no
-       request's that we know of. */
-    ngx_http_profiling_publish(hot, NULL, NULL, NULL);
-
-    return rc;
+    return ngx_http_profiling_turn(cycle, hot, timer, flags, 0);
 }
 
 
@@ -576,7 +650,24 @@ ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period)
                 ngx_http_profiling_event_list = NULL;
             }
         }
+
+        if (ngx_http_profiling_ep == -1
+            && (ngx_event_flags & NGX_USE_EPOLL_EVENT))
+        {
+            ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                          "profiling: nginx's epoll instance was not found, "
+                          "the ready events are posted and run after the "
+                          "wait (more instructions an event)");
+        }
     }
+
+    ngx_http_profiling_plain = (ngx_http_profiling_ep != -1
+                                && !ngx_http_profiling_slow
+#if (NGX_DEBUG)
+                                && !(cycle->log->log_level
+                                     & NGX_LOG_DEBUG_EVENT)
+#endif
+                                );
 #endif
 
     if (ngx_event_actions.process_events
@@ -599,6 +690,7 @@ void
 ngx_http_profiling_events_stop(void)
 {
     ngx_http_profiling_loop_hot = NULL;
+    ngx_http_profiling_plain = 0;
 
 #if (NGX_HAVE_EPOLL)
     if (ngx_http_profiling_ep != -1) {

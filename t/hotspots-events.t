@@ -3,9 +3,10 @@
 
 # Code hotspots for request work that does not start from a plain ready
 # event of the request's connection: requests resumed by a timer
-# (limit_req delays, limit_rate), and the events of a worker that holds
-# the accept mutex (accept_mutex on, which makes nginx ask the event
-# module to queue the ready events).
+# (limit_req delays, limit_rate), the events of a worker that holds the
+# accept mutex (accept_mutex on, which makes nginx ask the event module to
+# queue the ready events), and those of an event module other than epoll
+# (use poll: the wrapper has it queue them).
 
 use strict;
 use warnings;
@@ -21,7 +22,7 @@ use Time::HiRes qw(time);
 use ProfTest;
 
 my %ID = (lr => '1a1a1a1a1a1a1a1a', rate => '2b2b2b2b2b2b2b2b',
-          mutex => '3c3c3c3c3c3c3c3c');
+          mutex => '3c3c3c3c3c3c3c3c', poll => '4d4d4d4d4d4d4d4d');
 my %U64 = map { $_ => ProfTest::hex_to_u64($ID{$_}) } keys %ID;
 
 sub libz_samples {
@@ -131,7 +132,9 @@ EOF
 };
 
 
-subtest 'accept_mutex on: the events of the worker holding it' => sub {
+# gzip of proxied responses, with $directive in the events block.
+sub proxied_gzip {
+    my ($directive, $id) = @_;
     my $t = ProfTest->new(workers => 2);
     my $backend = ProfTest::free_port();
     mkdir($t->prefix . '/html') or die;
@@ -157,16 +160,30 @@ subtest 'accept_mutex on: the events of the worker holding it' => sub {
         root %%PREFIX%%/html;
     }
 EOF
-    $t->add_events_directives('accept_mutex on;');
+    $t->add_events_directives($directive);
     $t->run;
 
-    my $ok = grep { gzip_get($t, '/gzproxy/big.txt', 'mutex', $big) } 1 .. 4;
+    my $ok = grep { gzip_get($t, '/gzproxy/big.txt', $id, $big) } 1 .. 4;
     is($ok, 4, '4 gzipped proxied responses');
 
     ok($t->stop, 'nginx quits');
+    unlike($t->error_log, qr/epoll instance was not found/,
+           'with epoll, the wrapper runs the events from its instance')
+        if $directive !~ /^use /;
     my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
     ok_labelled('gzip of the proxied responses (upstream events)',
-                $U64{mutex}, 'GET /gzproxy/big.txt', 200e6, libz_samples(@S));
+                $U64{$id}, 'GET /gzproxy/big.txt', 200e6, libz_samples(@S));
+}
+
+subtest 'accept_mutex on: the events of the worker holding it' => sub {
+    proxied_gzip('accept_mutex on;', 'mutex');
+};
+
+subtest 'use poll: events the event module queues, the wrapper runs' => sub {
+    plan skip_all => 'nginx without the poll module (--with-poll_module; '
+                     . 'ci/nginx-matrix builds it)'
+        unless ProfTest::nginx_v() =~ /--with-poll_module/;
+    proxied_gzip('use poll;', 'poll');
 };
 
 done_testing();
