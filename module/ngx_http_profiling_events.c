@@ -50,7 +50,9 @@ static int                  ngx_http_profiling_nevents;
 /*
  * The common case, with a turn of its own (ngx_http_profiling_turn):
  * epoll's instance found, no publication slow and no event logged at
- * debug level, none of which is looked at again for each event.
+ * debug level, none of which is looked at again for each event; a turn
+ * is plain too only when nginx does not hold the accept mutex (no
+ * NGX_POST_EVENTS).
  */
 static ngx_uint_t  ngx_http_profiling_plain;
 
@@ -185,13 +187,13 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
 {
     int                 events;
     uint32_t            revents;
-    ngx_int_t           instance, i;
+    ngx_int_t           instance;
     ngx_uint_t          level;
     ngx_err_t           err;
     ngx_event_t        *rev, *wev;
     ngx_queue_t        *queue;
     ngx_connection_t   *c;
-    struct epoll_event  *event_list;
+    struct epoll_event  *event_list, *ee, *last;
 
     event_list = ngx_http_profiling_event_list;
 
@@ -241,8 +243,12 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
         return NGX_ERROR;
     }
 
-    for (i = 0; i < events; i++) {
-        c = event_list[i].data.ptr;
+    /* event_list[i] for i < events, with fewer registers kept across the
+       handlers (the instance read again after them) */
+    last = event_list + events;
+
+    for (ee = event_list; ee < last; ee++) {
+        c = ee->data.ptr;
 
         instance = (uintptr_t) c & 1;
         c = (ngx_connection_t *) ((uintptr_t) c & (uintptr_t) ~1);
@@ -259,12 +265,12 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
             continue;
         }
 
-        revents = event_list[i].events;
+        revents = ee->events;
 
         if (!plain) {
             ngx_log_debug3(NGX_LOG_DEBUG_EVENT, cycle->log, 0,
                            "epoll: fd:%d ev:%04XD d:%p",
-                           c->fd, revents, event_list[i].data.ptr);
+                           c->fd, revents, ee->data.ptr);
         }
 
         if (revents & (EPOLLERR|EPOLLHUP)) {
@@ -289,7 +295,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
             rev->ready = 1;
             rev->available = -1;
 
-            if (flags & NGX_POST_EVENTS) {
+            if (!plain && (flags & NGX_POST_EVENTS)) {
                 queue = rev->accept ? &ngx_posted_accept_events
                                     : &ngx_posted_events;
 
@@ -304,7 +310,9 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
 
         if ((revents & EPOLLOUT) && wev->active) {
 
-            if (c->fd == -1 || wev->instance != instance) {
+            if (c->fd == -1
+                || wev->instance != ((uintptr_t) ee->data.ptr & 1))
+            {
                 if (!plain) {
                     ngx_log_debug1(NGX_LOG_DEBUG_EVENT, cycle->log, 0,
                                    "epoll: stale event %p", c);
@@ -318,7 +326,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
             wev->complete = 1;
 #endif
 
-            if (flags & NGX_POST_EVENTS) {
+            if (!plain && (flags & NGX_POST_EVENTS)) {
                 ngx_post_event(wev, &ngx_posted_events);
 
             } else {
@@ -518,15 +526,12 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
      * When nginx's timer tree is looked at: once its first timer is due
      * (the timer nginx found, or earlier: the accept mutex's delay,
      * posted-next events; the accept handlers' timers are later still),
-     * or every time when that is not known (no timer, or timer_resolution:
-     * no NGX_UPDATE_TIME, the clock moves by signal). nginx's clock never
-     * goes back.
+     * or every time when that is not known: no timer, or timer_resolution
+     * (the clock moves by signal, and nginx waits without a timeout),
+     * NGX_TIMER_INFINITE both, which makes the sum a millisecond ago.
+     * nginx's clock never goes back.
      */
-    timers_due = ngx_current_msec;
-
-    if (timer != NGX_TIMER_INFINITE && (flags & NGX_UPDATE_TIME)) {
-        timers_due += timer;
-    }
+    timers_due = ngx_current_msec + timer;
 
 #if (NGX_HAVE_EPOLL)
     if (plain || ngx_http_profiling_ep != -1) {
@@ -543,8 +548,9 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
     }
 
     /* Accept events are queued, and the accept mutex held, only with
-       NGX_POST_EVENTS (nginx's, or the wrapper's for another module). */
-    if (!plain || (flags & NGX_POST_EVENTS)) {
+       NGX_POST_EVENTS (nginx's, or the wrapper's for another module),
+       never in a plain turn. */
+    if (!plain) {
         if (!ngx_queue_empty(&ngx_posted_accept_events)) {
             ngx_http_profiling_run_posted(hot, &ngx_posted_accept_events,
                                           plain);
@@ -610,7 +616,7 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
         prof_sampler_retake_signals(ngx_http_profiling_sampler);
     }
 
-    if (ngx_http_profiling_plain) {
+    if (ngx_http_profiling_plain && !(flags & NGX_POST_EVENTS)) {
         return ngx_http_profiling_turn(cycle, hot, timer, flags, 1);
     }
 
