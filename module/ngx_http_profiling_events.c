@@ -341,8 +341,8 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
 
 /*
  * nginx's epoll instance: an eventfd is added to it by nginx's own
- * function, then removed from each descriptor in turn until one had it.
- * -1: epoll is not the event module, or it was not found.
+ * function, then removed from each descriptor in turn until one had it
+ * (closed, it leaves the instance anyway). -1: not found.
  */
 static int
 ngx_http_profiling_find_epoll(ngx_cycle_t *cycle)
@@ -353,9 +353,7 @@ ngx_http_profiling_find_epoll(ngx_cycle_t *cycle)
     struct rlimit      rlim;
     ngx_connection_t   c;
 
-    if (!(ngx_event_flags & NGX_USE_EPOLL_EVENT)
-        || getrlimit(RLIMIT_NOFILE, &rlim) == -1)
-    {
+    if (getrlimit(RLIMIT_NOFILE, &rlim) == -1) {
         return -1;
     }
 
@@ -503,6 +501,15 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
     ngx_int_t   rc;
     ngx_msec_t  left, timers_due;
 
+    /* What nginx ran after the last turn (OpenResty's delayed posted
+       events, timers due meanwhile) may have published a request: in a
+       slow turn its handlers' CPU time must not run on through the wait.
+       (A plain turn's publication is only words the next event replaces;
+       a tag is resolved before a profile closes, below.) */
+    if (!plain && (hot->running.log != 0 || prof_pending_tag(hot) != 0)) {
+        ngx_http_profiling_request_stop();
+    }
+
     /*
      * A profile closes every period, from here rather than from a timer:
      * one more node in nginx's timer tree is a few more comparisons for
@@ -526,12 +533,16 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
      * When nginx's timer tree is looked at: once its first timer is due
      * (the timer nginx found, or earlier: the accept mutex's delay,
      * posted-next events; the accept handlers' timers are later still),
-     * or every time when that is not known: no timer, or timer_resolution
-     * (the clock moves by signal, and nginx waits without a timeout),
-     * NGX_TIMER_INFINITE both, which makes the sum a millisecond ago.
-     * nginx's clock never goes back.
+     * or every time when that is not known: no timer (NGX_TIMER_INFINITE
+     * makes the sum a millisecond ago), or timer_resolution (no
+     * NGX_UPDATE_TIME: the clock moves by signal, and the timeout may be
+     * the accept mutex's delay). nginx's clock never goes back.
      */
-    timers_due = ngx_current_msec + timer;
+    timers_due = ngx_current_msec;
+
+    if (flags & NGX_UPDATE_TIME) {
+        timers_due += timer;
+    }
 
 #if (NGX_HAVE_EPOLL)
     if (plain || ngx_http_profiling_ep != -1) {
@@ -624,47 +635,95 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 }
 
 
+#if (NGX_HAVE_EPOLL)
+
+/*
+ * Whether the wrapper runs epoll's events itself: epoll is the event
+ * module, its functions are nginx's own (no other module wraps them), and
+ * its instance is found. Else nginx's function posts them.
+ */
+static void
+ngx_http_profiling_use_epoll(ngx_cycle_t *cycle)
+{
+    char                *why;
+    ngx_uint_t          *nevents;
+    ngx_event_module_t  *epoll;
+    ngx_int_t          (*process)(ngx_cycle_t *cycle, ngx_msec_t timer,
+                                  ngx_uint_t flags);
+
+    if (!(ngx_event_flags & NGX_USE_EPOLL_EVENT)) {
+        return;
+    }
+
+    epoll = ngx_epoll_module.ctx;
+    process = ngx_event_actions.process_events;
+
+    if (process == ngx_http_profiling_process_events) {
+        process = ngx_http_profiling_orig_process_events;
+    }
+
+    /* epoll_events: the first field of ngx_epoll_module's configuration. */
+    nevents = ngx_event_get_conf(cycle->conf_ctx, ngx_epoll_module);
+
+#if !(NGX_HAVE_EPOLLRDHUP)
+    why = "the module was built without EPOLLRDHUP";
+#else
+    why = NULL;
+#endif
+
+    if (why == NULL
+        && (process != epoll->actions.process_events
+            || ngx_event_actions.add != epoll->actions.add))
+    {
+        why = "another module wraps the event module's functions";
+    }
+
+    if (why == NULL
+        && (nevents == NULL || *nevents == 0
+            || *nevents > NGX_MAX_INT32_VALUE))
+    {
+        why = "epoll_events is not known";
+    }
+
+    if (why == NULL) {
+        ngx_http_profiling_event_list = ngx_alloc(sizeof(struct epoll_event)
+                                                  * *nevents, cycle->log);
+        if (ngx_http_profiling_event_list == NULL) {
+            return;
+        }
+
+        ngx_http_profiling_nevents = (int) *nevents;
+        ngx_http_profiling_ep = ngx_http_profiling_find_epoll(cycle);
+
+        if (ngx_http_profiling_ep != -1) {
+            return;
+        }
+
+        ngx_free(ngx_http_profiling_event_list);
+        ngx_http_profiling_event_list = NULL;
+        why = "nginx's epoll instance was not found";
+    }
+
+    ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                  "profiling: epoll's ready events are posted and run after "
+                  "the wait (more instructions an event): %s", why);
+}
+
+#endif
+
+
 /* The first profile closes a period from now (nginx's clock, updated). */
 void
 ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period)
 {
-#if (NGX_HAVE_EPOLL)
-    ngx_uint_t  *nevents;
-#endif
-
     ngx_http_profiling_period = period;
     ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
     ngx_http_profiling_loop_hot = NULL;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
 
 #if (NGX_HAVE_EPOLL)
-    /* epoll_events: the first field of ngx_epoll_module's configuration. */
-    nevents = ngx_event_get_conf(cycle->conf_ctx, ngx_epoll_module);
-
-    if (ngx_http_profiling_ep == -1 && nevents != NULL && *nevents > 0
-        && *nevents <= NGX_MAX_INT32_VALUE)
-    {
-        ngx_http_profiling_event_list = ngx_alloc(sizeof(struct epoll_event)
-                                                  * *nevents, cycle->log);
-
-        if (ngx_http_profiling_event_list != NULL) {
-            ngx_http_profiling_nevents = (int) *nevents;
-            ngx_http_profiling_ep = ngx_http_profiling_find_epoll(cycle);
-
-            if (ngx_http_profiling_ep == -1) {
-                ngx_free(ngx_http_profiling_event_list);
-                ngx_http_profiling_event_list = NULL;
-            }
-        }
-
-        if (ngx_http_profiling_ep == -1
-            && (ngx_event_flags & NGX_USE_EPOLL_EVENT))
-        {
-            ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
-                          "profiling: nginx's epoll instance was not found, "
-                          "the ready events are posted and run after the "
-                          "wait (more instructions an event)");
-        }
+    if (ngx_http_profiling_ep == -1) {
+        ngx_http_profiling_use_epoll(cycle);
     }
 
     ngx_http_profiling_plain = (ngx_http_profiling_ep != -1
