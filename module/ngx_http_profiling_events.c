@@ -179,7 +179,10 @@ ngx_http_profiling_waited(prof_sampler_hot_t *hot)
  * ngx_epoll_process_events() (./configure checks that the nginx it builds
  * against has exactly this), but for the wait's bracket and each event's
  * publication: nginx without the module runs the events as they come, so
- * they are not posted only to be run after.
+ * they are not posted only to be run after. Its code is nginx's
+ * (Copyright (C) Igor Sysoev, Copyright (C) Nginx, Inc.; BSD-2-Clause, as
+ * this file), as are the loops below that run the timers and the posted
+ * events.
  */
 static ngx_inline __attribute__((always_inline)) ngx_int_t
 ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
