@@ -102,15 +102,11 @@ static ngx_inline __attribute__((always_inline)) void
 ngx_http_profiling_publish_plain(prof_sampler_hot_t *hot,
     ngx_http_request_t *r, ngx_log_t *log, void *object, ngx_uint_t plain)
 {
-    if (!plain) {
+    if (plain) {
+        ngx_http_profiling_publish_fast(hot, r, log, object);
+
+    } else {
         ngx_http_profiling_publish(hot, r, log, object);
-        return;
-    }
-
-    prof_publish(hot, r, log, object);
-
-    if (prof_pending_tag(hot) != 0) {
-        ngx_http_profiling_resolve_pending(hot, NULL);
     }
 }
 
