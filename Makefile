@@ -19,8 +19,8 @@ TEST_MODULES = $(BUILD_DIR)/test/ngx_http_profiling_module.so \
 H3CLIENT = $(BUILD_DIR)/test/h3client
 QUIC_GO = /usr/share/gocode/src/github.com/lucas-clemente/quic-go
 
-SHARED_SRCS = $(wildcard $(TOP)/shared/*.c)
-SHARED_HDRS = $(wildcard $(TOP)/shared/*.h)
+SHARED_SRCS = $(wildcard $(TOP)/shared/*/*.c)
+SHARED_HDRS = $(wildcard $(TOP)/shared/*/*.h)
 GEN = $(BUILD_DIR)/gen/profile.pb.c $(BUILD_DIR)/gen/profile.pb.h
 
 UNIT_CFLAGS = -std=gnu99 -g -O1 -W -Wall -Wextra -Wno-unused-parameter \
@@ -34,9 +34,9 @@ UNIT_TESTS = $(patsubst $(TOP)/t/unit/%.c,$(BUILD_DIR)/unit/%, \
 
 all: module
 
-$(GEN): $(TOP)/shared/profile.proto
+$(GEN): $(TOP)/shared/profiler/profile.proto
 	mkdir -p $(BUILD_DIR)/gen
-	cd $(TOP)/shared && nanopb_generator.py -q -D $(BUILD_DIR)/gen profile.proto
+	cd $(TOP)/shared/profiler && nanopb_generator.py -q -D $(BUILD_DIR)/gen profile.proto
 
 $(BUILD_DIR)/nginx/objs/Makefile: $(TOP)/module/config $(BUILD_DIR)/config.mk
 	$(BUILD_DIR)/configure-nginx.sh $(BUILD_DIR)/nginx $(TOP)/module
@@ -78,7 +78,7 @@ $(BUILD_DIR)/unit/%: $(TOP)/t/unit/%.c $(TOP)/t/unit/unit.h $(SHARED_SRCS) $(SHA
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; \
-	    PROTO=$(TOP)/shared/profile.proto $$t; done
+	    PROTO=$(TOP)/shared/profiler/profile.proto $$t; done
 
 integration: module test-modules
 	PROFILING_BUILD=$(BUILD_DIR) prove -v $(TOP)/t/
@@ -97,34 +97,34 @@ FUZZER_ELF = $(BUILD_DIR)/fuzz/fuzz_elf
 FUZZ_UNWIND_SECONDS ?= $(FUZZ_SECONDS)
 FUZZER_UNWIND = $(BUILD_DIR)/fuzz/fuzz_unwind
 
-$(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/trace_context.c \
-        $(TOP)/shared/trace_context.h
+$(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/worker/trace_context.c \
+        $(TOP)/shared/worker/trace_context.h
 	mkdir -p $(BUILD_DIR)/fuzz/corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(TOP)/shared/trace_context.c
+	    $(TOP)/shared/worker/trace_context.c
 
-FUZZ_ELF_SRCS = $(TOP)/shared/symbolizer.c $(TOP)/shared/elf_file.c \
-                $(TOP)/shared/debug_info.c $(TOP)/shared/io.c \
-                $(TOP)/shared/debuginfod.c $(TOP)/shared/thread.c
+FUZZ_ELF_SRCS = $(TOP)/shared/profiler/symbolizer.c $(TOP)/shared/profiler/elf_file.c \
+                $(TOP)/shared/profiler/debug_info.c $(TOP)/shared/common/io.c \
+                $(TOP)/shared/profiler/debuginfod.c $(TOP)/shared/profiler/thread.c
 
 $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
-        $(TOP)/shared/symbolizer.h $(TOP)/shared/elf_file.h \
-        $(TOP)/shared/debug_info.h $(TOP)/shared/io.h \
-        $(TOP)/shared/debuginfod.h
+        $(TOP)/shared/profiler/symbolizer.h $(TOP)/shared/profiler/elf_file.h \
+        $(TOP)/shared/profiler/debug_info.h $(TOP)/shared/common/io.h \
+        $(TOP)/shared/profiler/debuginfod.h
 	mkdir -p $(BUILD_DIR)/fuzz/elf-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
 	    $(FUZZ_ELF_SRCS) -llzma -lz -ldw -luv -ldl
 
-$(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(TOP)/shared/unwind.c \
-        $(TOP)/shared/signal_path.c $(TOP)/shared/signal_lua.c \
-        $(TOP)/shared/unwind.h $(TOP)/shared/unwind_table.h
+$(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(TOP)/shared/worker/unwind.c \
+        $(TOP)/shared/worker/signal_path.c $(TOP)/shared/worker/signal_lua.c \
+        $(TOP)/shared/worker/unwind.h $(TOP)/shared/worker/unwind_table.h
 	mkdir -p $(BUILD_DIR)/fuzz/unwind-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(TOP)/shared/unwind.c $(TOP)/shared/signal_path.c \
-	    $(TOP)/shared/signal_lua.c
+	    $(TOP)/shared/worker/unwind.c $(TOP)/shared/worker/signal_path.c \
+	    $(TOP)/shared/worker/signal_lua.c
 
 fuzz: $(FUZZER) $(FUZZER_ELF) $(FUZZER_UNWIND)
 	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=256 \

@@ -8,9 +8,9 @@
  */
 
 #include "ngx_http_profiling_module.h"
-#include "file_export.h"
-#include "lua_frames.h"
-#include "status.h"
+#include "profiler/file_export.h"
+#include "channel/lua_frames.h"
+#include "channel/status.h"
 
 #include <sys/eventfd.h>
 

@@ -14,7 +14,7 @@
 #include <ngx_event.h>
 #include <ngx_http.h>
 
-#include "profiler.h"
+#include "profiler/profiler.h"
 
 
 extern ngx_module_t             ngx_http_profiling_module;

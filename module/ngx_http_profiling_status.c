@@ -10,7 +10,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_profiling_module.h"
-#include "status.h"
+#include "channel/status.h"
 
 
 /* More than any machine's workers, and those of a reload or two. */

@@ -10,7 +10,7 @@
 
 #include "ngx_http_profiling_module.h"
 
-#include "trace_context.h"
+#include "worker/trace_context.h"
 
 
 typedef enum {

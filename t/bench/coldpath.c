@@ -40,14 +40,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "aggregator.h"
-#include "buffer.h"
-#include "diagnostics.h"
-#include "intern.h"
-#include "labels.h"
-#include "pprof.h"
-#include "sample.h"
-#include "symbolizer.h"
+#include "profiler/aggregator.h"
+#include "common/buffer.h"
+#include "common/diagnostics.h"
+#include "common/intern.h"
+#include "channel/labels.h"
+#include "profiler/pprof.h"
+#include "channel/sample.h"
+#include "profiler/symbolizer.h"
 
 
 #define BENCH_REPETITIONS       5

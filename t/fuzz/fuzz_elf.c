@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "symbolizer.h"
+#include "profiler/symbolizer.h"
 
 
 static int   fuzz_fd = -1;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace_context.h"
+#include "worker/trace_context.h"
 
 
 int

@@ -18,8 +18,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "unwind.h"
-#include "unwind_table.h"
+#include "worker/unwind.h"
+#include "worker/unwind_table.h"
 
 
 #define FUZZ_HEADER_SIZE    8

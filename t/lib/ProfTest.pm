@@ -75,7 +75,7 @@ my $T_DIR = File::Spec->rel2abs(dirname(dirname(__FILE__)));
 my $TOP_DIR = dirname($T_DIR);
 
 sub t_dir      { $T_DIR }
-sub shared_dir { File::Spec->catdir($TOP_DIR, 'shared') }
+sub proto_dir { File::Spec->catdir($TOP_DIR, 'shared', 'profiler') }
 
 sub build_dir {
     my $b = $ENV{PROFILING_BUILD};
@@ -870,7 +870,7 @@ sub decode_profile {
 
     ($rc, $out) = _run_capture('sh', '-c',
         'protoc --decode=perftools.profiles.Profile -I "$1" profile.proto'
-        . ' < "$2"', 'sh', shared_dir(), $raw);
+        . ' < "$2"', 'sh', proto_dir(), $raw);
     croak "protoc --decode $file failed (exit $rc): $out" if $rc != 0;
 
     my $p = decode_profile_text($out);

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "container.h"
+#include "profiler/container.h"
 
 
 #define ID64  "3726184226f5d3147c25fdeab5b60097e378e8a720503a5e19ecfdf29f869860"

@@ -22,7 +22,7 @@
 #include <uv.h>
 
 #include "unit.h"
-#include "debuginfod.h"
+#include "profiler/debuginfod.h"
 
 
 #define SERVED_ID    "0123456789abcdef0123456789abcdef01234567"

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "channel.h"
-#include "endpoint_counts.h"
+#include "channel/channel.h"
+#include "channel/endpoint_counts.h"
 
 
 static void

@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "file_export.h"
+#include "profiler/file_export.h"
 
 
 #define NOBODY          65534

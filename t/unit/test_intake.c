@@ -18,9 +18,9 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
-#include "buffer.h"
-#include "intake.h"
-#include "utf8.h"
+#include "common/buffer.h"
+#include "profiler/intake.h"
+#include "common/utf8.h"
 
 
 #define FFFD  "\xef\xbf\xbd"

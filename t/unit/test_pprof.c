@@ -5,7 +5,7 @@
  * (real symbolizer; frames in functions of this binary, in libc, and the
  * truncated marker) is encoded, written to a temporary file and decoded by
  * independent tools: gzip and protoc (text format, parsed here), and
- * go tool pprof when Go is installed. $PROTO is shared/profile.proto.
+ * go tool pprof when Go is installed. $PROTO is shared/profiler/profile.proto.
  * Strings made of invalid UTF-8 (a client's URI, a symbol, a file name)
  * must reach the pprof as valid UTF-8: protoc refuses the profile
  * otherwise, and Python decodes the string table strictly.
@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
-#include "pprof.h"
+#include "profiler/pprof.h"
 #include "unit.h"
 
 
@@ -497,7 +497,7 @@ decode(decoded_t *d)
 
     proto = getenv("PROTO");
     if (proto == NULL) {
-        fail_msg("$PROTO (the path of shared/profile.proto) is not set");
+        fail_msg("$PROTO (the path of shared/profiler/profile.proto) is not set");
     }
 
     snprintf(dir, sizeof(dir), "%s", proto);

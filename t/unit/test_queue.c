@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "sample_queue.h"
+#include "profiler/sample_queue.h"
 
 
 #define BATCH_BYTES      1024

@@ -22,9 +22,9 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "endpoint_counts.h"
-#include "sampler.h"
-#include "symbolizer.h"
+#include "channel/endpoint_counts.h"
+#include "worker/sampler.h"
+#include "profiler/symbolizer.h"
 
 
 #define INTERVAL_NS  (10 * 1000 * 1000LL)

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
-#include "status.h"
+#include "channel/status.h"
 
 
 #define SLOTS  4

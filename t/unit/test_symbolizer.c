@@ -33,7 +33,7 @@
 
 #include <cmocka.h>
 
-#include "symbolizer.h"
+#include "profiler/symbolizer.h"
 
 
 /* a shared object with a static function, for the debug file test */

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "trace_context.h"
+#include "worker/trace_context.h"
 
 
 static int

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "tracer_info.h"
+#include "channel/tracer_info.h"
 
 
 typedef struct {

@@ -25,7 +25,7 @@
 #include <libunwind.h>
 #include <cmocka.h>
 
-#include "unwind.h"
+#include "worker/unwind.h"
 
 
 #define FRAMES_MAX   64

@@ -30,7 +30,7 @@
 
 #include <curl/curl.h>
 
-#include "upload.h"
+#include "profiler/upload.h"
 
 
 #define SCRIPT_MAX       8

@@ -19,8 +19,8 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
-#include "buffer.h"
-#include "utf8.h"
+#include "common/buffer.h"
+#include "common/utf8.h"
 
 
 #define FFFD  "\xef\xbf\xbd"

@@ -18,11 +18,11 @@
 
 #include <cmocka.h>
 
-#include "aggregator.h"
-#include "labels.h"
-#include "diagnostics.h"
-#include "sample.h"
-#include "symbolizer.h"
+#include "profiler/aggregator.h"
+#include "channel/labels.h"
+#include "common/diagnostics.h"
+#include "channel/sample.h"
+#include "profiler/symbolizer.h"
 
 
 #define UNIT_PERIOD_NS           10000000

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The sampler's state, shared by the sampler thread's code (sampler.c)
+ * and the signal path (signal_path.c). Not a public interface: see
+ * sampler.h.
+ *
+ * Who writes what:
+ * - the sampled thread, in its signal handler and in prof_sampler_flush /
+ *   _stop (with SIGPROF blocked there): the wall accounting (point_*),
+ *   the ring's slots while FREE and write_index, the flush mailbox;
+ * - the sampler thread: slots back to FREE, read_index, and what it keeps
+ *   for itself (batch, stacks, watchdog);
+ * - the struct, its slots and idle frames are in memory shared with the
+ *   profiler process (MAP_SHARED, at the same address in both after the
+ *   fork): its pointers are valid in the process that wrote them only,
+ *   and futex words are process-shared (no FUTEX_PRIVATE_FLAG).
+ * - the hot fields (sampler.h) are written by the sampled thread only.
+ * Cross-thread fields are accessed with atomics; futex words wake.
+ */
+
+#ifndef PROF_SAMPLER_STATE_H
+#define PROF_SAMPLER_STATE_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <time.h>
+#include <uv.h>
+
+#include "channel/lua_frames.h"
+#include "worker/sampler.h"
+#include "worker/unwind.h"
+
+
+/* Slots between the handler and the sampler thread (a power of two). */
+#define PROF_SLOTS             64
+
+/* Flushes that may wait for the sampler thread. */
+#define PROF_FLUSHES           4
+
+enum {
+    PROF_SLOT_FREE = 0,
+    PROF_SLOT_READY
+};
+
+enum {
+    PROF_SLOT_CPU = 0,              /* the CPU timer's signal */
+    PROF_SLOT_STACK                 /* asked for by the sampler thread */
+};
+
+
+/* Written by the handler while FREE, read by the sampler once READY. */
+typedef struct {
+    uint32_t        state;
+    uint16_t        kind;
+    uint16_t        frame_count;
+    uint32_t        weight;         /* CPU intervals (CPU slots) */
+    uint32_t        unwind_stop;    /* why the walk stopped early, or 0 */
+    uint32_t        scanned;        /* frames found by scanning */
+    uint32_t        pad;
+    int64_t         wall_ns;        /* wall time at this stack */
+    int64_t         off_cpu_ns;     /*   of which off CPU */
+    int64_t         idle_ns;        /* wall time in the event wait */
+    int64_t         handler_ns;
+    int64_t         time_ns;        /* monotonic, when it was taken */
+    uint64_t        request;        /* tag (sampler.h), 0: none */
+    uint64_t        frames[];       /* conf.max_frames + 1 */
+} prof_slot_t;
+
+
+/* A flush the sampled thread asked for, in order with the slots. */
+typedef struct {
+    uint32_t        write_index;    /* slots before it: the old profile */
+    uint32_t        final;          /* the last one (stop) */
+    int64_t         monotonic_ns;
+    int64_t         realtime_ns;
+    int64_t         wall_ns;        /* since the last sample, split: */
+    int64_t         off_cpu_ns;     /*   where it last ran */
+    int64_t         idle_ns;        /*   in the event wait */
+    uint64_t        last_tag;       /* tags up to it are the old one's */
+    uint64_t        period;         /* the last period it closes */
+} prof_flush_t;
+
+
+struct prof_sampler_s {
+    prof_sampler_hot_t      hot;            /* first: the hooks' line */
+
+    prof_sampler_conf_t     conf;
+    size_t                  shared_size;    /* of the mapping it heads */
+    pid_t                   pid;
+    pid_t                   tid;            /* the sampled thread */
+    clockid_t               cpu_clock;      /* its CPU clock */
+    clockid_t               process_clock;  /* the process's: readable
+                                               from the profiler process */
+    timer_t                 cpu_timer;
+    uv_thread_t             thread;
+    struct sigaction        saved_action;   /* chained for foreign ones */
+    uintptr_t               stack_low;      /* the sampled thread's stack */
+    uintptr_t               stack_high;
+
+    /* built and replaced by the sampled thread
+       (prof_sampler_maintain_table), read by the handler */
+    prof_unwind_table_t    *table;
+    prof_unwind_table_t    *borrowed;       /* conf's table: not freed */
+    prof_lua_t             *lua;            /* conf's, read by the handler */
+
+    /* wall accounting: the sampled thread only (handler, flush, stop) */
+    int64_t                 point_wall_ns;  /* accounted up to here */
+    int64_t                 point_cpu_ns;   /* on the CPU timer's scale */
+    uint64_t                point_tsc;      /* the TSC then */
+    uint64_t                point_wait_ticks;   /* hot's wait_ticks */
+    int64_t                 timer_cpu_ns;   /* CPU clock when armed */
+    uint64_t                cpu_intervals;  /* timer expirations so far */
+
+    /* the ring: the handler writes slots[write_index], the sampler
+       thread reads slots[read_index] */
+    unsigned char          *slots;
+    size_t                  slot_size;
+    uint32_t                write_index;
+    uint32_t                read_index;
+    uint64_t                ring_full;      /* samples lost (handler) */
+
+    /* flushes: the sampled thread adds, the sampler thread takes */
+    prof_flush_t            flushes[PROF_FLUSHES];
+    uint32_t                flushes_added;
+    uint32_t                flushes_taken;
+    uint64_t                flushes_merged;
+
+    /* stacks asked for by tgkill: requests (sampler thread) and served
+       (futex word, handler) */
+    uint32_t                requests;
+    uint32_t                served;
+
+    /* waking the sampler thread: a futex word, and stop */
+    uint32_t                wake;
+    uint32_t                stop;
+
+    /* the event wait's stack, recorded once by the sampled thread */
+    uint32_t                idle_stack_ready;
+    unsigned                idle_frame_count;
+    uint64_t               *idle_frames;
+
+    /* the sampled thread only: the unwind table's last check */
+    int64_t                 table_checked_ns;
+    uint64_t                period;         /* the profile being taken */
+    /* sampler thread only (in the profiler process, its own memory) */
+    uint32_t                unknown_pcs_told;   /* to conf.notify */
+    prof_batch_t           *batch;
+    int64_t                 last_push_ns;
+    unsigned                last_frame_count;   /* of the last CPU sample */
+    uint64_t                last_request;
+    uint64_t               *last_frames;
+    int64_t                 watch_ns;           /* the watchdog's last look */
+    uint32_t                watch_index;
+    uint64_t                watch_waits;
+    int64_t                 watch_cpu_ns;
+};
+
+
+static inline prof_slot_t *
+prof_sampler_slot(prof_sampler_t *s, uint32_t index)
+{
+    return (prof_slot_t *) (s->slots
+                            + (index & (PROF_SLOTS - 1)) * s->slot_size);
+}
+
+
+/* signal_path.c */
+void prof_signal_handler(int signo, siginfo_t *info, void *context);
+
+/* The wall time since the last account, split; on the sampled thread,
+   with SIGPROF blocked outside the handler. */
+void prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
+    int64_t cpu_ns, int64_t *wall_ns, int64_t *off_cpu_ns, int64_t *idle_ns);
+extern prof_sampler_t  *prof_signal_sampler;
+
+
+#endif /* PROF_SAMPLER_STATE_H */

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * Status slots: what each worker's profiler says of itself, in memory
+ * shared by the workers, so that any worker can answer for all of them
+ * without asking the others.
+ *
+ * A slot belongs to one process (its pid, claimed and released with
+ * compare-and-swap). Its profiler loop thread writes it under a seqlock
+ * (odd while writing): a reader copies it and retries a few times while
+ * the count is odd or changed, never waits on a lock, and gives up (the
+ * slot is then "busy") rather than block. Writers never wait either.
+ * The owner's profiler process writes it while the owner runs; the owner
+ * itself only when no profiler process does.
+ *
+ * Threading: prof_status_claim/release by the owning process's main
+ * thread; prof_status_publish by its profiler loop thread; prof_status_read
+ * and the renderers by any thread of any process sharing the slots.
+ * Memory: the slots are the caller's (shared memory); rendering appends to
+ * a caller's buffer.
+ */
+
+#ifndef PROF_STATUS_H
+#define PROF_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buffer.h"
+#include "common/diagnostics.h"
+
+
+#define PROF_STATUS_COUNTERS     64
+#define PROF_STATUS_TEXT_MAX     256
+#define PROF_STATUS_SYMBOLS_MAX  2048
+
+
+typedef struct prof_status_slot_s {
+    uint32_t     seq;                   /* odd while written */
+    int32_t      pid;                   /* 0: free */
+    int32_t      running;               /* the profiler samples */
+    int32_t      profiler_crashes;      /* its profiler process exited
+                                           unexpectedly (then it stops) */
+    int32_t      profiler_pid;          /* 0: none */
+    int32_t      pad;
+    int64_t      started_ns;            /* unix ns */
+    int64_t      updated_ns;
+    uint64_t     handler_p50_ns;
+    uint64_t     handler_p99_ns;
+    int64_t      last_upload_ns;        /* 0: none yet */
+    char         last_upload[PROF_STATUS_TEXT_MAX];     /* its outcome */
+    int64_t      last_error_ns;
+    char         last_error[PROF_STATUS_TEXT_MAX];
+    uint32_t     counter_count;
+    uint64_t     counters[PROF_STATUS_COUNTERS];    /* prof_diagnostics_
+                                                       fields' order */
+    char         symbols[PROF_STATUS_SYMBOLS_MAX];  /* where the names of
+                                           the objects in its profiles come
+                                           from: "path\tsource\n"... */
+    char         lua[PROF_STATUS_TEXT_MAX];     /* the LuaJIT whose frames
+                                           its samples carry, "": none */
+} prof_status_slot_t;
+
+
+/* What the profiler adds to its counters. */
+typedef struct {
+    int          running;
+    pid_t        profiler_pid;
+    int64_t      started_ns;
+    int64_t      last_upload_ns;
+    const char  *last_upload;
+    int64_t      last_error_ns;
+    const char  *last_error;
+    const char  *symbols;               /* as the slot's, NULL: none */
+    const char  *lua;                   /* as the slot's, NULL: none */
+} prof_status_info_t;
+
+
+/* A slot for pid among count (a free one, or one whose process is gone),
+   or NULL. */
+prof_status_slot_t *prof_status_claim(prof_status_slot_t *slots,
+    size_t count, pid_t pid);
+void prof_status_release(prof_status_slot_t *slot, pid_t pid);
+
+void prof_status_publish(prof_status_slot_t *slot,
+    const prof_diagnostics_t *d, const prof_status_info_t *info);
+
+/* From the owner's main thread when no profiler runs: why not. */
+void prof_status_publish_stopped(prof_status_slot_t *slot,
+    const char *message, int err);
+
+/* From the owner's main thread: its profiler process exited unexpectedly
+   (counted), with why it stopped. */
+void prof_status_publish_lost(prof_status_slot_t *slot, const char *message);
+
+/* A consistent copy: 0, or -1 when the slot is free or kept busy. */
+int prof_status_read(const prof_status_slot_t *slot,
+    prof_status_slot_t *copy);
+
+/* Every live worker's slot and the totals: JSON, or text lines. */
+int prof_status_json(prof_buffer_t *out, const prof_status_slot_t *slots,
+    size_t count);
+int prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
+    size_t count);
+
+
+#endif /* PROF_STATUS_H */

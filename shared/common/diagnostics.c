@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * Diagnostics: histogram arithmetic and the one-line summary for the log.
+ */
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "common/diagnostics.h"
+
+
+void
+prof_histogram_add(prof_histogram_t *h, uint64_t value_ns)
+{
+    uint64_t  i;
+
+    i = value_ns / PROF_HISTOGRAM_BUCKET_NS;
+    if (i >= PROF_HISTOGRAM_BUCKETS) {
+        i = PROF_HISTOGRAM_BUCKETS - 1;
+    }
+
+    prof_counter_add(h->buckets[i], 1);
+    prof_counter_add(h->count, 1);
+}
+
+
+uint64_t
+prof_histogram_quantile(const prof_histogram_t *h, double q)
+{
+    uint64_t  total, rank, seen, i;
+
+    total = prof_counter_get(h->count);
+    if (total == 0) {
+        return 0;
+    }
+
+    rank = (uint64_t) (q * (double) total);
+    if (rank >= total) {
+        rank = total - 1;
+    }
+
+    seen = 0;
+
+    for (i = 0; i < PROF_HISTOGRAM_BUCKETS; i++) {
+        seen += prof_counter_get(h->buckets[i]);
+        if (seen > rank) {
+            return (i + 1) * PROF_HISTOGRAM_BUCKET_NS;
+        }
+    }
+
+    return PROF_HISTOGRAM_BUCKETS * PROF_HISTOGRAM_BUCKET_NS;
+}
+
+
+const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
+    { "cpu_samples", offsetof(prof_diagnostics_t, cpu_samples) },
+    { "blocked_samples", offsetof(prof_diagnostics_t, blocked_samples) },
+    { "idle_samples", offsetof(prof_diagnostics_t, idle_samples) },
+    { "samples_recorded", offsetof(prof_diagnostics_t, samples_recorded) },
+    { "wall_dropped", offsetof(prof_diagnostics_t, wall_dropped) },
+    { "wall_dropped_ns", offsetof(prof_diagnostics_t, wall_dropped_ns) },
+    { "signals_sent", offsetof(prof_diagnostics_t, signals_sent) },
+    { "signal_failures", offsetof(prof_diagnostics_t, signal_failures) },
+    { "truncated_stacks", offsetof(prof_diagnostics_t, truncated_stacks) },
+    { "dropped_samples", offsetof(prof_diagnostics_t, dropped_samples) },
+    { "dropped_batches", offsetof(prof_diagnostics_t, dropped_batches) },
+    { "ring_full", offsetof(prof_diagnostics_t, ring_full) },
+    { "flushes_merged", offsetof(prof_diagnostics_t, flushes_merged) },
+    { "unwind_stops", offsetof(prof_diagnostics_t, unwind_stops) },
+    { "unwind_stops_unknown_code", offsetof(prof_diagnostics_t, unwind_stops_unknown_code) },
+    { "scanned_frames", offsetof(prof_diagnostics_t, scanned_frames) },
+    { "unwind_tables", offsetof(prof_diagnostics_t, unwind_tables) },
+    { "unwind_table_bytes", offsetof(prof_diagnostics_t, unwind_table_bytes) },
+    { "unwind_objects", offsetof(prof_diagnostics_t, unwind_objects) },
+    { "unwind_objects_skipped", offsetof(prof_diagnostics_t, unwind_objects_skipped) },
+    { "endpoints_dropped", offsetof(prof_diagnostics_t, endpoints_dropped) },
+    { "labels_dropped", offsetof(prof_diagnostics_t, labels_dropped) },
+    { "samples_aggregated", offsetof(prof_diagnostics_t, samples_aggregated) },
+    { "profiles_closed", offsetof(prof_diagnostics_t, profiles_closed) },
+    { "profiles_exported", offsetof(prof_diagnostics_t, profiles_exported) },
+    { "export_failures", offsetof(prof_diagnostics_t, export_failures) },
+    { "encode_failures", offsetof(prof_diagnostics_t, encode_failures) },
+    { "bytes_exported", offsetof(prof_diagnostics_t, bytes_exported) },
+    { "dump_files_deleted", offsetof(prof_diagnostics_t, dump_files_deleted) },
+    { "dump_temps_removed", offsetof(prof_diagnostics_t, dump_temps_removed) },
+    { "addresses_evicted", offsetof(prof_diagnostics_t, addresses_evicted) },
+    { "requests_evicted", offsetof(prof_diagnostics_t, requests_evicted) },
+    { "debuginfod_asked", offsetof(prof_diagnostics_t, debuginfod_asked) },
+    { "debuginfod_found", offsetof(prof_diagnostics_t, debuginfod_found) },
+    { "debuginfod_failed", offsetof(prof_diagnostics_t, debuginfod_failed) },
+    { "debuginfod_evicted", offsetof(prof_diagnostics_t, debuginfod_evicted) },
+    { "uploads_submitted", offsetof(prof_diagnostics_t, uploads_submitted) },
+    { "uploads_attempted", offsetof(prof_diagnostics_t, uploads_attempted) },
+    { "uploads_succeeded", offsetof(prof_diagnostics_t, uploads_succeeded) },
+    { "uploads_retried", offsetof(prof_diagnostics_t, uploads_retried) },
+    { "uploads_failed_connect", offsetof(prof_diagnostics_t, uploads_failed_connect) },
+    { "uploads_failed_timeout", offsetof(prof_diagnostics_t, uploads_failed_timeout) },
+    { "uploads_failed_4xx", offsetof(prof_diagnostics_t, uploads_failed_4xx) },
+    { "uploads_failed_5xx", offsetof(prof_diagnostics_t, uploads_failed_5xx) },
+    { "uploads_failed_other", offsetof(prof_diagnostics_t, uploads_failed_other) },
+    { "uploads_dropped", offsetof(prof_diagnostics_t, uploads_dropped) },
+    { "bytes_sent", offsetof(prof_diagnostics_t, bytes_sent) },
+    { NULL, 0 }
+};
+
+
+uint64_t
+prof_diagnostics_get(const prof_diagnostics_t *d,
+    const prof_diagnostics_field_t *f)
+{
+    const uint64_t  *p;
+
+    p = (const uint64_t *) ((const char *) d + f->offset);
+
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+
+size_t
+prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
+{
+    int                              n;
+    size_t                           len;
+    const prof_diagnostics_field_t  *f;
+
+    if (size == 0) {
+        return 0;
+    }
+
+    n = snprintf(buf, size, "handler_ns_p50=%llu handler_ns_p99=%llu",
+                 (unsigned long long)
+                     prof_histogram_quantile(&d->handler_ns, 0.5),
+                 (unsigned long long)
+                     prof_histogram_quantile(&d->handler_ns, 0.99));
+
+    len = (n < 0) ? 0 : ((size_t) n < size ? (size_t) n : size - 1);
+
+    for (f = prof_diagnostics_fields; f->name != NULL && len + 1 < size;
+         f++)
+    {
+        n = snprintf(buf + len, size - len, " %s=%llu", f->name,
+                     (unsigned long long) prof_diagnostics_get(d, f));
+        if (n < 0) {
+            break;
+        }
+
+        len += ((size_t) n < size - len) ? (size_t) n : size - len - 1;
+    }
+
+    return len;
+}

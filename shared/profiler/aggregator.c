@@ -1,0 +1,805 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * Aggregator: interns stacks and (stack, request tag) keys of the open
+ * profile, sums the values, symbolizes each address once, when first
+ * seen, and at a barrier turns request tags into labels.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profiler/aggregator.h"
+#include "channel/endpoint_counts.h"
+#include "channel/lua_frames.h"
+
+
+/* What the open profile sums: a stack while a request executed (and,
+   on the timeline, when). */
+typedef struct {
+    uint32_t     stack;
+    uint32_t     pad;
+    uint64_t     tag;
+    int64_t      time_ns;           /* monotonic, 0: not on the timeline */
+} prof_raw_key_t;
+
+
+struct prof_aggregator_s {
+    prof_aggregator_conf_t   conf;
+    prof_profile_t          *profile;           /* open */
+    uint64_t                 sequence;
+    int64_t                  start_monotonic_ns;
+
+    prof_intern_t            raw_keys;          /* prof_raw_key_t */
+    int64_t                 *raw_values;        /* by raw key */
+    size_t                   raw_capacity;
+
+    prof_intern_t            tags;              /* uint64_t, resolved */
+    prof_labels_t           *labels;            /* by tag index */
+    size_t                   labels_capacity;
+
+    prof_intern_t            addresses;         /* uint64_t pc */
+    prof_address_t          *address_info;      /* by address index */
+    size_t                   address_capacity;
+    size_t                   unknown_addresses; /* in no object: JIT */
+
+    uint64_t                 stack[PROF_MAX_FRAMES_LIMIT];
+};
+
+
+static void prof_aggregator_forget_addresses(prof_aggregator_t *agg);
+
+
+static const prof_address_t  prof_truncated_address = {
+    NULL, "[truncated]", 0, 0, NULL, NULL, 0, NULL
+};
+
+static const prof_address_t  prof_unwind_stop_address = {
+    NULL, "[unwind stopped]", 0, 0, NULL, NULL, 0, NULL
+};
+
+static const prof_address_t  prof_lua_lost_address = {
+    NULL, "[Lua frames not read]", 0, 0, NULL, NULL, 0, NULL
+};
+
+
+static prof_profile_t *
+prof_profile_create(prof_aggregator_t *agg, int64_t start_realtime_ns)
+{
+    prof_profile_t  *p;
+
+    p = calloc(1, sizeof(prof_profile_t));
+    if (p == NULL) {
+        return NULL;
+    }
+
+    p->sequence = agg->sequence++;
+    p->start_realtime_ns = start_realtime_ns;
+    p->period_ns = agg->conf.period_ns;
+    p->thread_id = agg->conf.thread_id;
+    p->thread_name = agg->conf.thread_name;
+    prof_intern_init(&p->stacks);
+    prof_intern_init(&p->keys);
+    prof_intern_init(&p->endpoints);
+
+    return p;
+}
+
+
+void
+prof_profile_free(prof_profile_t *p)
+{
+    if (p == NULL) {
+        return;
+    }
+
+    prof_intern_free(&p->stacks);
+    prof_intern_free(&p->keys);
+    prof_intern_free(&p->endpoints);
+    prof_endpoint_counts_free(p->endpoint_counts);
+    free(p->values);
+    free(p);
+}
+
+
+prof_aggregator_t *
+prof_aggregator_create(const prof_aggregator_conf_t *conf)
+{
+    prof_aggregator_t  *agg;
+
+    agg = calloc(1, sizeof(prof_aggregator_t));
+    if (agg == NULL) {
+        return NULL;
+    }
+
+    agg->conf = *conf;
+    agg->start_monotonic_ns = conf->start_monotonic_ns;
+    prof_intern_init(&agg->addresses);
+    prof_intern_init(&agg->raw_keys);
+    prof_intern_init(&agg->tags);
+
+    agg->profile = prof_profile_create(agg, conf->start_realtime_ns);
+    if (agg->profile == NULL) {
+        free(agg);
+        return NULL;
+    }
+
+    return agg;
+}
+
+
+void
+prof_aggregator_destroy(prof_aggregator_t *agg)
+{
+    prof_profile_free(agg->profile);
+    prof_intern_free(&agg->raw_keys);
+    prof_intern_free(&agg->tags);
+    prof_aggregator_forget_addresses(agg);
+    free(agg->raw_values);
+    free(agg->labels);
+    free(agg->address_info);
+    free(agg);
+}
+
+
+/* The functions inlined at a pc of a known function, and its line. */
+static void
+prof_aggregator_inlines(prof_aggregator_t *agg, prof_address_t *info,
+    uint64_t pc)
+{
+    size_t         n;
+    prof_inline_t  frames[PROF_INLINES_MAX];
+
+    free(info->inlines);
+    info->inlines = NULL;
+    info->ninlines = 0;
+    info->line = 0;
+
+    if (info->function == NULL) {
+        return;
+    }
+
+    n = prof_symbolizer_inlines(agg->conf.symbolizer, info->object, pc,
+                                frames, PROF_INLINES_MAX, &info->line);
+    if (n == 0) {
+        return;
+    }
+
+    info->inlines = malloc(n * sizeof(prof_inline_t));
+    if (info->inlines == NULL) {
+        info->line = 0;
+        return;
+    }
+
+    memcpy(info->inlines, frames, n * sizeof(prof_inline_t));
+    info->ninlines = (uint32_t) n;
+}
+
+
+/* Forgets every address (their inlined functions' lists go). */
+static void
+prof_aggregator_forget_addresses(prof_aggregator_t *agg)
+{
+    uint32_t  i;
+
+    for (i = 0; i < agg->addresses.count; i++) {
+        free(agg->address_info[i].inlines);
+        free(agg->address_info[i].owned);
+    }
+
+    prof_intern_free(&agg->addresses);
+}
+
+
+/*
+ * A Lua frame's function (lua_frames.h): its name, its chunk as the file and its
+ * first line, copied from the table the handler fills (NULL function: the
+ * entry was given to another function since). Kept with the address (a
+ * Lua frame's address goes at the profile's close, as JIT code's).
+ */
+static void
+prof_aggregator_lua(prof_aggregator_t *agg, prof_address_t *info,
+    uint64_t pc)
+{
+    char                 name[PROF_LUA_CHUNK_MAX + 48];
+    size_t               len;
+    prof_lua_function_t  f;
+
+    if (agg->conf.lua == NULL
+        || prof_lua_function(agg->conf.lua, PROF_FRAME_LUA_ID(pc), &f) != 0)
+    {
+        return;
+    }
+
+    prof_lua_function_name(&f, name, sizeof(name));
+    len = strlen(name);
+
+    /* "name\0chunk\0" */
+    info->owned = malloc(len + 1 + f.chunk_len + 1);
+    if (info->owned == NULL) {
+        return;
+    }
+
+    memcpy(info->owned, name, len + 1);
+    memcpy(info->owned + len + 1, f.chunk_name, f.chunk_len);
+    info->owned[len + 1 + f.chunk_len] = '\0';
+
+    info->function = info->owned;
+    info->file = info->owned + len + 1;
+    info->start_line = f.firstline;
+    info->line = PROF_FRAME_LUA_LINE(pc);
+}
+
+
+/* Symbolizes pc the first time it is seen. */
+static int
+prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
+{
+    int              inserted;
+    size_t           cap;
+    int64_t          index;
+    prof_address_t  *info;
+
+    if (PROF_FRAME_IS_MARKER(pc)) {
+        return 0;
+    }
+
+    /* Room for its information first: a known pc always has it. */
+    if (agg->addresses.count >= agg->address_capacity) {
+        cap = agg->address_capacity ? agg->address_capacity * 2 : 1024;
+        info = realloc(agg->address_info, cap * sizeof(prof_address_t));
+        if (info == NULL) {
+            return -ENOMEM;
+        }
+        agg->address_info = info;
+        agg->address_capacity = cap;
+    }
+
+    index = prof_intern(&agg->addresses, &pc, sizeof(pc), &inserted);
+    if (index < 0) {
+        return -ENOMEM;
+    }
+
+    if (!inserted) {
+        return 0;
+    }
+
+    info = &agg->address_info[index];
+    memset(info, 0, sizeof(prof_address_t));
+
+    if (PROF_FRAME_IS_LUA(pc)) {
+        prof_aggregator_lua(agg, info, pc);
+        agg->unknown_addresses++;
+        return 0;
+    }
+
+    if (agg->conf.symbolizer != NULL) {
+        info->object = prof_symbolize(agg->conf.symbolizer, pc,
+                                      &info->function);
+        prof_aggregator_inlines(agg, info, pc);
+    }
+
+    agg->unknown_addresses += (info->object == NULL);
+
+    return 0;
+}
+
+
+/*
+ * Addresses in no object (JIT code) are not kept past their profile: new
+ * ones come for as long as code is compiled, and nothing is learned of
+ * them. The others keep what the symbolizer said. Returns how many went.
+ */
+static size_t
+prof_aggregator_forget_unknown(prof_aggregator_t *agg)
+{
+    int            inserted;
+    size_t         evicted;
+    int64_t        index;
+    uint32_t       i;
+    uint64_t       pc;
+    prof_intern_t  kept;
+
+    prof_intern_init(&kept);
+
+    for (i = 0; i < agg->addresses.count; i++) {
+        if (agg->address_info[i].object == NULL) {
+            free(agg->address_info[i].owned);
+            continue;
+        }
+
+        memcpy(&pc, prof_intern_key(&agg->addresses, i, NULL), sizeof(pc));
+
+        /* Dense and in order: index <= i, the entry moves down. */
+        index = prof_intern(&kept, &pc, sizeof(pc), &inserted);
+        if (index < 0) {
+            /* All go: those moved down, and those not looked at. */
+            for (index = 0; index < (int64_t) kept.count; index++) {
+                free(agg->address_info[index].inlines);
+            }
+            for ( /* void */ ; i < agg->addresses.count; i++) {
+                free(agg->address_info[i].inlines);
+                free(agg->address_info[i].owned);
+            }
+            prof_intern_free(&kept);
+            prof_intern_init(&kept);
+            break;
+        }
+
+        agg->address_info[index] = agg->address_info[i];
+    }
+
+    evicted = agg->addresses.count - kept.count;
+
+    prof_intern_free(&agg->addresses);
+    agg->addresses = kept;
+    agg->unknown_addresses = 0;
+
+    return evicted;
+}
+
+
+/* The addresses of the objects with new names named again, in the object
+   each was found in (held until collected, even unmapped). */
+static void
+prof_aggregator_rename(prof_aggregator_t *agg)
+{
+    uint32_t          i;
+    uint64_t          pc;
+    prof_address_t   *info;
+
+    for (i = 0; i < agg->addresses.count; i++) {
+        info = &agg->address_info[i];
+
+        if (info->object != NULL
+            && prof_symbolizer_renamed(agg->conf.symbolizer, info->object))
+        {
+            memcpy(&pc, prof_intern_key(&agg->addresses, i, NULL),
+                   sizeof(pc));
+            info->function = prof_symbolizer_function(agg->conf.symbolizer,
+                                                      info->object, pc);
+            prof_aggregator_inlines(agg, info, pc);
+        }
+    }
+}
+
+
+const prof_address_t *
+prof_aggregator_address(prof_aggregator_t *agg, uint64_t pc)
+{
+    int64_t  index;
+
+    if (pc == PROF_FRAME_TRUNCATED) {
+        return &prof_truncated_address;
+    }
+
+    if (pc == PROF_FRAME_LUA_LOST) {
+        return &prof_lua_lost_address;
+    }
+
+    if (PROF_FRAME_IS_MARKER(pc)) {
+        return &prof_unwind_stop_address;
+    }
+
+    index = prof_intern_find(&agg->addresses, &pc, sizeof(pc));
+    if (index < 0) {
+        return NULL;
+    }
+
+    return &agg->address_info[index];
+}
+
+
+/* Room for the values of keys (zeroed), PROF_VALUE_COUNT each. */
+static int
+prof_reserve_values(int64_t **values, size_t *capacity, uint32_t keys)
+{
+    size_t    cap;
+    int64_t  *v;
+
+    if (keys <= *capacity) {
+        return 0;
+    }
+
+    cap = *capacity ? *capacity * 2 : 256;
+    while (cap < keys) {
+        cap *= 2;
+    }
+
+    v = realloc(*values, cap * PROF_VALUE_COUNT * sizeof(int64_t));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+
+    memset(v + *capacity * PROF_VALUE_COUNT, 0,
+           (cap - *capacity) * PROF_VALUE_COUNT * sizeof(int64_t));
+
+    *values = v;
+    *capacity = cap;
+
+    return 0;
+}
+
+
+static int
+prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
+{
+    int                 inserted;
+    int64_t             index, *v;
+    unsigned            i, n;
+    const uint64_t     *frames;
+    prof_profile_t     *p = agg->profile;
+    prof_raw_key_t      key;
+
+    n = s->frame_count;
+    if (n > PROF_MAX_FRAMES_LIMIT) {
+        n = PROF_MAX_FRAMES_LIMIT;
+    }
+
+    /*
+     * Callers' frames are return addresses: move them back into the call
+     * instruction so that they symbolize to the calling function.
+     */
+    frames = prof_sample_frames(s);
+
+    for (i = 0; i < n; i++) {
+        agg->stack[i] = (i == 0 || PROF_FRAME_IS_MARKER(frames[i])
+                         || PROF_FRAME_IS_LUA(frames[i]))
+                        ? frames[i] : frames[i] - 1;
+    }
+
+    memset(&key, 0, sizeof(key));
+
+    /*
+     * A stack seen before in this profile has its addresses known; a new
+     * one is interned only once they are (or its sample is dropped).
+     */
+    index = prof_intern_find(&p->stacks, agg->stack, n * sizeof(uint64_t));
+
+    if (index < 0) {
+        for (i = 0; i < n; i++) {
+            if (prof_aggregator_learn_address(agg, agg->stack[i]) != 0) {
+                return -ENOMEM;
+            }
+        }
+
+        index = prof_intern(&p->stacks, agg->stack, n * sizeof(uint64_t),
+                            &inserted);
+        if (index < 0) {
+            return -ENOMEM;
+        }
+    }
+
+    key.stack = (uint32_t) index;
+    key.tag = s->request;
+    key.time_ns = agg->conf.timeline ? s->time_ns : 0;
+
+    index = prof_intern(&agg->raw_keys, &key, sizeof(key), &inserted);
+    if (index < 0
+        || prof_reserve_values(&agg->raw_values, &agg->raw_capacity,
+                               index + 1) != 0)
+    {
+        return -ENOMEM;
+    }
+
+    v = &agg->raw_values[index * PROF_VALUE_COUNT];
+    v[PROF_VALUE_CPU_TIME] += s->cpu_ns;
+    v[PROF_VALUE_CPU_SAMPLES] += s->cpu_samples;
+    v[PROF_VALUE_WALL_TIME] += s->wall_ns;
+    v[PROF_VALUE_WALL_SAMPLES] += s->wall_samples;
+    v[PROF_VALUE_OFF_CPU_TIME] += s->off_cpu_ns;
+
+    p->sample_count++;
+
+    return 0;
+}
+
+
+int
+prof_aggregator_add_labels(prof_aggregator_t *agg,
+    const prof_labels_t *labels)
+{
+    int             inserted;
+    size_t          cap;
+    int64_t         index;
+    prof_labels_t  *l;
+
+    if (agg->tags.count >= PROF_LABELS_MAX) {
+        prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
+        return -ENOSPC;
+    }
+
+    if (agg->tags.count >= agg->labels_capacity) {
+        cap = agg->labels_capacity ? agg->labels_capacity * 2 : 64;
+        l = realloc(agg->labels, cap * sizeof(prof_labels_t));
+        if (l == NULL) {
+            prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
+            return -ENOMEM;
+        }
+        agg->labels = l;
+        agg->labels_capacity = cap;
+    }
+
+    index = prof_intern(&agg->tags, &labels->tag, sizeof(uint64_t),
+                        &inserted);
+    if (index < 0) {
+        prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
+        return -ENOMEM;
+    }
+
+    agg->labels[index] = *labels;
+    if (agg->labels[index].endpoint_length > PROF_ENDPOINT_MAX) {
+        agg->labels[index].endpoint_length = PROF_ENDPOINT_MAX;
+    }
+
+    return 0;
+}
+
+
+/* Whether a resolution of a request is better than another: ids first,
+   then the later one. */
+static int
+prof_labels_better(const prof_labels_t *a, const prof_labels_t *b)
+{
+    if ((a->span_id != 0) != (b->span_id != 0)) {
+        return a->span_id != 0;
+    }
+
+    return a->tag > b->tag;
+}
+
+
+/*
+ * The open profile's (stack, tag) sums, summed again per (stack, labels)
+ * into its keys. Every tag of a request takes the request's best labels.
+ */
+static int
+prof_aggregator_resolve(prof_aggregator_t *agg)
+{
+    int                      inserted;
+    int64_t                  index, t, r, *v, *to;
+    uint32_t                 i, k, *best;
+    prof_intern_t            requests;
+    prof_profile_t          *p = agg->profile;
+    prof_sample_key_t        key;
+    const prof_raw_key_t    *raw;
+    const prof_labels_t     *l;
+
+    prof_intern_init(&requests);
+
+    best = malloc((agg->tags.count + 1) * sizeof(uint32_t));
+    if (best == NULL) {
+        return -ENOMEM;
+    }
+
+    /* The best resolution of each request, among all known. */
+    for (i = 0; i < agg->tags.count; i++) {
+        r = prof_intern(&requests, &agg->labels[i].request, sizeof(uint64_t),
+                        &inserted);
+        if (r < 0) {
+            goto failed;
+        }
+
+        if (inserted
+            || prof_labels_better(&agg->labels[i], &agg->labels[best[r]]))
+        {
+            best[r] = i;
+        }
+    }
+
+    for (k = 0; k < agg->raw_keys.count; k++) {
+        raw = prof_intern_key(&agg->raw_keys, k, NULL);
+        v = &agg->raw_values[k * PROF_VALUE_COUNT];
+
+        memset(&key, 0, sizeof(key));
+        key.stack = raw->stack;
+
+        if (raw->time_ns != 0) {
+            key.end_timestamp_ns = p->start_realtime_ns
+                                   + (raw->time_ns - agg->start_monotonic_ns);
+        }
+
+        t = (raw->tag != 0)
+            ? prof_intern_find(&agg->tags, &raw->tag, sizeof(uint64_t)) : -1;
+
+        if (t >= 0) {
+            /* Its own ids, else the request's, known later. */
+            l = &agg->labels[t];
+
+            if (l->span_id == 0) {
+                r = prof_intern_find(&requests, &l->request,
+                                     sizeof(uint64_t));
+                l = &agg->labels[best[r]];
+            }
+
+            key.span_id = l->span_id;
+            key.local_root_span_id = l->local_root_span_id;
+
+            if (l->endpoint_length > 0) {
+                index = prof_intern(&p->endpoints, l->endpoint,
+                                    l->endpoint_length, &inserted);
+                if (index < 0) {
+                    goto failed;
+                }
+                key.endpoint = (uint32_t) index + 1;
+            }
+        }
+
+        index = prof_intern(&p->keys, &key, sizeof(key), &inserted);
+        if (index < 0
+            || prof_reserve_values(&p->values, &p->values_capacity,
+                                   index + 1) != 0)
+        {
+            goto failed;
+        }
+
+        to = &p->values[index * PROF_VALUE_COUNT];
+        for (i = 0; i < PROF_VALUE_COUNT; i++) {
+            to[i] += v[i];
+        }
+    }
+
+    free(best);
+    prof_intern_free(&requests);
+
+    return 0;
+
+failed:
+
+    free(best);
+    prof_intern_free(&requests);
+
+    return -ENOMEM;
+}
+
+
+/* Resolutions of the tags up to last_tag are done with: the rest stay. */
+static void
+prof_aggregator_forget_labels(prof_aggregator_t *agg, uint64_t last_tag)
+{
+    int       inserted;
+    uint32_t  i, kept;
+
+    kept = 0;
+
+    for (i = 0; i < agg->tags.count; i++) {
+        if (agg->labels[i].tag > last_tag) {
+            agg->labels[kept++] = agg->labels[i];
+        }
+    }
+
+    prof_intern_clear(&agg->tags);
+
+    for (i = 0; i < kept; i++) {
+        /* The table's memory is kept by the clear: no failure here. */
+        (void) prof_intern(&agg->tags, &agg->labels[i].tag, sizeof(uint64_t),
+                           &inserted);
+    }
+}
+
+
+static int
+prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
+    prof_endpoint_counts_t *counts)
+{
+    int              rc;
+    size_t           evicted;
+    prof_profile_t  *closed, *next;
+
+    next = prof_profile_create(agg, 0);
+    if (next == NULL) {
+        prof_endpoint_counts_free(counts);
+        return -ENOMEM;
+    }
+
+    rc = prof_aggregator_resolve(agg);
+    if (rc != 0) {
+        prof_counter_add(agg->conf.diagnostics->dropped_samples,
+                         agg->raw_keys.count);
+    }
+
+    prof_aggregator_forget_labels(agg, b->flush_last_tag);
+    prof_intern_clear(&agg->raw_keys);
+
+    if (agg->raw_values != NULL) {
+        memset(agg->raw_values, 0,
+               agg->raw_capacity * PROF_VALUE_COUNT * sizeof(int64_t));
+    }
+
+    closed = agg->profile;
+    closed->duration_ns = b->flush_monotonic_ns - agg->start_monotonic_ns;
+    if (closed->duration_ns < 0) {
+        closed->duration_ns = 0;
+    }
+
+    /* Windows are contiguous: the next starts where this one ends. */
+    next->start_realtime_ns = closed->start_realtime_ns + closed->duration_ns;
+
+    closed->endpoint_counts = counts;
+
+    agg->profile = next;
+    agg->start_monotonic_ns = b->flush_monotonic_ns;
+
+    prof_counter_add(agg->conf.diagnostics->profiles_closed, 1);
+
+    /* Debug files fetched meanwhile name the profile being closed. */
+    if (agg->conf.symbolizer != NULL
+        && prof_symbolizer_take_fetched(agg->conf.symbolizer, 1) > 0)
+    {
+        prof_aggregator_rename(agg);
+    }
+
+    if (agg->conf.on_profile != NULL) {
+        agg->conf.on_profile(agg->conf.on_profile_data, closed);
+
+    } else {
+        prof_profile_free(closed);
+    }
+
+    /*
+     * JIT code makes new addresses forever: start again past a bound. The
+     * objects unloaded (dlclose) go now, and with them what was learned.
+     */
+    if (agg->addresses.count >= PROF_ADDRESSES_MAX
+        || (agg->conf.symbolizer != NULL
+            && prof_symbolizer_collect(agg->conf.symbolizer) > 0))
+    {
+        evicted = agg->addresses.count;
+        prof_aggregator_forget_addresses(agg);
+        prof_intern_init(&agg->addresses);
+        agg->unknown_addresses = 0;
+        prof_counter_add(agg->conf.diagnostics->addresses_evicted, evicted);
+
+    } else if (agg->unknown_addresses > 0) {
+        evicted = prof_aggregator_forget_unknown(agg);
+        prof_counter_add(agg->conf.diagnostics->addresses_evicted, evicted);
+    }
+
+    return rc;
+}
+
+
+int
+prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b,
+    prof_endpoint_counts_t *counts)
+{
+    int                   rc;
+    size_t                offset;
+    uint32_t              i;
+    const prof_sample_t  *s;
+
+    rc = 0;
+    offset = 0;
+
+    /* Debug files fetched meanwhile: their names from now on. */
+    if (agg->conf.symbolizer != NULL
+        && prof_symbolizer_take_fetched(agg->conf.symbolizer, 0) > 0)
+    {
+        prof_aggregator_rename(agg);
+    }
+
+    for (i = 0; i < b->sample_count && offset < b->used; i++) {
+        s = (const prof_sample_t *) (b->data + offset);
+        offset += prof_sample_size(s->frame_count);
+
+        if (prof_aggregator_add_sample(agg, s) != 0) {
+            prof_counter_add(agg->conf.diagnostics->dropped_samples, 1);
+            rc = -ENOMEM;
+            continue;
+        }
+
+        prof_counter_add(agg->conf.diagnostics->samples_aggregated, 1);
+    }
+
+    if (b->flush_after) {
+        if (prof_aggregator_close(agg, b, counts) != 0) {
+            rc = -ENOMEM;
+        }
+
+    } else {
+        prof_endpoint_counts_free(counts);
+    }
+
+    return rc;
+}

@@ -1,0 +1,698 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The signal path: everything that runs in the SIGPROF handler. The table
+ * walk, the stack scan past code the table does not know, and the
+ * handler that fills a slot of the sampler's ring and accounts wall time.
+ *
+ * Async-signal-safe only: CI checks the undefined symbols of this file's
+ * object against a short list (ci/check-signal-path). Memory read here is
+ * the interrupted thread's stack within its bounds, the unwind table, the
+ * sampler's own state and one word of an object of the array the server
+ * declared mapped for as long as it samples (prof_sampler_set_objects);
+ * never an address found on the stack.
+ */
+
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "channel/lua_frames.h"
+#include "channel/sample.h"
+#include "channel/sampler_state.h"
+#include "worker/unwind_table.h"
+
+
+#define PROF_RED_ZONE        128     /* below sp, x86-64 System V ABI */
+
+/* A stack scan looks this far above sp, this many times a sample. */
+#define PROF_SCAN_WORDS      512
+#define PROF_SCANS_MAX       4
+
+
+prof_sampler_t  *prof_signal_sampler;
+
+
+static int64_t
+prof_signal_clock_ns(clockid_t clock)
+{
+    struct timespec  ts;
+
+    if (clock_gettime(clock, &ts) != 0) {
+        return -1;
+    }
+
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+
+/* The object holding pc, trying hint first (the caller's often shares
+   its callee's object), or NULL. */
+static const prof_unwind_object_t *
+prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
+    const prof_unwind_object_t *hint)
+{
+    unsigned  l, h, m;
+
+    if (hint != NULL && pc >= hint->start && pc < hint->end) {
+        return hint;
+    }
+
+    l = 0;
+    h = t->object_count;
+    while (l < h) {
+        m = (l + h) / 2;
+        if (t->objects[m].start <= pc) {
+            l = m + 1;
+        } else {
+            h = m;
+        }
+    }
+
+    if (l == 0 || pc >= t->objects[l - 1].end) {
+        return NULL;
+    }
+
+    return &t->objects[l - 1];
+}
+
+
+/* The row in force at pc, in the object that holds it. */
+static const prof_row_t *
+prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
+{
+    uint32_t   lo, hi, mid, offset;
+    uintptr_t  page;
+
+    offset = (uint32_t) (pc - o->base);
+    page = (pc - o->start) >> PROF_UNWIND_PAGE_SHIFT;
+
+    lo = o->pages[page];
+    hi = o->pages[page + 1];
+
+    while (lo < hi) {
+        mid = lo + (hi - lo + 1) / 2;
+        if (o->rows[mid].pc <= offset) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+
+    return &o->rows[lo];
+}
+
+
+/*
+ * It reads the interrupted code's stack frames, return addresses and saved
+ * registers only, but an address sanitizer would see reads of other
+ * functions' frames.
+ */
+__attribute__((no_sanitize_address)) prof_unwind_status_e
+prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    void **frames, int max, int *count)
+{
+    int                               status, n, leaf;
+    uintptr_t                         pc, sp, fp, cfa, slot, lookup;
+    const prof_row_t                 *row;
+    prof_unwind_cache_entry_t        *e;
+    const prof_unwind_object_t       *o;
+
+    pc = regs->pc;
+    sp = regs->sp;
+    fp = regs->fp;
+    leaf = !regs->caller;
+    o = NULL;
+    n = 0;
+
+    if (sp < regs->stack_low || sp >= regs->stack_high) {
+        *count = 0;
+        return PROF_UNWIND_BAD_STACK;
+    }
+
+    for ( ;; ) {
+        if (n == max) {
+            status = PROF_UNWIND_FULL;
+            break;
+        }
+
+        if (regs->where != NULL) {
+            regs->where[3 * n] = sp;
+            regs->where[3 * n + 1] = fp;
+            regs->where[3 * n + 2] = 0;
+        }
+
+        frames[n++] = (void *) pc;
+
+        regs->pc = pc;
+        regs->sp = sp;
+        regs->fp = fp;
+        regs->caller = !leaf;
+
+        /* A return address may be just past its function: look before. */
+        lookup = leaf ? pc : pc - 1;
+
+        e = &t->cache[(lookup ^ (lookup >> 11))
+                      & (PROF_UNWIND_CACHE_SIZE - 1)];
+
+        if (e->pc == lookup) {
+            row = &e->row;
+
+        } else {
+            o = prof_unwind_object(t, lookup, o);
+            if (o == NULL) {
+                if (regs->where != NULL) {
+                    regs->where[3 * (n - 1) + 2] = 1;
+                }
+                status = PROF_UNWIND_NO_OBJECT;
+                break;
+            }
+
+            row = prof_unwind_row(o, lookup);
+            e->pc = lookup;
+            e->row = *row;
+        }
+
+        if (row->cfa == PROF_CFA_OUTERMOST) {
+            status = PROF_UNWIND_END;
+            break;
+        }
+
+        if (row->cfa == PROF_CFA_NONE) {
+            status = PROF_UNWIND_NO_RULE;
+            break;
+        }
+
+        cfa = ((row->cfa == PROF_CFA_RSP) ? sp : fp)
+              + (intptr_t) row->cfa_slots * 8;
+
+        if ((cfa & 7) != 0 || cfa < sp + 8 || cfa > regs->stack_high
+            || cfa < regs->stack_low)
+        {
+            status = PROF_UNWIND_BAD_STACK;
+            break;
+        }
+
+        if (row->fp_slot == PROF_UNWIND_FP_UNKNOWN) {
+            fp = 0;
+
+        } else if (row->fp_slot != 0) {
+            /*
+             * In an epilogue, past "pop %rbp", the rule may still name
+             * the slot: it is below sp then, in the leaf's red zone (which
+             * signal delivery leaves alone) and holds the value popped.
+             */
+            slot = cfa + (intptr_t) row->fp_slot * 8;
+            if (slot < (leaf ? sp - PROF_RED_ZONE : sp)
+                || slot < regs->stack_low || slot + 8 > regs->stack_high)
+            {
+                status = PROF_UNWIND_BAD_STACK;
+                break;
+            }
+            fp = *(const uintptr_t *) slot;
+        }
+
+        pc = *(const uintptr_t *) (cfa - 8);
+        sp = cfa;
+        leaf = 0;
+
+        if (pc == 0) {
+            status = PROF_UNWIND_END;
+            break;
+        }
+    }
+
+    *count = n;
+
+    return status;
+}
+
+
+/* The row at pc in a known object, or NULL. */
+static const prof_row_t *
+prof_unwind_lookup(const prof_unwind_table_t *t, uintptr_t pc,
+    const prof_unwind_object_t **object)
+{
+    const prof_unwind_object_t  *o;
+
+    o = prof_unwind_object(t, pc, NULL);
+    if (o == NULL) {
+        return NULL;
+    }
+
+    *object = o;
+
+    return prof_unwind_row(o, pc);
+}
+
+
+/*
+ * The row of the code at w - 1 if w may be a return address: in a known
+ * object, with a rule there, and not the first byte of a function (a
+ * pointer to a function is no return address); else NULL.
+ */
+static const prof_row_t *
+prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
+{
+    const prof_row_t            *row, *at;
+    const prof_unwind_object_t  *o;
+
+    if (w <= t->code_low || w > t->code_high) {
+        return NULL;
+    }
+
+    row = prof_unwind_lookup(t, w - 1, &o);
+    if (row == NULL || row->cfa == PROF_CFA_NONE) {
+        return NULL;
+    }
+
+    if (w < o->end) {
+        at = prof_unwind_row(o, w);
+        if (at->pc == (uint32_t) (w - o->base)) {
+            return NULL;
+        }
+    }
+
+    return row;
+}
+
+
+__attribute__((no_sanitize_address)) int
+prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    unsigned max_words)
+{
+    unsigned           i, j;
+    uintptr_t          slot, w, sp, fp, cfa, up, saved, v;
+    const prof_row_t  *row;
+
+    slot = (regs->sp + 7) & ~(uintptr_t) 7;
+
+    for (i = 0; i < max_words; i++, slot += 8) {
+        if (slot < regs->stack_low || slot + 8 > regs->stack_high) {
+            return -1;
+        }
+
+        w = *(const uintptr_t *) slot;
+
+        row = prof_unwind_return_row(t, w);
+        if (row == NULL) {
+            continue;
+        }
+
+        sp = slot + 8;
+
+        /* Likely the caller's rbp, pushed first by the callee. */
+        fp = 0;
+        if (slot >= regs->sp + 8) {
+            fp = *(const uintptr_t *) (slot - 8);
+            if (fp <= sp || fp >= regs->stack_high || (fp & 7) != 0) {
+                fp = 0;
+            }
+        }
+
+        if (row->cfa == PROF_CFA_RBP && fp == 0 && row->cfa_slots > 0) {
+            /*
+             * A caller that finds its frame from rbp, under a callee that
+             * pushed no rbp (JIT code may use it as it likes): its frame
+             * is taken to end at the next return address above, if the
+             * rbp it saved there looks like one (its caller's frame
+             * pointer, or 0), its rbp to be where that puts it.
+             */
+            up = sp + (uintptr_t) (row->cfa_slots - 1) * 8;
+
+            for (j = i + 1; j < max_words; j++, up += 8) {
+                if (up + 8 > regs->stack_high) {
+                    break;
+                }
+
+                if (prof_unwind_return_row(t, *(const uintptr_t *) up)
+                    == NULL)
+                {
+                    continue;
+                }
+
+                saved = up + 8 + (intptr_t) row->fp_slot * 8;
+
+                if (row->fp_slot < 0 && row->fp_slot != PROF_UNWIND_FP_UNKNOWN
+                    && saved >= sp)
+                {
+                    v = *(const uintptr_t *) saved;
+                    if (v == 0 || ((v & 7) == 0 && v > up
+                                   && v < regs->stack_high))
+                    {
+                        fp = up + 8 - (uintptr_t) row->cfa_slots * 8;
+                    }
+                }
+
+                break;
+            }
+        }
+
+        if (row->cfa != PROF_CFA_OUTERMOST) {
+            if (row->cfa == PROF_CFA_RBP && fp == 0) {
+                continue;
+            }
+
+            cfa = ((row->cfa == PROF_CFA_RSP) ? sp : fp)
+                  + (intptr_t) row->cfa_slots * 8;
+
+            if (cfa < sp + 8 || cfa > regs->stack_high) {
+                continue;
+            }
+        }
+
+        regs->pc = w;
+        regs->sp = sp;
+        regs->fp = fp;
+        regs->caller = 1;
+
+        return 0;
+    }
+
+    return -1;
+}
+
+
+/* The interrupted thread's stack into the slot, at most max + 1 frames. */
+static void
+prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
+    int max)
+{
+    int                   n, count, scans;
+    prof_lua_t           *lua;
+    prof_lua_where_t      where[PROF_MAX_FRAMES_LIMIT + 1];
+    prof_unwind_regs_t    regs;
+    prof_unwind_table_t  *t;
+    prof_unwind_status_e  status;
+
+    regs.pc = uc->uc_mcontext.gregs[REG_RIP];
+    regs.sp = uc->uc_mcontext.gregs[REG_RSP];
+    regs.fp = uc->uc_mcontext.gregs[REG_RBP];
+    regs.stack_low = s->stack_low;
+    regs.stack_high = s->stack_high;
+    regs.caller = 0;
+    regs.where = NULL;
+
+    slot->unwind_stop = 0;
+    slot->scanned = 0;
+
+    /* Replaced by this thread only, with SIGPROF blocked. */
+    t = s->table;
+    lua = __atomic_load_n(&s->lua, __ATOMIC_ACQUIRE);
+
+    n = 0;
+    scans = 0;
+
+    if (t == NULL) {
+        slot->frames[n++] = regs.pc;
+        status = PROF_UNWIND_NO_RULE;
+
+    } else {
+        for ( ;; ) {
+            if (lua != NULL) {
+                regs.where = (uintptr_t *) &where[n];
+            }
+
+            status = prof_unwind(t, &regs, (void **) slot->frames + n,
+                                 max + 1 - n, &count);
+            n += count;
+
+            if (status == PROF_UNWIND_END || status == PROF_UNWIND_FULL) {
+                break;
+            }
+
+            if (status == PROF_UNWIND_NO_OBJECT) {
+                __atomic_fetch_add(&s->hot.unknown_pcs, 1, __ATOMIC_RELAXED);
+            }
+
+            if ((status != PROF_UNWIND_NO_OBJECT
+                 && status != PROF_UNWIND_NO_RULE)
+                || scans == PROF_SCANS_MAX || count == 0 || n > max
+                || prof_unwind_scan(t, &regs, PROF_SCAN_WORDS) != 0)
+            {
+                break;
+            }
+
+            scans++;
+        }
+    }
+
+    slot->scanned = scans;
+
+    if (lua != NULL && t != NULL) {
+        n = prof_lua_splice(lua, uc, slot->frames, where, n, max + 1,
+                            s->stack_low, s->stack_high);
+    }
+
+    if (status != PROF_UNWIND_END && status != PROF_UNWIND_FULL) {
+        /* A marker ends a stack the walk could not finish. */
+        slot->unwind_stop = status;
+        if (n <= max) {
+            slot->frames[n++] = PROF_FRAME_UNWIND_STOP;
+        }
+    }
+
+    if (n > max) {
+        slot->frames[max - 1] = PROF_FRAME_TRUNCATED;
+        n = max;
+    }
+
+    slot->frame_count = (uint16_t) n;
+}
+
+
+/* A SIGPROF not from our timer or thread: the action before ours. */
+static void
+prof_signal_foreign(prof_sampler_t *s, int signo, siginfo_t *info,
+    void *context)
+{
+    struct sigaction  *sa = &s->saved_action;
+
+    if (sa->sa_flags & SA_SIGINFO) {
+        if (sa->sa_sigaction != NULL) {
+            sa->sa_sigaction(signo, info, context);
+        }
+        return;
+    }
+
+    if (sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN
+        && sa->sa_handler != NULL)
+    {
+        sa->sa_handler(signo);
+    }
+}
+
+
+static long
+prof_signal_futex_wake(uint32_t *word)
+{
+    return syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+
+/*
+ * Wall time since the last account, split as sampler.h says: the share
+ * of TSC ticks spent in the event wait goes to the wait (idle_ns), the
+ * rest to this stack, off CPU for what it did not spend on CPU.
+ */
+void
+prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
+    int64_t cpu_ns, int64_t *wall_ns, int64_t *off_cpu_ns, int64_t *idle_ns)
+{
+    int64_t   wall, here, idle;
+    uint64_t  waited, elapsed;
+
+    wall = now_ns - s->point_wall_ns;
+    if (wall < 0) {
+        wall = 0;
+    }
+
+    waited = s->hot.wait_ticks - s->point_wait_ticks;
+    if (s->hot.waiting && now_tsc > s->hot.wait_start) {
+        waited += now_tsc - s->hot.wait_start;
+    }
+
+    /* Below zero: a TSC behind on another core (sampler.h). */
+    if (waited > UINT64_MAX / 2) {
+        waited = 0;
+    }
+
+    elapsed = now_tsc - s->point_tsc;
+
+    if (now_tsc <= s->point_tsc || waited >= elapsed) {
+        idle = (waited > 0) ? wall : 0;
+
+    } else {
+        idle = (int64_t) ((double) wall * waited / elapsed);
+    }
+
+    here = wall - idle;
+
+    if (cpu_ns < 0) {
+        cpu_ns = 0;
+    }
+
+    *wall_ns = here;
+    *off_cpu_ns = (here > cpu_ns) ? here - cpu_ns : 0;
+    *idle_ns = idle;
+
+    s->point_wall_ns = now_ns;
+    s->point_tsc = now_tsc;
+    s->point_wait_ticks = s->hot.wait_ticks;
+    if (s->hot.waiting) {
+        s->point_wait_ticks += now_tsc - s->hot.wait_start;
+    }
+}
+
+
+static void
+prof_signal_account_slot(prof_sampler_t *s, prof_slot_t *slot,
+    int64_t now_ns, uint64_t now_tsc, int64_t cpu_ns)
+{
+    prof_signal_account(s, now_ns, now_tsc, cpu_ns, &slot->wall_ns,
+                        &slot->off_cpu_ns, &slot->idle_ns);
+}
+
+
+/*
+ * The tag of what runs (sampler.h): the pending one for the same words, a
+ * new one when none is pending, else none. The object's stamp is read
+ * only from an object of the array, whose memory stays mapped.
+ */
+static uint64_t
+prof_signal_tag(prof_sampler_hot_t *h)
+{
+    uint64_t  o, tag, stamp;
+
+    if (h->running.log == 0) {
+        return 0;
+    }
+
+    if (h->pending_tag != 0) {
+        return (h->running.request == h->pending.request
+                && h->running.log == h->pending.log
+                && h->running.object == h->pending.object)
+               ? h->pending_tag : 0;
+    }
+
+    o = h->running.object;
+    stamp = 0;
+
+    if (o >= h->objects && o < h->objects_end
+        && (o - h->objects) % h->object_size == 0)
+    {
+        stamp = *(const uint64_t *) (uintptr_t) (o + h->stamp_offset);
+    }
+
+    tag = h->epoch + 1;
+    h->epoch = tag;
+    h->pending = h->running;
+    h->pending_stamp = stamp;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    h->pending_tag = tag;
+
+    return tag;
+}
+
+
+void
+prof_signal_handler(int signo, siginfo_t *info, void *context)
+{
+    int              saved_errno, requested;
+    int64_t          entry_ns, cpu_ns;
+    uint64_t         entry_tsc;
+    uint32_t         weight;
+    prof_slot_t     *slot;
+    prof_sampler_t  *s;
+
+    s = __atomic_load_n(&prof_signal_sampler, __ATOMIC_ACQUIRE);
+    if (s == NULL) {
+        return;
+    }
+
+    if (info->si_code == SI_TIMER && info->si_value.sival_ptr == s) {
+        requested = 0;
+
+    } else if (info->si_code == SI_QUEUE && info->si_value.sival_ptr == s
+               && info->si_pid == s->pid)
+    {
+        if (__atomic_load_n(&s->requests, __ATOMIC_ACQUIRE) == s->served) {
+            return;                     /* a request already served */
+        }
+        requested = 1;
+
+    } else {
+        prof_signal_foreign(s, signo, info, context);
+        return;
+    }
+
+    saved_errno = errno;
+
+    slot = prof_sampler_slot(s, s->write_index);
+
+    if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != PROF_SLOT_FREE) {
+        /* The wall time stays unaccounted: the next sample takes it. */
+        __atomic_fetch_add(&s->ring_full, 1, __ATOMIC_RELAXED);
+        goto done;
+    }
+
+    entry_ns = prof_signal_clock_ns(CLOCK_MONOTONIC);
+    entry_tsc = __builtin_ia32_rdtsc();
+
+    prof_signal_walk(s, slot, context, s->conf.max_frames);
+
+    if (requested) {
+        /* Blocked outside the event loop: the time goes to this stack. */
+        cpu_ns = prof_signal_clock_ns(s->cpu_clock);
+        slot->kind = PROF_SLOT_STACK;
+        slot->weight = 0;
+        prof_signal_account_slot(s, slot, entry_ns, entry_tsc,
+                                 cpu_ns >= 0 ? cpu_ns - s->point_cpu_ns : 0);
+
+    } else {
+        weight = 1 + (info->si_overrun > 0 ? (uint32_t) info->si_overrun : 0);
+        s->cpu_intervals += weight;
+        cpu_ns = s->timer_cpu_ns
+                 + (int64_t) s->cpu_intervals * s->conf.interval_ns;
+
+        slot->kind = PROF_SLOT_CPU;
+        slot->weight = weight;
+        prof_signal_account_slot(s, slot, entry_ns, entry_tsc,
+                                 cpu_ns - s->point_cpu_ns);
+        s->point_cpu_ns = cpu_ns;
+    }
+
+    slot->time_ns = entry_ns;
+    slot->request = prof_signal_tag(&s->hot);
+
+    slot->handler_ns = prof_signal_clock_ns(CLOCK_MONOTONIC) - entry_ns;
+
+    __atomic_store_n(&slot->state, PROF_SLOT_READY, __ATOMIC_RELEASE);
+    /* Only this thread writes it; the sampler thread reads it. */
+    __atomic_store_n(&s->write_index, s->write_index + 1, __ATOMIC_RELEASE);
+
+    /* Half full: the sampler thread drains it before it overflows. */
+    if (s->write_index - __atomic_load_n(&s->read_index, __ATOMIC_ACQUIRE)
+        == PROF_SLOTS / 2)
+    {
+        __atomic_add_fetch(&s->wake, 1, __ATOMIC_RELEASE);
+        (void) prof_signal_futex_wake(&s->wake);
+    }
+
+done:
+
+    if (requested) {
+        __atomic_store_n(&s->served,
+                         __atomic_load_n(&s->requests, __ATOMIC_ACQUIRE),
+                         __ATOMIC_RELEASE);
+        (void) prof_signal_futex_wake(&s->served);
+    }
+
+    errno = saved_errno;
+}

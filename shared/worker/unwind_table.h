@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The layout of an unwind table, shared by its builder (unwind.c) and its
+ * walker (signal_path.c, which runs in the signal handler). Not a public
+ * interface: see unwind.h.
+ *
+ * A table lives in one anonymous mapping of its own (rows, page indexes,
+ * object descriptors and the row cache), written while the table is built
+ * and only read afterwards, except for the cache, which the walk writes.
+ */
+
+#ifndef PROF_UNWIND_TABLE_H
+#define PROF_UNWIND_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "worker/unwind.h"
+
+
+/* Code bytes an index entry covers: a few rows, most often one cache line. */
+#define PROF_UNWIND_PAGE_SHIFT   8
+
+#define PROF_UNWIND_FP_UNKNOWN   INT8_MIN
+
+/* The rows last used, by pc (a power of two). */
+#define PROF_UNWIND_CACHE_SIZE   2048
+
+
+enum {
+    PROF_CFA_NONE = 0,                  /* no rule the walk can follow */
+    PROF_CFA_RSP,
+    PROF_CFA_RBP,
+    PROF_CFA_OUTERMOST                  /* return address undefined */
+};
+
+
+/* From pc on (an offset from the object's base), until the next row. */
+typedef struct {
+    uint32_t   pc;
+    uint8_t    cfa;                     /* PROF_CFA_* */
+    int8_t     fp_slot;                 /* rbp saved at CFA + 8 * fp_slot,
+                                           0: not saved by this frame */
+    int16_t    cfa_slots;               /* CFA = register + 8 * cfa_slots */
+} prof_row_t;
+
+
+typedef struct {
+    uintptr_t         base;             /* load bias */
+    uintptr_t         start;            /* pcs covered: [start, end) */
+    uintptr_t         end;
+    const prof_row_t *rows;
+    uint32_t          row_count;
+    const uint32_t   *pages;            /* row in force at each page */
+} prof_unwind_object_t;
+
+
+typedef struct {
+    uintptr_t   pc;
+    prof_row_t  row;
+} prof_unwind_cache_entry_t;
+
+
+struct prof_unwind_table_s {
+    prof_unwind_cache_entry_t  *cache;
+    prof_unwind_object_t       *objects;    /* sorted by start */
+    unsigned                    object_count;
+    uintptr_t                   code_low;   /* of all objects */
+    uintptr_t                   code_high;
+
+    unsigned long long          adds;       /* dl_iterate_phdr's counts */
+    unsigned long long          subs;
+    unsigned                    skipped;    /* objects left out */
+    size_t                      bytes;      /* used of the mapping */
+
+    unsigned char              *arena;      /* the mapping */
+    size_t                      arena_size;
+};
+
+
+#endif /* PROF_UNWIND_TABLE_H */
