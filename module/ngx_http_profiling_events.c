@@ -25,7 +25,7 @@ ngx_log_handler_pt  ngx_http_profiling_http_log =
                         ngx_http_profiling_no_log_handler;
 
 /* The sampler's shared words, from the first turn of the loop on. */
-static prof_sampler_hot_t  *ngx_http_profiling_loop_hot;
+static prof_sampled_thread_t  *ngx_http_profiling_loop_sampled;
 
 /* When the next profile closes, and how often (nginx's clock). */
 static ngx_msec_t  ngx_http_profiling_flush_at;
@@ -99,14 +99,14 @@ ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
 
 /* ngx_http_profiling_publish(), known not slow when plain. */
 static ngx_inline __attribute__((always_inline)) void
-ngx_http_profiling_publish_plain(prof_sampler_hot_t *hot,
+ngx_http_profiling_publish_plain(prof_sampled_thread_t *sampled,
     ngx_http_request_t *r, ngx_log_t *log, void *object, ngx_uint_t plain)
 {
     if (plain) {
-        ngx_http_profiling_publish_fast(hot, r, log, object);
+        ngx_http_profiling_publish_fast(sampled, r, log, object);
 
     } else {
-        ngx_http_profiling_publish(hot, r, log, object);
+        ngx_http_profiling_publish(sampled, r, log, object);
     }
 }
 
@@ -121,7 +121,7 @@ ngx_http_profiling_publish_plain(prof_sampler_hot_t *hot,
  * freed. Plain: not slow (see ngx_http_profiling_turn).
  */
 static ngx_inline __attribute__((always_inline)) void
-ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev,
+ngx_http_profiling_dispatch(prof_sampled_thread_t *sampled, ngx_event_t *ev,
     ngx_uint_t plain)
 {
     ngx_log_t           *log;
@@ -148,7 +148,7 @@ ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev,
         log = NULL;
     }
 
-    ngx_http_profiling_publish_plain(hot, r, log, ev->data, plain);
+    ngx_http_profiling_publish_plain(sampled, r, log, ev->data, plain);
 
     ev->handler(ev);
 }
@@ -158,11 +158,11 @@ ngx_http_profiling_dispatch(prof_sampler_hot_t *hot, ngx_event_t *ev,
  * met code outside its tables: rebuilt.
  */
 static ngx_inline void
-ngx_http_profiling_waited(prof_sampler_hot_t *hot)
+ngx_http_profiling_waited(prof_sampled_thread_t *sampled)
 {
-    prof_wait_end(hot);
+    prof_wait_end(sampled);
 
-    if (prof_sampler_left_table(hot)) {
+    if (prof_sampler_left_table(sampled)) {
         prof_sampler_maintain_table(ngx_http_profiling_sampler,
                                     (int64_t) ngx_current_msec * 1000000);
     }
@@ -181,7 +181,7 @@ ngx_http_profiling_waited(prof_sampler_hot_t *hot)
  * events.
  */
 static ngx_inline __attribute__((always_inline)) ngx_int_t
-ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
+ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
     ngx_msec_t timer, ngx_uint_t flags, ngx_uint_t plain)
 {
     int                 events;
@@ -201,7 +201,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
                        "epoll timer: %M", timer);
     }
 
-    prof_wait_begin(hot);
+    prof_wait_begin(sampled);
 
     events = epoll_wait(ngx_http_profiling_ep, event_list,
                         ngx_http_profiling_nevents, (int) timer);
@@ -212,7 +212,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
         ngx_time_update();
     }
 
-    ngx_http_profiling_waited(hot);
+    ngx_http_profiling_waited(sampled);
 
     if (err) {
         if (err == NGX_EINTR) {
@@ -301,7 +301,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
                 ngx_post_event(rev, queue);
 
             } else {
-                ngx_http_profiling_dispatch(hot, rev, plain);
+                ngx_http_profiling_dispatch(sampled, rev, plain);
             }
         }
 
@@ -329,7 +329,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
                 ngx_post_event(wev, &ngx_posted_events);
 
             } else {
-                ngx_http_profiling_dispatch(hot, wev, plain);
+                ngx_http_profiling_dispatch(sampled, wev, plain);
             }
         }
     }
@@ -400,8 +400,8 @@ ngx_http_profiling_find_epoll(ngx_cycle_t *cycle)
 
 /* The posted events, as ngx_event_process_posted() runs them. */
 static ngx_inline __attribute__((always_inline)) void
-ngx_http_profiling_run_posted(prof_sampler_hot_t *hot, ngx_queue_t *posted,
-    ngx_uint_t plain)
+ngx_http_profiling_run_posted(prof_sampled_thread_t *sampled,
+    ngx_queue_t *posted, ngx_uint_t plain)
 {
     ngx_queue_t  *q;
     ngx_event_t  *ev;
@@ -413,7 +413,7 @@ ngx_http_profiling_run_posted(prof_sampler_hot_t *hot, ngx_queue_t *posted,
 
         ngx_delete_posted_event(ev);
 
-        ngx_http_profiling_dispatch(hot, ev, plain);
+        ngx_http_profiling_dispatch(sampled, ev, plain);
     }
 }
 
@@ -423,7 +423,7 @@ ngx_http_profiling_run_posted(prof_sampler_hot_t *hot, ngx_queue_t *posted,
  * delayed by limit_req, or resumed after ngx.sleep, resumes here).
  */
 static void
-ngx_http_profiling_run_timers(prof_sampler_hot_t *hot)
+ngx_http_profiling_run_timers(prof_sampled_thread_t *sampled)
 {
     ngx_event_t        *ev;
     ngx_rbtree_node_t  *node, *root, *sentinel;
@@ -459,7 +459,7 @@ ngx_http_profiling_run_timers(prof_sampler_hot_t *hot)
 
         ev->timedout = 1;
 
-        ngx_http_profiling_dispatch(hot, ev, 0);
+        ngx_http_profiling_dispatch(sampled, ev, 0);
     }
 }
 
@@ -494,7 +494,7 @@ ngx_http_profiling_capture_idle(void)
  * A turn of the loop, from the profile's period to the posted events.
  */
 static ngx_inline __attribute__((always_inline)) ngx_int_t
-ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
+ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
     ngx_msec_t timer, ngx_uint_t flags, ngx_uint_t plain)
 {
     ngx_int_t   rc;
@@ -505,7 +505,9 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
        slow turn its handlers' CPU time must not run on through the wait.
        (A plain turn's publication is only words the next event replaces;
        a tag is resolved before a profile closes, below.) */
-    if (!plain && (hot->running.log != 0 || prof_pending_tag(hot) != 0)) {
+    if (!plain
+        && (sampled->running.log != 0 || prof_pending_tag(sampled) != 0))
+    {
         ngx_http_profiling_request_stop();
     }
 
@@ -545,16 +547,16 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
 
 #if (NGX_HAVE_EPOLL)
     if (plain || ngx_http_profiling_ep != -1) {
-        rc = ngx_http_profiling_epoll(cycle, hot, ngx_min(timer, left),
+        rc = ngx_http_profiling_epoll(cycle, sampled, ngx_min(timer, left),
                                       flags, plain);
     } else
 #endif
     {
-        prof_wait_begin(hot);
+        prof_wait_begin(sampled);
         rc = ngx_http_profiling_orig_process_events(cycle,
                                                     ngx_min(timer, left),
                                                     flags | NGX_POST_EVENTS);
-        ngx_http_profiling_waited(hot);
+        ngx_http_profiling_waited(sampled);
     }
 
     /* Accept events are queued, and the accept mutex held, only with
@@ -562,7 +564,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
        never in a plain turn. */
     if (!plain) {
         if (!ngx_queue_empty(&ngx_posted_accept_events)) {
-            ngx_http_profiling_run_posted(hot, &ngx_posted_accept_events,
+            ngx_http_profiling_run_posted(sampled, &ngx_posted_accept_events,
                                           plain);
         }
 
@@ -572,14 +574,14 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampler_hot_t *hot,
     }
 
     if ((ngx_msec_int_t) (ngx_current_msec - timers_due) >= 0) {
-        ngx_http_profiling_run_timers(hot);
+        ngx_http_profiling_run_timers(sampled);
     }
 
-    ngx_http_profiling_run_posted(hot, &ngx_posted_events, plain);
+    ngx_http_profiling_run_posted(sampled, &ngx_posted_events, plain);
 
     /* What nginx runs after us (events those handlers posted) is no
        request's that we know of. */
-    ngx_http_profiling_publish_plain(hot, NULL, NULL, NULL, plain);
+    ngx_http_profiling_publish_plain(sampled, NULL, NULL, NULL, plain);
 
     return rc;
 }
@@ -602,21 +604,21 @@ static ngx_int_t
 ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_uint_t flags)
 {
-    prof_sampler_hot_t  *hot;
+    prof_sampled_thread_t  *sampled;
 
-    hot = ngx_http_profiling_loop_hot;
+    sampled = ngx_http_profiling_loop_sampled;
 
-    if (hot == NULL) {
-        hot = ngx_http_profiling_hot;
+    if (sampled == NULL) {
+        sampled = ngx_http_profiling_sampled;
 
-        if (hot == NULL) {
+        if (sampled == NULL) {
             /* Stopped, under a wrapper installed after ours. */
             return ngx_http_profiling_orig_process_events(cycle, timer,
                                                           flags);
         }
 
         /* The first turn. */
-        ngx_http_profiling_loop_hot = hot;
+        ngx_http_profiling_loop_sampled = sampled;
         ngx_http_profiling_capture_idle();
 
         /* Every module's init_process has run: a tracer is there now;
@@ -627,10 +629,10 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     }
 
     if (ngx_http_profiling_plain && !(flags & NGX_POST_EVENTS)) {
-        return ngx_http_profiling_turn(cycle, hot, timer, flags, 1);
+        return ngx_http_profiling_turn(cycle, sampled, timer, flags, 1);
     }
 
-    return ngx_http_profiling_turn(cycle, hot, timer, flags, 0);
+    return ngx_http_profiling_turn(cycle, sampled, timer, flags, 0);
 }
 
 
@@ -717,7 +719,7 @@ ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period)
 {
     ngx_http_profiling_period = period;
     ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
-    ngx_http_profiling_loop_hot = NULL;
+    ngx_http_profiling_loop_sampled = NULL;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
 
 #if (NGX_HAVE_EPOLL)
@@ -747,13 +749,13 @@ ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period)
 
 /*
  * Restores the event module's function unless another module wrapped ours
- * since: then ours stays, and passes through (ngx_http_profiling_hot is
+ * since: then ours stays, and passes through (ngx_http_profiling_sampled is
  * NULL by now).
  */
 void
 ngx_http_profiling_events_stop(void)
 {
-    ngx_http_profiling_loop_hot = NULL;
+    ngx_http_profiling_loop_sampled = NULL;
     ngx_http_profiling_plain = 0;
 
 #if (NGX_HAVE_EPOLL)

@@ -1717,7 +1717,8 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 
     ngx_http_profiling_cycle = cycle;
     ngx_http_profiling_sampler = prof_get_sampler(ngx_http_profiling_profiler);
-    ngx_http_profiling_hot = prof_sampler_hot(ngx_http_profiling_sampler);
+    ngx_http_profiling_sampled =
+        prof_sampler_sampled_thread(ngx_http_profiling_sampler);
     ngx_http_profiling_endpoints =
                    prof_get_endpoint_table(ngx_http_profiling_profiler);
 
@@ -1840,7 +1841,7 @@ ngx_http_profiling_stop(void)
 
     ngx_http_profiling_request_stop();
     ngx_http_profiling_events_stop();
-    ngx_http_profiling_hot = NULL;
+    ngx_http_profiling_sampled = NULL;
     ngx_http_profiling_sampler = NULL;
     ngx_http_profiling_endpoints = NULL;
 

@@ -14,6 +14,7 @@
 #include <ngx_event.h>
 #include <ngx_http.h>
 
+#include "common/clock.h"
 #include "profiler/profiler.h"
 
 
@@ -71,7 +72,7 @@ typedef struct {
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
-extern prof_sampler_hot_t      *ngx_http_profiling_hot;
+extern prof_sampled_thread_t      *ngx_http_profiling_sampled;
 extern prof_endpoint_table_t  **ngx_http_profiling_endpoints;
 
 
@@ -128,38 +129,38 @@ ngx_http_profiling_real_connection(ngx_connection_t *c)
  */
 extern ngx_uint_t  ngx_http_profiling_slow;
 
-void ngx_http_profiling_publish_slow(prof_sampler_hot_t *hot,
+void ngx_http_profiling_publish_slow(prof_sampled_thread_t *sampled,
     ngx_http_request_t *r, ngx_log_t *log, void *object);
-void ngx_http_profiling_resolve_pending(prof_sampler_hot_t *hot,
+void ngx_http_profiling_resolve_pending(prof_sampled_thread_t *sampled,
     ngx_http_request_t *r);
 void ngx_http_profiling_request_stop(void);
 
 
 /* ngx_http_profiling_publish() where nothing is slow. */
 static ngx_inline void
-ngx_http_profiling_publish_fast(prof_sampler_hot_t *hot,
+ngx_http_profiling_publish_fast(prof_sampled_thread_t *sampled,
     ngx_http_request_t *r, ngx_log_t *log, void *object)
 {
     /* Published first: a sample meanwhile loses its tag, not the next. */
-    prof_publish(hot, r, log, object);
+    prof_publish(sampled, r, log, object);
 
-    if (prof_pending_tag(hot) != 0) {
-        ngx_http_profiling_resolve_pending(hot, NULL);
+    if (prof_pending_tag(sampled) != 0) {
+        ngx_http_profiling_resolve_pending(sampled, NULL);
     }
 }
 
 
 /* What runs from now (r and log NULL: nothing that is known). */
 static ngx_inline void
-ngx_http_profiling_publish(prof_sampler_hot_t *hot, ngx_http_request_t *r,
-    ngx_log_t *log, void *object)
+ngx_http_profiling_publish(prof_sampled_thread_t *sampled,
+    ngx_http_request_t *r, ngx_log_t *log, void *object)
 {
     if (ngx_http_profiling_slow) {
-        ngx_http_profiling_publish_slow(hot, r, log, object);
+        ngx_http_profiling_publish_slow(sampled, r, log, object);
         return;
     }
 
-    ngx_http_profiling_publish_fast(hot, r, log, object);
+    ngx_http_profiling_publish_fast(sampled, r, log, object);
 }
 
 /* Whether the request came with a caller's trace context (a tracer runs). */

@@ -50,7 +50,7 @@ static ngx_http_variable_t  ngx_http_profiling_vars[] = {
 
 
 prof_sampler_t                   *ngx_http_profiling_sampler;
-prof_sampler_hot_t               *ngx_http_profiling_hot;
+prof_sampled_thread_t               *ngx_http_profiling_sampled;
 prof_endpoint_table_t           **ngx_http_profiling_endpoints;
 
 ngx_uint_t                        ngx_http_profiling_slow;
@@ -67,10 +67,7 @@ static ngx_http_output_body_filter_pt  ngx_http_next_body_filter;
 static uint64_t
 ngx_http_profiling_now_ns(void)
 {
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return (uint64_t) prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 
@@ -469,30 +466,30 @@ ngx_http_profiling_connection_request(ngx_log_t *log, ngx_connection_t *c,
  * the one its connection has now.
  */
 void
-ngx_http_profiling_resolve_pending(prof_sampler_hot_t *hot,
+ngx_http_profiling_resolve_pending(prof_sampled_thread_t *sampled,
     ngx_http_request_t *r)
 {
     uint64_t  tag;
 
-    tag = prof_pending_tag(hot);
+    tag = prof_pending_tag(sampled);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 
     if (r == NULL) {
-        r = (ngx_http_request_t *) (uintptr_t) hot->pending.request;
+        r = (ngx_http_request_t *) (uintptr_t) sampled->pending.request;
     }
 
     if (r == NULL) {
         r = ngx_http_profiling_connection_request(
-                (ngx_log_t *) (uintptr_t) hot->pending.log,
-                (ngx_connection_t *) (uintptr_t) hot->pending.object,
-                (ngx_atomic_uint_t) hot->pending_stamp);
+                (ngx_log_t *) (uintptr_t) sampled->pending.log,
+                (ngx_connection_t *) (uintptr_t) sampled->pending.object,
+                (ngx_atomic_uint_t) sampled->pending_stamp);
     }
 
     if (r != NULL) {
         ngx_http_profiling_resolve(r, tag);
     }
 
-    prof_pending_clear(hot);
+    prof_pending_clear(sampled);
 }
 
 
@@ -507,17 +504,17 @@ static ngx_atomic_uint_t   ngx_http_profiling_slow_number;
 
 /* What was published ends: its time; an HTTP/3 request made in it. */
 static void
-ngx_http_profiling_published_end(prof_sampler_hot_t *hot)
+ngx_http_profiling_published_end(prof_sampled_thread_t *sampled)
 {
     ngx_connection_t          *c;
     ngx_http_request_t        *r;
     ngx_http_profiling_ctx_t  *ctx;
 
-    if (hot->running.log == 0) {
+    if (sampled->running.log == 0) {
         return;
     }
 
-    r = (ngx_http_request_t *) (uintptr_t) hot->running.request;
+    r = (ngx_http_request_t *) (uintptr_t) sampled->running.request;
 
     if (r != NULL) {
         if (ngx_http_profiling_account) {
@@ -540,7 +537,7 @@ ngx_http_profiling_published_end(prof_sampler_hot_t *hot)
         && ngx_http_profiling_real_connection(c) && c->quic != NULL)
     {
         r = ngx_http_profiling_connection_request(
-                (ngx_log_t *) (uintptr_t) hot->running.log, c,
+                (ngx_log_t *) (uintptr_t) sampled->running.log, c,
                 ngx_http_profiling_slow_number);
 
         if (r != NULL && r->connection == c) {
@@ -554,17 +551,17 @@ ngx_http_profiling_published_end(prof_sampler_hot_t *hot)
 
 
 void
-ngx_http_profiling_publish_slow(prof_sampler_hot_t *hot,
+ngx_http_profiling_publish_slow(prof_sampled_thread_t *sampled,
     ngx_http_request_t *r, ngx_log_t *log, void *object)
 {
     ngx_connection_t  *c;
 
-    ngx_http_profiling_published_end(hot);
+    ngx_http_profiling_published_end(sampled);
 
-    prof_publish(hot, r, log, object);
+    prof_publish(sampled, r, log, object);
 
-    if (prof_pending_tag(hot) != 0) {
-        ngx_http_profiling_resolve_pending(hot, NULL);
+    if (prof_pending_tag(sampled) != 0) {
+        ngx_http_profiling_resolve_pending(sampled, NULL);
     }
 
     if (log == NULL) {
@@ -594,8 +591,9 @@ ngx_http_profiling_publish_slow(prof_sampler_hot_t *hot,
 void
 ngx_http_profiling_request_stop(void)
 {
-    if (ngx_http_profiling_hot != NULL) {
-        ngx_http_profiling_publish(ngx_http_profiling_hot, NULL, NULL, NULL);
+    if (ngx_http_profiling_sampled != NULL) {
+        ngx_http_profiling_publish(ngx_http_profiling_sampled,
+                                   NULL, NULL, NULL);
     }
 }
 
@@ -609,26 +607,26 @@ ngx_http_profiling_request_stop(void)
 static ngx_int_t
 ngx_http_profiling_log_handler(ngx_http_request_t *r)
 {
-    prof_sampler_hot_t             *hot;
+    prof_sampled_thread_t             *sampled;
     ngx_http_profiling_loc_conf_t  *plcf;
 
-    hot = ngx_http_profiling_hot;
+    sampled = ngx_http_profiling_sampled;
 
-    if (r != r->main || hot == NULL) {
+    if (r != r->main || sampled == NULL) {
         return NGX_OK;
     }
 
     /* What runs after it in this event is no request's. */
-    if (hot->running.request == (uintptr_t) r) {
-        ngx_http_profiling_publish(hot, NULL, NULL, NULL);
+    if (sampled->running.request == (uintptr_t) r) {
+        ngx_http_profiling_publish(sampled, NULL, NULL, NULL);
     }
 
-    if (prof_pending_tag(hot) != 0
-        && (hot->pending.request == (uintptr_t) r
-            || (hot->pending.request == 0
-                && hot->pending.log == (uintptr_t) r->connection->log)))
+    if (prof_pending_tag(sampled) != 0
+        && (sampled->pending.request == (uintptr_t) r
+            || (sampled->pending.request == 0
+                && sampled->pending.log == (uintptr_t) r->connection->log)))
     {
-        ngx_http_profiling_resolve_pending(hot, r);
+        ngx_http_profiling_resolve_pending(sampled, r);
     }
 
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
@@ -692,7 +690,7 @@ ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
 static ngx_int_t
 ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 {
-    prof_sampler_hot_t        *hot;
+    prof_sampled_thread_t        *sampled;
     ngx_http_profiling_ctx_t  *ctx;
 
     /* Before a tracer adds its own trace headers for the upstreams. */
@@ -705,13 +703,13 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
         }
     }
 
-    hot = ngx_http_profiling_hot;
+    sampled = ngx_http_profiling_sampled;
 
-    if (hot == NULL || hot->running.request == (uintptr_t) r->main) {
+    if (sampled == NULL || sampled->running.request == (uintptr_t) r->main) {
         return NGX_DECLINED;
     }
 
-    ngx_http_profiling_publish(hot, r->main, r->main->connection->log,
+    ngx_http_profiling_publish(sampled, r->main, r->main->connection->log,
                                r->main->connection);
 
     return NGX_DECLINED;
@@ -726,19 +724,20 @@ static ngx_int_t
 ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_int_t            rc;
-    prof_sampler_hot_t  *hot;
+    prof_sampled_thread_t  *sampled;
     ngx_http_request_t  *mr;
 
-    hot = ngx_http_profiling_hot;
+    sampled = ngx_http_profiling_sampled;
     mr = r->main;
 
-    if (hot == NULL || r->stream == NULL
-        || hot->running.request == (uintptr_t) mr)
+    if (sampled == NULL || r->stream == NULL
+        || sampled->running.request == (uintptr_t) mr)
     {
         return ngx_http_next_body_filter(r, in);
     }
 
-    ngx_http_profiling_publish(hot, mr, mr->connection->log, mr->connection);
+    ngx_http_profiling_publish(sampled, mr, mr->connection->log,
+                               mr->connection);
 
     rc = ngx_http_next_body_filter(r, in);
 
@@ -789,7 +788,7 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     uint64_t                   ns;
     ngx_http_profiling_ctx_t  *ctx;
 
-    if (!ngx_http_profiling_account || ngx_http_profiling_hot == NULL) {
+    if (!ngx_http_profiling_account || ngx_http_profiling_sampled == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
@@ -797,7 +796,7 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     ctx = ngx_http_profiling_find_ctx(r, 0);
     ns = (ctx != NULL) ? ctx->cpu_ns : 0;
 
-    if (ngx_http_profiling_hot->running.request == (uintptr_t) r->main) {
+    if (ngx_http_profiling_sampled->running.request == (uintptr_t) r->main) {
         ns += ngx_http_profiling_now_ns() - ngx_http_profiling_since_ns;
     }
 
@@ -995,7 +994,7 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
      * and nothing is published.
      */
     if (cycle->connections != NULL) {
-        prof_sampler_set_objects(ngx_http_profiling_hot, cycle->connections,
+        prof_sampler_set_objects(ngx_http_profiling_sampled, cycle->connections,
                                  sizeof(ngx_connection_t),
                                  cycle->connection_n,
                                  offsetof(ngx_connection_t, number));

@@ -15,7 +15,8 @@
  *   profiler process (MAP_SHARED, at the same address in both after the
  *   fork): its pointers are valid in the process that wrote them only,
  *   and futex words are process-shared (no FUTEX_PRIVATE_FLAG).
- * - the hot fields (sampler.h) are written by the sampled thread only.
+ * - sampled (prof_sampled_thread_t, sampler.h): written by the sampled
+ *   thread only.
  * Cross-thread fields are accessed with atomics; futex words wake.
  */
 
@@ -83,7 +84,7 @@ typedef struct {
 
 
 struct prof_sampler_s {
-    prof_sampler_hot_t      hot;            /* first: the hooks' line */
+    prof_sampled_thread_t   sampled;            /* first: the hooks' line */
 
     prof_sampler_conf_t     conf;
     size_t                  shared_size;    /* of the mapping it heads */
@@ -108,7 +109,7 @@ struct prof_sampler_s {
     int64_t                 point_wall_ns;  /* accounted up to here */
     int64_t                 point_cpu_ns;   /* on the CPU timer's scale */
     uint64_t                point_tsc;      /* the TSC then */
-    uint64_t                point_wait_ticks;   /* hot's wait_ticks */
+    uint64_t                point_wait_ticks;   /* sampled.wait_ticks */
     int64_t                 timer_cpu_ns;   /* CPU clock when armed */
     uint64_t                cpu_intervals;  /* timer expirations so far */
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "profiler/intake.h"
 #include "channel/status.h"
 #include "common/utf8.h"
@@ -116,16 +117,6 @@ prof_status_release(prof_status_slot_t *slot, pid_t pid)
 }
 
 
-static int64_t
-prof_status_now_ns(void)
-{
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-
 /* A string into a slot's field, cut at its size (NUL-terminated). */
 static void
 prof_status_copy_text(char *dst, const char *src)
@@ -186,7 +177,7 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     s.running = info->running;
     s.profiler_pid = info->profiler_pid;
     s.started_ns = info->started_ns;
-    s.updated_ns = prof_status_now_ns();
+    s.updated_ns = prof_clock_ns(CLOCK_REALTIME);
     s.handler_p50_ns = prof_histogram_quantile(&d->handler_ns, 0.5);
     s.handler_p99_ns = prof_histogram_quantile(&d->handler_ns, 0.99);
     s.last_upload_ns = info->last_upload_ns;
@@ -218,7 +209,7 @@ prof_status_publish_stopped(prof_status_slot_t *slot, const char *message,
     snprintf(text, sizeof(text), "%s (%s)", message, strerror(err));
 
     memset(&s, 0, sizeof(s));
-    s.updated_ns = prof_status_now_ns();
+    s.updated_ns = prof_clock_ns(CLOCK_REALTIME);
     s.last_error_ns = s.updated_ns;
     prof_status_copy_text(s.last_error, text);
 
@@ -245,7 +236,7 @@ prof_status_publish_lost(prof_status_slot_t *slot, const char *message)
 
     s.running = 0;
     s.profiler_crashes++;
-    s.updated_ns = prof_status_now_ns();
+    s.updated_ns = prof_clock_ns(CLOCK_REALTIME);
     s.last_error_ns = s.updated_ns;
     prof_status_copy_text(s.last_error, message);
 

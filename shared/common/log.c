@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/diagnostics.h"
 #include "common/log.h"
 
@@ -49,7 +50,6 @@ prof_log_va(prof_log_t *log, int level, const char *fmt, va_list args)
 {
     char                 text[2048];
     size_t               n;
-    struct timespec      ts;
     prof_log_message_t  *m;
 
     if (log->handler == NULL) {
@@ -73,8 +73,7 @@ prof_log_va(prof_log_t *log, int level, const char *fmt, va_list args)
 
     /* The last error, for the status page (this thread's only). */
     if (level <= PROF_LOG_WARN) {
-        clock_gettime(CLOCK_REALTIME, &ts);
-        log->last_error_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+        log->last_error_ns = prof_clock_ns(CLOCK_REALTIME);
         n = strnlen(m->text, sizeof(log->last_error) - 1);
         memcpy(log->last_error, m->text, n);
         log->last_error[n] = '\0';
@@ -105,10 +104,8 @@ prof_log_limited(prof_log_t *log, unsigned cause, int level,
 {
     int64_t          now_ns;
     va_list          args;
-    struct timespec  ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    now_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+    now_ns = prof_clock_ns(CLOCK_MONOTONIC);
 
     if (log->last_ns[cause] != 0
         && now_ns - log->last_ns[cause] < PROF_LOG_EVERY_NS)

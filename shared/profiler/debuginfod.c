@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "profiler/debuginfod.h"
 #include "common/io.h"
 #include "profiler/thread.h"
@@ -86,16 +87,6 @@ struct prof_debuginfod_s {
 
 /* The fetch thread's component, for libdebuginfod's progress callback. */
 static __thread prof_debuginfod_t  *prof_debuginfod_current;
-
-
-static int64_t
-prof_debuginfod_now_ns(void)
-{
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 
 static int
@@ -249,7 +240,7 @@ prof_debuginfod_progress(debuginfod_client *c, long done, long total)
     prof_debuginfod_t  *d = prof_debuginfod_current;
 
     if (__atomic_load_n(&d->stop, __ATOMIC_RELAXED)
-        || prof_debuginfod_now_ns() >= d->fetch_deadline_ns)
+        || prof_clock_ns(CLOCK_MONOTONIC) >= d->fetch_deadline_ns)
     {
         d->cancelled = 1;
         return 1;
@@ -580,7 +571,7 @@ prof_debuginfod_main(void *arg)
             continue;
         }
 
-        now_ns = prof_debuginfod_now_ns();
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
 
         if (client == NULL || now_ns < d->down_until_ns) {
             prof_debuginfod_settle(d, r, -1, now_ns);
@@ -611,7 +602,7 @@ prof_debuginfod_main(void *arg)
 
         uv_mutex_lock(&d->mutex);
 
-        now_ns = prof_debuginfod_now_ns();
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
 
         /* A server unreachable or too slow: asking others now is no use. */
         if (prof_debuginfod_server_down(fd)) {
@@ -653,7 +644,7 @@ prof_debuginfod_ask(prof_debuginfod_t *d, const char *build_id)
         return PROF_DEBUGINFOD_FAILED;
     }
 
-    now_ns = prof_debuginfod_now_ns();
+    now_ns = prof_clock_ns(CLOCK_MONOTONIC);
     start = 0;
 
     uv_mutex_lock(&d->mutex);
@@ -727,7 +718,7 @@ prof_debuginfod_wait(prof_debuginfod_t *d, int64_t deadline_ns)
         /* The end may be brought forward meanwhile (end_waits). */
         end_ns = (deadline_ns < d->waits_end_ns) ? deadline_ns
                                                   : d->waits_end_ns;
-        now_ns = prof_debuginfod_now_ns();
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
         if (now_ns >= end_ns) {
             break;
         }
@@ -817,13 +808,13 @@ prof_debuginfod_destroy(prof_debuginfod_t *d)
     done = 1;
 
     if (d->started) {
-        deadline_ns = prof_debuginfod_now_ns() + 1000000000;
+        deadline_ns = prof_clock_ns(CLOCK_MONOTONIC) + 1000000000;
 
         uv_mutex_lock(&d->mutex);
         __atomic_store_n(&d->stop, 1, __ATOMIC_RELAXED);
         uv_cond_broadcast(&d->changed);
 
-        while (!d->done && prof_debuginfod_now_ns() < deadline_ns) {
+        while (!d->done && prof_clock_ns(CLOCK_MONOTONIC) < deadline_ns) {
             (void) uv_cond_timedwait(&d->changed, &d->mutex, 100000000);
         }
 

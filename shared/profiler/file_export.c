@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/diagnostics.h"
 #include "profiler/file_export.h"
 #include "common/io.h"
@@ -301,17 +302,6 @@ prof_dump_create_temp(prof_dump_dir_t *d, pid_t pid, uint64_t sequence,
 }
 
 
-static int64_t
-prof_dump_now_ns(void)
-{
-    struct timespec  ts;
-
-    (void) clock_gettime(CLOCK_REALTIME, &ts);
-
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-
 static int
 prof_dump_list_add(prof_dump_list_t *list, const char *name,
     const struct stat *st)
@@ -336,8 +326,7 @@ prof_dump_list_add(prof_dump_list_t *list, const char *name,
         return -ENOMEM;
     }
 
-    e->mtime_ns = (int64_t) st->st_mtim.tv_sec * 1000000000
-                  + st->st_mtim.tv_nsec;
+    e->mtime_ns = prof_timespec_ns(&st->st_mtim);
     e->size = (uint64_t) st->st_size;
     list->count++;
 
@@ -450,7 +439,7 @@ prof_dump_scan(prof_dump_dir_t *d, unsigned adding, size_t length)
     }
 
     memset(&list, 0, sizeof(list));
-    stale_before_ns = prof_dump_now_ns()
+    stale_before_ns = prof_clock_ns(CLOCK_REALTIME)
                       - (int64_t) PROF_DUMP_STALE_TEMP_S * 1000000000;
 
     for (entries_read = 0; entries_read < d->scan_max; entries_read++) {
@@ -468,8 +457,7 @@ prof_dump_scan(prof_dump_dir_t *d, unsigned adding, size_t length)
 
             if (fstatat(d->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0
                 || !S_ISREG(st.st_mode) || st.st_uid != d->uid
-                || (int64_t) st.st_mtim.tv_sec * 1000000000
-                   + st.st_mtim.tv_nsec >= stale_before_ns)
+                || prof_timespec_ns(&st.st_mtim) >= stale_before_ns)
             {
                 continue;
             }

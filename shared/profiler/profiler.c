@@ -29,6 +29,7 @@
 
 #include <curl/curl.h>
 
+#include "common/clock.h"
 #include "profiler/aggregator.h"
 #include "channel/channel.h"
 #include "profiler/container.h"
@@ -93,7 +94,8 @@ struct prof_s {
 
     prof_channel_t      *channel;               /* shared (channel.h) */
     prof_sampler_t      *sampler;               /* shared */
-    prof_sampler_hot_t  *hot;                   /* its hot fields */
+    prof_sampled_thread_t  *sampled;            /* the words its thread
+                                                   and handler share */
 
     /* the worker only */
     pid_t                profiler_pid;
@@ -440,7 +442,7 @@ prof_read_maps(prof_t *p)
     }
 
     tables = prof_counter_get(p->channel->diagnostics.unwind_tables);
-    unknown = __atomic_load_n(&p->hot->unknown_pcs, __ATOMIC_RELAXED);
+    unknown = __atomic_load_n(&p->sampled->unknown_pcs, __ATOMIC_RELAXED);
     now = uv_now(&p->loop);
 
     if (p->maps_read
@@ -887,16 +889,6 @@ prof_read_thread_name(prof_t *p)
         n--;
     }
     p->thread_name[n] = '\0';
-}
-
-
-static int64_t
-prof_clock_ns(clockid_t clock)
-{
-    struct timespec  ts;
-
-    clock_gettime(clock, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 
@@ -1613,7 +1605,7 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
         return rc;
     }
 
-    p->hot = prof_sampler_hot(p->sampler);
+    p->sampled = prof_sampler_sampled_thread(p->sampler);
 
     rc = prof_fork(p);
     if (rc != 0) {
@@ -1661,7 +1653,7 @@ prof_lua_found(prof_t *p, const prof_lua_vm_t *vm, const char *why)
 static void
 prof_profiler_lost(prof_t *p)
 {
-    /* Its mapping stays: the server's hooks still write the hot fields. */
+    /* Its mapping stays: the server's hooks still write p->sampled. */
     prof_sampler_stop(p->sampler, p->flushes);
     p->sampler = NULL;
 

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "profiler/debug_info.h"
 #include "profiler/debuginfod.h"
 #include "profiler/elf_file.h"
@@ -942,17 +943,6 @@ prof_sym_loader_generation(void)
 }
 
 
-static int64_t
-prof_sym_monotonic_ns(void)
-{
-    struct timespec  ts;
-
-    (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-
 /*
  * For a pc in no known object: whether to read the maps again. Always
  * when the loader's objects changed; else at most a burst, then one an
@@ -971,7 +961,7 @@ prof_sym_should_reread(prof_symbolizer_t *sym)
         return 1;
     }
 
-    now = prof_sym_monotonic_ns();
+    now = prof_clock_ns(CLOCK_MONOTONIC);
 
     if (sym->reread_due_ns - now
         > (PROF_SYM_REREAD_BURST - 1) * PROF_SYM_REREAD_INTERVAL_NS)
@@ -1547,7 +1537,7 @@ prof_symbolizer_take_fetched(prof_symbolizer_t *sym, int wait)
 
     if (wait) {
         (void) prof_debuginfod_wait(sym->debuginfod,
-                                    prof_sym_monotonic_ns()
+                                    prof_clock_ns(CLOCK_MONOTONIC)
                                     + sym->fetch_wait_ms * 1000000);
     }
 

@@ -14,6 +14,7 @@
 
 #include <curl/curl.h>
 
+#include "common/clock.h"
 #include "profiler/upload.h"
 
 
@@ -373,10 +374,8 @@ static void
 prof_uploader_note(prof_uploader_t *u, const char *fmt, ...)
 {
     va_list          args;
-    struct timespec  ts;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    u->last_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+    u->last_ns = prof_clock_ns(CLOCK_REALTIME);
 
     va_start(args, fmt);
     vsnprintf(u->last, sizeof(u->last), fmt, args);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "channel/channel.h"
 #include "channel/sampler_state.h"
 #include "profiler/thread.h"
@@ -47,19 +48,6 @@
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id    _sigev_un._tid
 #endif
-
-
-static int64_t
-prof_clock_ns(clockid_t clock)
-{
-    struct timespec  ts;
-
-    if (clock_gettime(clock, &ts) != 0) {
-        return -1;
-    }
-
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 
 static long
@@ -416,7 +404,7 @@ prof_sampler_watch(prof_sampler_t *s, int64_t now_ns)
     uint32_t  index;
     uint64_t  waits;
 
-    waiting = __atomic_load_n(&s->hot.waiting, __ATOMIC_RELAXED);
+    waiting = __atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED);
 
     if (now_ns - s->watch_ns < (waiting ? PROF_WATCH_IDLE_NS
                                         : PROF_WATCH_BUSY_NS))
@@ -425,7 +413,7 @@ prof_sampler_watch(prof_sampler_t *s, int64_t now_ns)
     }
 
     /* A new wait has a new start. */
-    waits = __atomic_load_n(&s->hot.wait_start, __ATOMIC_RELAXED);
+    waits = __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED);
     index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
     cpu_ns = waiting ? -1 : prof_clock_ns(s->process_clock);
 
@@ -492,7 +480,7 @@ prof_sampler_main(void *arg)
 
         /* Walks left the tables (new objects, or JIT code): the other
            side reads the worker's maps while it lives. */
-        unknown = __atomic_load_n(&s->hot.unknown_pcs, __ATOMIC_RELAXED);
+        unknown = __atomic_load_n(&s->sampled.unknown_pcs, __ATOMIC_RELAXED);
         if (unknown != s->unknown_pcs_told) {
             s->unknown_pcs_told = unknown;
             prof_sampler_notify(s);
@@ -500,7 +488,7 @@ prof_sampler_main(void *arg)
 
         /* The next look: when prof_sampler_watch() will take it */
         next_ns = s->watch_ns
-                  + (__atomic_load_n(&s->hot.waiting, __ATOMIC_RELAXED)
+                  + (__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
                      ? PROF_WATCH_IDLE_NS : PROF_WATCH_BUSY_NS);
 
         if (s->batch != NULL && s->batch->sample_count > 0) {
@@ -585,7 +573,7 @@ prof_sampler_add_flush(prof_sampler_t *s, uint64_t period, int final,
     f->final = final;
     f->monotonic_ns = now_ns;
     f->realtime_ns = prof_clock_ns(CLOCK_REALTIME);
-    f->last_tag = s->hot.epoch;
+    f->last_tag = s->sampled.epoch;
 
     __atomic_store_n(&s->flushes_added, added, __ATOMIC_RELEASE);
 }
@@ -950,12 +938,12 @@ prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns)
         return;
     }
 
-    unknown = __atomic_load_n(&s->hot.unknown_pcs, __ATOMIC_RELAXED);
-    if (unknown == s->hot.unknown_pcs_seen) {
+    unknown = __atomic_load_n(&s->sampled.unknown_pcs, __ATOMIC_RELAXED);
+    if (unknown == s->sampled.unknown_pcs_seen) {
         return;
     }
 
-    s->hot.unknown_pcs_seen = unknown;
+    s->sampled.unknown_pcs_seen = unknown;
     s->table_checked_ns = now_ns;
 
     if (s->table != NULL
@@ -1070,8 +1058,8 @@ prof_sampler_retake_signals(prof_sampler_t *s)
 }
 
 
-prof_sampler_hot_t *
-prof_sampler_hot(prof_sampler_t *s)
+prof_sampled_thread_t *
+prof_sampler_sampled_thread(prof_sampler_t *s)
 {
-    return &s->hot;
+    return &s->sampled;
 }

@@ -25,7 +25,8 @@
  * Two sides, in two processes or one (tests):
  * - the sampled thread (the nginx worker's only thread) calls
  *   prof_sampler_start, _stop, _flush, _maintain_table,
- *   _capture_idle_stack and the hot functions below; none of them blocks.
+ *   _capture_idle_stack and the prof_sampled_thread_t functions below;
+ *   none of them blocks.
  *   _maintain_table rebuilds the unwind table when the handler met code
  *   outside it and the set of loaded objects changed since (dlopen).
  * - the profiler side calls prof_sampler_run (after start, in the process
@@ -115,7 +116,7 @@ typedef struct {
     uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
     uint32_t       unknown_pcs;     /* walks that left the unwind table */
     uint32_t       unknown_pcs_seen;    /* by prof_sampler_maintain_table */
-} prof_sampler_hot_t;
+} prof_sampled_thread_t;
 
 
 /* Samples the calling thread. 0 or -errno (-EBUSY: one is running). */
@@ -161,7 +162,7 @@ void prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns);
 void prof_sampler_capture_idle_stack(prof_sampler_t *s,
     const uint64_t *leaf_frames, unsigned leaf_count, unsigned skip_frames);
 
-prof_sampler_hot_t *prof_sampler_hot(prof_sampler_t *s);
+prof_sampled_thread_t *prof_sampler_sampled_thread(prof_sampler_t *s);
 
 /* LuaJIT's frames too from now (lua_frames.h: the table, in memory shared with
    the profiler side, its vm found); on the sampled thread. */
@@ -183,7 +184,7 @@ void prof_sampler_retake_signals(prof_sampler_t *s);
  * if objects were loaded.
  */
 static inline int
-prof_sampler_left_table(prof_sampler_hot_t *h)
+prof_sampler_left_table(prof_sampled_thread_t *h)
 {
     return __atomic_load_n(&h->unknown_pcs, __ATOMIC_RELAXED)
            != h->unknown_pcs_seen;
@@ -197,7 +198,7 @@ prof_sampler_left_table(prof_sampler_hot_t *h)
  * thread (the handler looks at none until objects_end is set).
  */
 static inline void
-prof_sampler_set_objects(prof_sampler_hot_t *h, const void *base,
+prof_sampler_set_objects(prof_sampled_thread_t *h, const void *base,
     size_t size, size_t count, size_t stamp_offset)
 {
     if (base == NULL || size == 0 || count == 0) {
@@ -214,7 +215,7 @@ prof_sampler_set_objects(prof_sampler_hot_t *h, const void *base,
 
 /* What executes from now (see prof_running_t). */
 static inline void
-prof_publish(prof_sampler_hot_t *h, const void *request, const void *log,
+prof_publish(prof_sampled_thread_t *h, const void *request, const void *log,
     const void *object)
 {
     h->running.request = (uint64_t) (uintptr_t) request;
@@ -229,7 +230,7 @@ prof_publish(prof_sampler_hot_t *h, const void *request, const void *log,
 
 /* The tag a sample took and the thread has not resolved: 0, none. */
 static inline uint64_t
-prof_pending_tag(prof_sampler_hot_t *h)
+prof_pending_tag(prof_sampled_thread_t *h)
 {
     return __atomic_load_n(&h->pending_tag, __ATOMIC_RELAXED);
 }
@@ -237,7 +238,7 @@ prof_pending_tag(prof_sampler_hot_t *h)
 
 /* The pending tag resolved (or given up): the next sample takes a new one. */
 static inline void
-prof_pending_clear(prof_sampler_hot_t *h)
+prof_pending_clear(prof_sampled_thread_t *h)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&h->pending_tag, 0, __ATOMIC_RELAXED);
@@ -253,7 +254,7 @@ prof_pending_clear(prof_sampler_hot_t *h)
  * The sampler thread reads waiting, and wait_start to see the loop move.
  */
 static inline void
-prof_wait_begin(prof_sampler_hot_t *h)
+prof_wait_begin(prof_sampled_thread_t *h)
 {
     __atomic_store_n(&h->wait_start, __builtin_ia32_rdtsc(), __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -262,7 +263,7 @@ prof_wait_begin(prof_sampler_hot_t *h)
 
 
 static inline void
-prof_wait_end(prof_sampler_hot_t *h)
+prof_wait_end(prof_sampled_thread_t *h)
 {
     h->wait_ticks += __builtin_ia32_rdtsc() - h->wait_start;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

@@ -23,6 +23,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "channel/lua_frames.h"
 #include "channel/sample.h"
 #include "channel/sampler_state.h"
@@ -37,19 +38,6 @@
 
 
 prof_sampler_t  *prof_signal_sampler;
-
-
-static int64_t
-prof_signal_clock_ns(clockid_t clock)
-{
-    struct timespec  ts;
-
-    if (clock_gettime(clock, &ts) != 0) {
-        return -1;
-    }
-
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 
 /* The object holding pc, trying hint first (the caller's often shares
@@ -428,7 +416,8 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             }
 
             if (status == PROF_UNWIND_NO_OBJECT) {
-                __atomic_fetch_add(&s->hot.unknown_pcs, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&s->sampled.unknown_pcs, 1,
+                                   __ATOMIC_RELAXED);
             }
 
             if ((status != PROF_UNWIND_NO_OBJECT
@@ -513,9 +502,9 @@ prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
         wall = 0;
     }
 
-    waited = s->hot.wait_ticks - s->point_wait_ticks;
-    if (s->hot.waiting && now_tsc > s->hot.wait_start) {
-        waited += now_tsc - s->hot.wait_start;
+    waited = s->sampled.wait_ticks - s->point_wait_ticks;
+    if (s->sampled.waiting && now_tsc > s->sampled.wait_start) {
+        waited += now_tsc - s->sampled.wait_start;
     }
 
     /* Below zero: a TSC behind on another core (sampler.h). */
@@ -544,9 +533,9 @@ prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
 
     s->point_wall_ns = now_ns;
     s->point_tsc = now_tsc;
-    s->point_wait_ticks = s->hot.wait_ticks;
-    if (s->hot.waiting) {
-        s->point_wait_ticks += now_tsc - s->hot.wait_start;
+    s->point_wait_ticks = s->sampled.wait_ticks;
+    if (s->sampled.waiting) {
+        s->point_wait_ticks += now_tsc - s->sampled.wait_start;
     }
 }
 
@@ -566,7 +555,7 @@ prof_signal_account_slot(prof_sampler_t *s, prof_slot_t *slot,
  * only from an object of the array, whose memory stays mapped.
  */
 static uint64_t
-prof_signal_tag(prof_sampler_hot_t *h)
+prof_signal_tag(prof_sampled_thread_t *h)
 {
     uint64_t  o, tag, stamp;
 
@@ -642,14 +631,14 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
         goto done;
     }
 
-    entry_ns = prof_signal_clock_ns(CLOCK_MONOTONIC);
+    entry_ns = prof_clock_ns(CLOCK_MONOTONIC);
     entry_tsc = __builtin_ia32_rdtsc();
 
     prof_signal_walk(s, slot, context, s->conf.max_frames);
 
     if (requested) {
         /* Blocked outside the event loop: the time goes to this stack. */
-        cpu_ns = prof_signal_clock_ns(s->cpu_clock);
+        cpu_ns = prof_clock_ns(s->cpu_clock);
         slot->kind = PROF_SLOT_STACK;
         slot->weight = 0;
         prof_signal_account_slot(s, slot, entry_ns, entry_tsc,
@@ -669,9 +658,9 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     }
 
     slot->time_ns = entry_ns;
-    slot->request = prof_signal_tag(&s->hot);
+    slot->request = prof_signal_tag(&s->sampled);
 
-    slot->handler_ns = prof_signal_clock_ns(CLOCK_MONOTONIC) - entry_ns;
+    slot->handler_ns = prof_clock_ns(CLOCK_MONOTONIC) - entry_ns;
 
     __atomic_store_n(&slot->state, PROF_SLOT_READY, __ATOMIC_RELEASE);
     /* Only this thread writes it; the sampler thread reads it. */

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "common/clock.h"
 #include "channel/endpoint_counts.h"
 #include "worker/sampler.h"
 #include "profiler/symbolizer.h"
@@ -57,25 +58,15 @@ typedef struct {
 } totals_t;
 
 
-static int64_t
-clock_ns(clockid_t clock)
-{
-    struct timespec  ts;
-
-    clock_gettime(clock, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-
 __attribute__((noinline)) uint64_t
 test_sampler_burn(int64_t ns)
 {
     int64_t   end;
     uint64_t  x = 88172645463325252ULL;
 
-    end = clock_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+    end = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
 
-    while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < end) {
+    while (prof_clock_ns(CLOCK_THREAD_CPUTIME_ID) < end) {
         for (int i = 0; i < 1000; i++) {
             x ^= x << 13;
             x ^= x >> 7;
@@ -92,18 +83,18 @@ test_sampler_burn(int64_t ns)
  * it (the timer's expirations may come late on a busy machine): the tag.
  */
 static uint64_t
-burn_until_pending(prof_sampler_hot_t *hot)
+burn_until_pending(prof_sampled_thread_t *sampled)
 {
     int64_t  deadline;
 
-    deadline = clock_ns(CLOCK_THREAD_CPUTIME_ID) + 2000 * 1000 * 1000LL;
+    deadline = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID) + 2000 * 1000 * 1000LL;
 
     do {
         (void) test_sampler_burn(10 * 1000 * 1000LL);
-    } while (prof_pending_tag(hot) == 0
-             && clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
+    } while (prof_pending_tag(sampled) == 0
+             && prof_clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
 
-    return prof_pending_tag(hot);
+    return prof_pending_tag(sampled);
 }
 
 
@@ -125,7 +116,7 @@ setup(void **state)
     conf.queue = &f->queue;
     conf.diagnostics = &f->diagnostics;
 
-    f->started_ns = clock_ns(CLOCK_MONOTONIC);
+    f->started_ns = prof_clock_ns(CLOCK_MONOTONIC);
     assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
     assert_int_equal(prof_sampler_run(f->sampler), 0);
 
@@ -300,11 +291,11 @@ test_cpu_samples_land_where_cpu_is_burned(void **state)
 
     burn_range(&start, &end);
 
-    wall = clock_ns(CLOCK_MONOTONIC);
-    cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    wall = prof_clock_ns(CLOCK_MONOTONIC);
+    cpu0 = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     (void) test_sampler_burn(400 * 1000 * 1000LL);
-    cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    wall = clock_ns(CLOCK_MONOTONIC) - wall;
+    cpu1 = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    wall = prof_clock_ns(CLOCK_MONOTONIC) - wall;
     used = cpu1 - cpu0;
 
     stop_sampler(f, 0);
@@ -352,22 +343,22 @@ test_idle_thread_gets_no_signal(void **state)
     totals_t             t;
     uint64_t             leaf = IDLE_LEAF;
     int64_t              start, end;
-    prof_sampler_hot_t  *hot;
+    prof_sampled_thread_t  *sampled;
 
-    hot = prof_sampler_hot(f->sampler);
+    sampled = prof_sampler_sampled_thread(f->sampler);
     prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
 
-    start = clock_ns(CLOCK_MONOTONIC);
-    prof_wait_begin(hot);
+    start = prof_clock_ns(CLOCK_MONOTONIC);
+    prof_wait_begin(sampled);
     test_sampler_sleep(300 * 1000 * 1000LL);
-    prof_wait_end(hot);
+    prof_wait_end(sampled);
 
     assert_int_equal(prof_counter_get(f->diagnostics.signals_sent), 0);
     assert_int_equal(prof_counter_get(f->diagnostics.cpu_samples), 0);
 
     stop_sampler(f, 0);
     f->sampler = NULL;
-    end = clock_ns(CLOCK_MONOTONIC);
+    end = prof_clock_ns(CLOCK_MONOTONIC);
 
     memset(&t, 0, sizeof(t));
     collect(f, &t, 0, 0);
@@ -390,22 +381,22 @@ test_wake_up_after_idle_splits_the_time(void **state)
     fixture_t           *f = *state;
     totals_t             t;
     uint64_t             leaf = IDLE_LEAF, start, end, burn_start, burn_end;
-    prof_sampler_hot_t  *hot;
+    prof_sampled_thread_t  *sampled;
 
     burn_range(&start, &end);
 
-    hot = prof_sampler_hot(f->sampler);
+    sampled = prof_sampler_sampled_thread(f->sampler);
     prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
-    prof_wait_begin(hot);
+    prof_wait_begin(sampled);
     test_sampler_sleep(600 * 1000 * 1000LL);
-    prof_wait_end(hot);
+    prof_wait_end(sampled);
 
-    burn_start = clock_ns(CLOCK_MONOTONIC);
+    burn_start = prof_clock_ns(CLOCK_MONOTONIC);
     test_sampler_burn(40 * 1000 * 1000LL);
 
     stop_sampler(f, 0);
     f->sampler = NULL;
-    burn_end = clock_ns(CLOCK_MONOTONIC);
+    burn_end = prof_clock_ns(CLOCK_MONOTONIC);
 
     memset(&t, 0, sizeof(t));
     collect(f, &t, start, end);
@@ -470,27 +461,27 @@ test_wall_time_is_accounted_once(void **state)
     totals_t             t;
     int64_t              start, stop, end, burn, dropped;
     uint64_t             leaf = IDLE_LEAF;
-    prof_sampler_hot_t  *hot;
+    prof_sampled_thread_t  *sampled;
 
-    start = clock_ns(CLOCK_MONOTONIC);
+    start = prof_clock_ns(CLOCK_MONOTONIC);
 
-    hot = prof_sampler_hot(f->sampler);
+    sampled = prof_sampler_sampled_thread(f->sampler);
     prof_sampler_capture_idle_stack(f->sampler, &leaf, 1, 0);
 
-    burn = clock_ns(CLOCK_MONOTONIC);
+    burn = prof_clock_ns(CLOCK_MONOTONIC);
     test_sampler_burn(100 * 1000 * 1000LL);
-    burn = clock_ns(CLOCK_MONOTONIC) - burn;
-    prof_wait_begin(hot);
+    burn = prof_clock_ns(CLOCK_MONOTONIC) - burn;
+    prof_wait_begin(sampled);
     test_sampler_sleep(200 * 1000 * 1000LL);
-    prof_wait_end(hot);
+    prof_wait_end(sampled);
     prof_sampler_flush(f->sampler, 0);
     test_sampler_sleep(300 * 1000 * 1000LL);
     test_sampler_burn(50 * 1000 * 1000LL);
 
-    stop = clock_ns(CLOCK_MONOTONIC);
+    stop = prof_clock_ns(CLOCK_MONOTONIC);
     stop_sampler(f, 0);
     f->sampler = NULL;
-    end = clock_ns(CLOCK_MONOTONIC);
+    end = prof_clock_ns(CLOCK_MONOTONIC);
 
     memset(&t, 0, sizeof(t));
     collect(f, &t, 0, 0);
@@ -554,9 +545,9 @@ test_flush_closes_the_batch_stream(void **state)
     prof_sampler_flush(f->sampler, 0);
 
     memset(&t, 0, sizeof(t));
-    deadline = clock_ns(CLOCK_MONOTONIC) + 2000 * 1000 * 1000LL;
+    deadline = prof_clock_ns(CLOCK_MONOTONIC) + 2000 * 1000 * 1000LL;
 
-    while (t.barriers == 0 && clock_ns(CLOCK_MONOTONIC) < deadline) {
+    while (t.barriers == 0 && prof_clock_ns(CLOCK_MONOTONIC) < deadline) {
         collect(f, &t, 0, 0);
         (void) test_sampler_burn(1000 * 1000);
     }
@@ -611,12 +602,12 @@ burn_until_untagged(fixture_t *f, uint64_t tag, uint64_t *with,
 {
     int64_t  deadline;
 
-    deadline = clock_ns(CLOCK_THREAD_CPUTIME_ID) + 2000 * 1000 * 1000LL;
+    deadline = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID) + 2000 * 1000 * 1000LL;
 
     do {
         (void) test_sampler_burn(10 * 1000 * 1000LL);
         count_tagged(f, tag, with, without);
-    } while (*without == 0 && clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
+    } while (*without == 0 && prof_clock_ns(CLOCK_THREAD_CPUTIME_ID) < deadline);
 }
 
 
@@ -632,10 +623,10 @@ static test_object_t  test_objects[4];
 
 /* The objects declared to the sampler, object i stamped: its address. */
 static test_object_t *
-stamp_object(prof_sampler_hot_t *hot, unsigned i, uint64_t stamp)
+stamp_object(prof_sampled_thread_t *sampled, unsigned i, uint64_t stamp)
 {
     test_objects[i].stamp = stamp;
-    prof_sampler_set_objects(hot, test_objects, sizeof(test_object_t), 4,
+    prof_sampler_set_objects(sampled, test_objects, sizeof(test_object_t), 4,
                              offsetof(test_object_t, stamp));
 
     return &test_objects[i];
@@ -654,32 +645,32 @@ test_samples_carry_the_tag_of_what_runs(void **state)
     fixture_t           *f = *state;
     uint64_t             tag, with, without;
     test_object_t       *object;
-    prof_sampler_hot_t  *hot;
+    prof_sampled_thread_t  *sampled;
 
-    hot = prof_sampler_hot(f->sampler);
+    sampled = prof_sampler_sampled_thread(f->sampler);
     with = 0;
     without = 0;
 
-    object = stamp_object(hot, 2, 42);
+    object = stamp_object(sampled, 2, 42);
 
-    prof_publish(hot, (void *) 0x1000, (void *) 0x2000, object);
-    tag = burn_until_pending(hot);
+    prof_publish(sampled, (void *) 0x1000, (void *) 0x2000, object);
+    tag = burn_until_pending(sampled);
 
     assert_true(tag != 0);
-    assert_int_equal(hot->pending.request, 0x1000);
-    assert_int_equal(hot->pending.log, 0x2000);
-    assert_int_equal(hot->pending.object, (uintptr_t) object);
-    assert_int_equal(hot->pending_stamp, 42);
+    assert_int_equal(sampled->pending.request, 0x1000);
+    assert_int_equal(sampled->pending.log, 0x2000);
+    assert_int_equal(sampled->pending.object, (uintptr_t) object);
+    assert_int_equal(sampled->pending_stamp, 42);
 
     /* The same words: the same tag, however many samples. */
     (void) test_sampler_burn(30 * 1000 * 1000LL);
-    assert_int_equal(prof_pending_tag(hot), tag);
+    assert_int_equal(prof_pending_tag(sampled), tag);
 
-    prof_publish(hot, NULL, NULL, NULL);
-    prof_pending_clear(hot);
+    prof_publish(sampled, NULL, NULL, NULL);
+    prof_pending_clear(sampled);
 
     burn_until_untagged(f, tag, &with, &without);
-    assert_int_equal(prof_pending_tag(hot), 0);
+    assert_int_equal(prof_pending_tag(sampled), 0);
 
     stop_sampler(f, 0);
     f->sampler = NULL;
@@ -701,36 +692,36 @@ test_a_pending_tag_stays_with_its_words(void **state)
     fixture_t           *f = *state;
     uint64_t             tag, next, with, without;
     test_object_t       *object;
-    prof_sampler_hot_t  *hot;
+    prof_sampled_thread_t  *sampled;
 
-    hot = prof_sampler_hot(f->sampler);
+    sampled = prof_sampler_sampled_thread(f->sampler);
     with = 0;
     without = 0;
 
-    object = stamp_object(hot, 1, 7);
+    object = stamp_object(sampled, 1, 7);
 
-    prof_publish(hot, NULL, (void *) 0x2000, object);
-    tag = burn_until_pending(hot);
+    prof_publish(sampled, NULL, (void *) 0x2000, object);
+    tag = burn_until_pending(sampled);
     assert_true(tag != 0);
-    assert_int_equal(hot->pending_stamp, 7);
+    assert_int_equal(sampled->pending_stamp, 7);
 
     /* Other words: not at an object's start (stamp unknown). */
-    prof_publish(hot, NULL, (void *) 0x3000,
+    prof_publish(sampled, NULL, (void *) 0x3000,
                  (char *) object + sizeof(uint64_t));
     burn_until_untagged(f, tag, &with, &without);
     assert_true(without >= 1);
-    assert_int_equal(prof_pending_tag(hot), tag);
-    assert_int_equal(hot->pending.log, 0x2000);
+    assert_int_equal(prof_pending_tag(sampled), tag);
+    assert_int_equal(sampled->pending.log, 0x2000);
 
-    prof_pending_clear(hot);
-    next = burn_until_pending(hot);
+    prof_pending_clear(sampled);
+    next = burn_until_pending(sampled);
 
     assert_true(next > tag);
-    assert_int_equal(hot->pending.log, 0x3000);
-    assert_int_equal(hot->pending_stamp, 0);
+    assert_int_equal(sampled->pending.log, 0x3000);
+    assert_int_equal(sampled->pending_stamp, 0);
 
-    prof_publish(hot, NULL, NULL, NULL);
-    prof_pending_clear(hot);
+    prof_publish(sampled, NULL, NULL, NULL);
+    prof_pending_clear(sampled);
     stop_sampler(f, 0);
     f->sampler = NULL;
 }
