@@ -193,10 +193,11 @@ prof_aggregator_forget_addresses(prof_aggregator_t *agg)
 
 
 /*
- * A Lua frame's function (lua_frames.h): its name, its chunk as the file and its
- * first line, copied from the table the handler fills (NULL function: the
- * entry was given to another function since). Kept with the address (a
- * Lua frame's address goes at the profile's close, as JIT code's).
+ * A Lua frame's function (lua_frames.h): its name, its chunk as the file
+ * and its first line, copied from the table the handler fills (NULL
+ * function: the entry was given to another function since). Kept with the
+ * address (a Lua frame's address goes at the profile's close, as JIT
+ * code's).
  */
 static void
 prof_aggregator_lua(prof_aggregator_t *agg, prof_address_t *info,
