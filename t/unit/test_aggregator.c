@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Unit tests of shared/aggregator.c: stacks are deduplicated, request
+ * Unit tests of shared/profiler/aggregator.c: stacks are deduplicated, request
  * labels make separate samples, caller frames are moved back into the call,
  * flush barriers split profiles exactly, values are summed per key, and
  * addresses are symbolized once. Batches are built by hand (t/unit/unit.h).
