@@ -104,14 +104,20 @@ $(FUZZER): $(TOP)/t/fuzz/fuzz_trace_context.c $(TOP)/shared/worker/trace_context
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
 	    $(TOP)/shared/worker/trace_context.c
 
-FUZZ_ELF_SRCS = $(TOP)/shared/profiler/symbolizer.c $(TOP)/shared/profiler/elf_file.c \
-                $(TOP)/shared/profiler/debug_info.c $(TOP)/shared/common/io.c \
-                $(TOP)/shared/profiler/debuginfod.c $(TOP)/shared/profiler/thread.c
+FUZZ_ELF_SRCS = $(TOP)/shared/profiler/symbolizer.c \
+                $(TOP)/shared/profiler/proc_maps.c \
+                $(TOP)/shared/profiler/object_cache.c \
+                $(TOP)/shared/profiler/object_symbols.c \
+                $(TOP)/shared/profiler/symbol_table.c \
+                $(TOP)/shared/profiler/dwarf_inlines.c \
+                $(TOP)/shared/profiler/debuginfod_symbols.c \
+                $(TOP)/shared/profiler/elf_file.c \
+                $(TOP)/shared/profiler/debug_info.c \
+                $(TOP)/shared/profiler/debuginfod.c \
+                $(TOP)/shared/profiler/thread.c $(TOP)/shared/common/io.c
 
 $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
-        $(TOP)/shared/profiler/symbolizer.h $(TOP)/shared/profiler/elf_file.h \
-        $(TOP)/shared/profiler/debug_info.h $(TOP)/shared/common/io.h \
-        $(TOP)/shared/profiler/debuginfod.h
+        $(FUZZ_ELF_SRCS:.c=.h) $(TOP)/shared/profiler/symbolizer_internal.h
 	mkdir -p $(BUILD_DIR)/fuzz/elf-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \

@@ -193,10 +193,11 @@ prof_aggregator_forget_addresses(prof_aggregator_t *agg)
 
 
 /*
- * A Lua frame's function (lua_frames.h): its name, its chunk as the file and its
- * first line, copied from the table the handler fills (NULL function: the
- * entry was given to another function since). Kept with the address (a
- * Lua frame's address goes at the profile's close, as JIT code's).
+ * A Lua frame's function (lua_frames.h): its name, its chunk as the file
+ * and its first line, copied from the table the handler fills (NULL
+ * function: the entry was given to another function since). Kept with the
+ * address (a Lua frame's address goes at the profile's close, as JIT
+ * code's).
  */
 static void
 prof_aggregator_lua(prof_aggregator_t *agg, prof_address_t *info,
@@ -232,9 +233,12 @@ prof_aggregator_lua(prof_aggregator_t *agg, prof_address_t *info,
 }
 
 
-/* Symbolizes pc the first time it is seen. */
+/*
+ * Symbolizes pc the first time it is seen: its information goes into the
+ * address cache (a Lua frame's from the Lua function table). 0 or -ENOMEM.
+ */
 static int
-prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
+prof_aggregator_symbolize_once(prof_aggregator_t *agg, uint64_t pc)
 {
     int              inserted;
     size_t           cap;
@@ -288,8 +292,9 @@ prof_aggregator_learn_address(prof_aggregator_t *agg, uint64_t pc)
 
 /*
  * Addresses in no object (JIT code) are not kept past their profile: new
- * ones come for as long as code is compiled, and nothing is learned of
- * them. The others keep what the symbolizer said. Returns how many went.
+ * ones come for as long as code is compiled, and the symbolizer names
+ * none of them. The others keep what the symbolizer said. Returns how
+ * many went.
  */
 static size_t
 prof_aggregator_forget_unknown(prof_aggregator_t *agg)
@@ -459,7 +464,7 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
 
     if (index < 0) {
         for (i = 0; i < n; i++) {
-            if (prof_aggregator_learn_address(agg, agg->stack[i]) != 0) {
+            if (prof_aggregator_symbolize_once(agg, agg->stack[i]) != 0) {
                 return -ENOMEM;
             }
         }
@@ -739,7 +744,8 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
 
     /*
      * JIT code makes new addresses forever: start again past a bound. The
-     * objects unloaded (dlclose) go now, and with them what was learned.
+     * objects unloaded (dlclose) go now, and with them the cache of their
+     * addresses.
      */
     if (agg->addresses.count >= PROF_ADDRESSES_MAX
         || (agg->conf.symbolizer != NULL

@@ -102,8 +102,8 @@ typedef struct {
     int64_t                  period_ns;     /* sampling interval */
     int64_t                  thread_id;
     const char              *thread_name;
-    const struct prof_lua_s *lua;           /* names of Lua frames (lua_frames.h),
-                                               NULL: none */
+    const struct prof_lua_s *lua;           /* names of Lua frames
+                                               (lua_frames.h), NULL: none */
     int64_t                  start_realtime_ns;
     int64_t                  start_monotonic_ns;
     int                      timeline;      /* a sample per timestamp */

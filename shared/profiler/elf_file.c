@@ -309,3 +309,36 @@ prof_elf_section_named(prof_elf_t *elf, Elf64_Shdr *sh, size_t n,
 
     return found;
 }
+
+
+/* Whether a file has a section of a type: 1, 0, or -errno. */
+int
+prof_elf_has_section(const char *path, uint32_t type)
+{
+    int          rc;
+    size_t       i, shnum;
+    prof_elf_t   elf;
+    Elf64_Shdr  *sh;
+
+    rc = prof_elf_open(&elf, path);
+    if (rc != 0) {
+        return rc;
+    }
+
+    rc = prof_elf_sections(&elf, &sh, &shnum);
+    close(elf.fd);
+
+    if (rc != 0) {
+        return rc;
+    }
+
+    for (i = 0; i < shnum; i++) {
+        if (sh[i].sh_type == type && sh[i].sh_size > 0) {
+            break;
+        }
+    }
+
+    free(sh);
+
+    return i < shnum;
+}

@@ -70,5 +70,11 @@ Elf64_Shdr *prof_elf_section_named(prof_elf_t *elf, Elf64_Shdr *sh,
 int prof_elf_build_id(const unsigned char *p, uint64_t len, uint64_t align,
     char *out);
 
+/*
+ * Whether the file at path has a section of the type that is not empty:
+ * 1, 0, or -errno (-ENOEXEC when it is malformed).
+ */
+int prof_elf_has_section(const char *path, uint32_t type);
+
 
 #endif /* PROF_ELF_FILE_H */

@@ -477,8 +477,12 @@ prof_package_versions(void)
 }
 
 
+/*
+ * Adds the objects' paths not seen before to the package cache, with
+ * their packages and versions from dpkg's files (read once for them all).
+ */
 static void
-prof_package_learn(const prof_object_t * const *objects, size_t count)
+prof_package_resolve_new(const prof_object_t * const *objects, size_t count)
 {
     size_t  i, added;
 
@@ -516,7 +520,7 @@ prof_intake_provenance_json(prof_buffer_t *out,
     const char      *name;
     prof_package_t  *pkg;
 
-    prof_package_learn(objects, count);
+    prof_package_resolve_new(objects, count);
 
     rc = prof_buffer_append_str(out, "{\"v1\":[");
 

@@ -96,6 +96,9 @@ int prof_symbolizer_set_debug_dir(prof_symbolizer_t *sym, const char *dir);
  * in no function, without waiting; prof_symbolizer_take_fetched() takes
  * what came, waiting (when asked to) at most wait_ms for those under way.
  */
+void prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym,
+    prof_debuginfod_t *d, int64_t wait_ms);
+
 /*
  * The function containing pc in an object prof_symbolize() returned and
  * the symbolizer still holds (mapped or not), reading no file: NULL when
@@ -103,9 +106,6 @@ int prof_symbolizer_set_debug_dir(prof_symbolizer_t *sym, const char *dir);
  */
 const char *prof_symbolizer_function(prof_symbolizer_t *sym,
     const prof_object_t *object, uint64_t pc);
-
-void prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym,
-    prof_debuginfod_t *d, int64_t wait_ms);
 
 #define PROF_INLINES_MAX  8
 
@@ -118,12 +118,12 @@ typedef struct {
  * The functions inlined where pc is, in an object prof_symbolize()
  * returned and the symbolizer holds, from the DWARF of the file its names
  * came from (its own, a debug file, debuginfod's; at most 256 MB of
- * DWARF sections, decompressed): how many (at most max, else none), innermost first, each
- * with the line running in it; *line is the line in the function around
- * them (the call site of the outermost, or pc's own line when none is
- * inlined; 0: unknown). The names are valid as long as the function
- * names of the object (see prof_symbolizer_take_fetched). Reads the file
- * the first time an object is asked.
+ * DWARF sections, decompressed): how many (at most max, else none),
+ * innermost first, each with the line running in it; *line is the line
+ * in the function around them (the call site of the outermost, or pc's
+ * own line when none is inlined; 0: unknown). The names are valid as long
+ * as the function names of the object (see prof_symbolizer_take_fetched).
+ * Reads the file the first time an object is asked.
  */
 size_t prof_symbolizer_inlines(prof_symbolizer_t *sym,
     const prof_object_t *object, uint64_t pc, prof_inline_t *frames,

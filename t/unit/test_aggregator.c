@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Unit tests of shared/aggregator.c: stacks are deduplicated, request
+ * Unit tests of shared/profiler/aggregator.c: stacks are deduplicated, request
  * labels make separate samples, caller frames are moved back into the call,
  * flush barriers split profiles exactly, values are summed per key, and
  * addresses are symbolized once. Batches are built by hand (t/unit/unit.h).
@@ -241,7 +241,7 @@ test_caller_frames_move_back_into_the_call(void **state)
                    frames, 5, NULL);
     unit_consume(u, b);
 
-    /* the moved addresses are the ones learned (in no object, they are
+    /* the moved addresses are the ones symbolized (in no object, they are
        kept until their profile closes) */
 
     assert_non_null(prof_aggregator_address(u->agg, 0x401fff));
@@ -428,7 +428,7 @@ test_addresses_are_symbolized_once(void **state)
     assert_non_null(caller->function);
     assert_string_equal(caller->function, "unit_agg_caller");
 
-    /* the same pcs in many samples, over three profiles: learned once */
+    /* the same pcs in many samples, over three profiles: symbolized once */
 
     for (round = 0; round < 3; round++) {
         b = unit_batch(UNIT_BATCH_BYTES);
@@ -457,8 +457,9 @@ test_addresses_are_symbolized_once(void **state)
     assert_int_equal(u->diag.addresses_evicted, 0);
 
     /*
-     * The object goes (as with dlclose): after the next profile what was
-     * learned of it is forgotten, and its pcs are in no object any more.
+     * The object goes (as with dlclose): after the next profile what the
+     * symbolizer said of it is forgotten, and its pcs are in no object any
+     * more.
      */
     assert_int_equal(mprotect(copy, len, PROT_READ), 0);
     assert_int_equal(prof_symbolizer_refresh(u->sym), 0);
@@ -653,7 +654,7 @@ test_labels_wait_for_their_profile(void **state)
 
 /*
  * JIT code: addresses in no object are forgotten with their profile (new
- * ones come forever), the others keep what was learned of them.
+ * ones come forever), the others keep what the symbolizer said of them.
  */
 static void
 test_addresses_of_no_object_go_with_their_profile(void **state)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Debug files fetched by build id (shared/debuginfod.c) from a small
+ * Debug files fetched by build id (shared/profiler/debuginfod.c) from a small
  * debuginfod stand-in served by a thread of the test: a file it has is
  * fetched once and kept, one it lacks is not asked again within the retry
  * time, an unreachable server fails every build id at once, and the cache

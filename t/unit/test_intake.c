@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of the intake documents (shared/intake.h): tags, event.json,
+ * Tests of the intake documents (shared/profiler/intake.h): tags, event.json,
  * code-provenance.json, runtime id, timestamps; and JSON escaping
- * (shared/buffer.h). Documents made from invalid UTF-8 are read back by
+ * (shared/common/buffer.h). Documents made from invalid UTF-8 are read back by
  * Python: decode("utf-8", "strict"), then json.loads.
  */
 

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Unit tests of shared/pprof.c: a profile built through the aggregator
- * (real symbolizer; frames in functions of this binary, in libc, and the
- * truncated marker) is encoded, written to a temporary file and decoded by
- * independent tools: gzip and protoc (text format, parsed here), and
- * go tool pprof when Go is installed. $PROTO is shared/profiler/profile.proto.
+ * Unit tests of the pprof encoder (shared/profiler/pprof.h): a profile
+ * built through the aggregator (real symbolizer; frames in functions of
+ * this binary, in libc, and the truncated marker) is encoded, written to a
+ * temporary file and decoded by independent tools: gzip and protoc (text
+ * format, parsed here), and go tool pprof when Go is installed. $PROTO is
+ * shared/profiler/profile.proto.
  * Strings made of invalid UTF-8 (a client's URI, a symbol, a file name)
  * must reach the pprof as valid UTF-8: protoc refuses the profile
  * otherwise, and Python decodes the string table strictly.

@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Unit tests of shared/symbolizer.c. Build and run from the repository root:
+ * Unit tests of the symbolizer (shared/profiler/symbolizer.h and the files
+ * that implement it). Build and run from the repository root:
  *
- *   gcc -std=gnu99 -O0 -g -W -Wall -Wextra -Wno-unused-parameter \
- *       -fPIE -pie -Wl,--build-id -o /tmp/test_symbolizer \
- *       shared/symbolizer.c t/unit/test_symbolizer.c -Ishared -lcmocka -ldl
- *   /tmp/test_symbolizer
+ *   make $PWD/build/unit/test_symbolizer && build/unit/test_symbolizer
  *
- * and the same with -fsanitize=address,undefined -fno-sanitize-recover=all
- * added. The tests shell out to gcc, objcopy, nm and readelf to build and
+ * and the same with EXTRA_CFLAGS="-fsanitize=address,undefined
+ * -fno-sanitize-recover=all" given to make. The tests shell out to gcc, objcopy, nm and readelf to build and
  * inspect fixtures in a mkdtemp directory under /tmp (removed at the end).
  */
 

@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * Symbol tables: the functions of an ELF file's .symtab or .dynsym (and
+ * MiniDebugInfo's), sorted and deduplicated, and the lookup by address.
+ */
+
+#define _GNU_SOURCE
+
+#include <elf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profiler/debug_info.h"
+#include "profiler/elf_file.h"
+#include "profiler/symbol_table.h"
+
+
+#define PROF_SYM_TABLE_MAX      (512 << 20) /* bytes of a symbol table or of
+                                               its string table */
+
+
+static int
+prof_symbol_cmp(const void *a, const void *b)
+{
+    const prof_symbol_t  *x = a, *y = b;
+
+    if (x->addr != y->addr) {
+        return x->addr < y->addr ? -1 : 1;
+    }
+
+    if (x->rank != y->rank) {
+        return x->rank < y->rank ? -1 : 1;
+    }
+
+    return 0;
+}
+
+
+/* Prefers non-local names, then fewer leading underscores: getpid. */
+
+static unsigned
+prof_symbol_rank(const Elf64_Sym *s, const char *name)
+{
+    unsigned  rank;
+
+    rank = ELF64_ST_BIND(s->st_info) == STB_LOCAL ? 16 : 0;
+
+    while (*name++ == '_' && rank % 16 < 15) {
+        rank++;
+    }
+
+    return rank;
+}
+
+
+static int
+prof_symbol_is_function(const Elf64_Sym *s)
+{
+    unsigned  type;
+
+    type = ELF64_ST_TYPE(s->st_info);
+
+    return (type == STT_FUNC || type == STT_GNU_IFUNC)
+           && s->st_size != 0 && s->st_shndx != SHN_UNDEF
+           && s->st_name != 0;
+}
+
+
+/*
+ * Keeps the functions of an ELF symbol table, sorted and deduplicated:
+ * 0, -ENOENT when there is none, -ENOEXEC when a name is not within the
+ * string table (strsize bytes, and a NUL byte after them).
+ */
+
+static int
+prof_symbol_table_collect(prof_symbol_table_t *t, Elf64_Sym *es, size_t n,
+    char *strtab, uint64_t strsize)
+{
+    size_t          i, k, functions;
+    prof_symbol_t  *syms;
+
+    for (i = 0, functions = 0; i < n; i++) {
+        if (es[i].st_name >= strsize && es[i].st_name != 0) {
+            return -ENOEXEC;
+        }
+
+        functions += prof_symbol_is_function(&es[i]);
+    }
+
+    if (functions == 0) {
+        return -ENOENT;
+    }
+
+    syms = malloc(functions * sizeof(prof_symbol_t));
+    if (syms == NULL) {
+        return -ENOMEM;
+    }
+
+    for (i = 0, k = 0; i < n; i++) {
+        if (!prof_symbol_is_function(&es[i])) {
+            continue;
+        }
+
+        syms[k].addr = es[i].st_value;
+        syms[k].size = es[i].st_size;
+        syms[k].name = strtab + es[i].st_name;
+        syms[k].rank = prof_symbol_rank(&es[i], syms[k].name);
+        k++;
+    }
+
+    qsort(syms, k, sizeof(prof_symbol_t), prof_symbol_cmp);
+
+    for (i = 1, n = 1; i < k; i++) {
+        if (syms[i].addr != syms[n - 1].addr) {
+            syms[n++] = syms[i];
+        }
+    }
+
+    t->syms = syms;
+    t->nsyms = n;
+    t->strtab = strtab;
+
+    return 0;
+}
+
+
+/*
+ * Loads the functions of the first section of the given type in a file:
+ * 0, -ENOENT when there are none, -ENOEXEC when the file is malformed,
+ * -errno.
+ */
+
+int
+prof_symbol_table_read(prof_symbol_table_t *t, const char *path,
+    uint32_t type)
+{
+    int          rc;
+    size_t       i, shnum;
+    prof_elf_t   elf;
+    Elf64_Shdr  *sh, *tab, *str;
+    Elf64_Sym   *es;
+    char        *strtab;
+
+    rc = prof_elf_open(&elf, path);
+    if (rc != 0) {
+        return rc;
+    }
+
+    es = NULL;
+    strtab = NULL;
+
+    rc = prof_elf_sections(&elf, &sh, &shnum);
+    if (rc != 0) {
+        goto done;
+    }
+
+    for (i = 0, tab = NULL; i < shnum && tab == NULL; i++) {
+        tab = sh[i].sh_type == type ? &sh[i] : NULL;
+    }
+
+    if (tab == NULL) {
+        rc = -ENOENT;
+        goto done;
+    }
+
+    if (tab->sh_entsize != sizeof(Elf64_Sym)
+        || tab->sh_size % sizeof(Elf64_Sym) != 0
+        || tab->sh_link == 0 || tab->sh_link >= shnum
+        || sh[tab->sh_link].sh_type != SHT_STRTAB)
+    {
+        rc = -ENOEXEC;
+        goto done;
+    }
+
+    str = &sh[tab->sh_link];
+
+    if (tab->sh_size > PROF_SYM_TABLE_MAX || str->sh_size > PROF_SYM_TABLE_MAX)
+    {
+        rc = -EFBIG;
+        goto done;
+    }
+
+    rc = prof_elf_read_alloc(&elf, tab->sh_offset, tab->sh_size,
+                             (void **) &es);
+    if (rc != 0) {
+        goto done;
+    }
+
+    rc = prof_elf_read_alloc(&elf, str->sh_offset, str->sh_size,
+                             (void **) &strtab);
+    if (rc != 0) {
+        goto done;
+    }
+
+    rc = prof_symbol_table_collect(t, es, tab->sh_size / sizeof(Elf64_Sym),
+                                   strtab, str->sh_size);
+
+done:
+
+    if (rc != 0) {
+        free(strtab);
+    }
+
+    free(es);
+    free(sh);
+    close(elf.fd);
+
+    return rc;
+}
+
+
+/*
+ * Adds MiniDebugInfo's functions (mini, loaded from its .symtab) to those
+ * of .dynsym in t: 0 or -ENOMEM. mini's tables become t's.
+ */
+static int
+prof_symbol_table_merge(prof_symbol_table_t *t, prof_symbol_table_t *mini)
+{
+    size_t          i, n;
+    prof_symbol_t  *syms;
+
+    syms = malloc((t->nsyms + mini->nsyms) * sizeof(prof_symbol_t));
+    if (syms == NULL) {
+        return -ENOMEM;
+    }
+
+    if (t->nsyms) {
+        memcpy(syms, t->syms, t->nsyms * sizeof(prof_symbol_t));
+    }
+
+    memcpy(syms + t->nsyms, mini->syms, mini->nsyms * sizeof(prof_symbol_t));
+    n = t->nsyms + mini->nsyms;
+
+    qsort(syms, n, sizeof(prof_symbol_t), prof_symbol_cmp);
+
+    for (i = 1, t->nsyms = 1; i < n; i++) {
+        if (syms[i].addr != syms[t->nsyms - 1].addr) {
+            syms[t->nsyms++] = syms[i];
+        }
+    }
+
+    free(t->syms);
+    free(mini->syms);
+    t->syms = syms;
+    t->strtab_extra = mini->strtab;
+    mini->syms = NULL;
+    mini->strtab = NULL;
+
+    return 0;
+}
+
+
+/*
+ * .dynsym and MiniDebugInfo's .symtab together: 0, or -ENOENT when the
+ * object has no MiniDebugInfo with functions (t is left as it was).
+ */
+int
+prof_symbol_table_read_minidebuginfo(prof_symbol_table_t *t,
+    const char *object)
+{
+    int                   fd, rc;
+    char                  path[32];
+    prof_symbol_table_t   mini;
+
+    if (prof_minidebuginfo_open(object, &fd) != 0) {
+        return -ENOENT;
+    }
+
+    memset(&mini, 0, sizeof(mini));
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+
+    rc = prof_symbol_table_read(&mini, path, SHT_SYMTAB);
+    close(fd);
+
+    if (rc != 0) {
+        return -ENOENT;
+    }
+
+    rc = prof_symbol_table_read(t, object, SHT_DYNSYM);
+
+    if (rc == 0 && prof_symbol_table_merge(t, &mini) != 0) {
+        /* No memory: .dynsym's, loaded already, alone. */
+        free(mini.syms);
+        free(mini.strtab);
+        return 0;
+    }
+
+    if (rc == -ENOEXEC) {
+        free(mini.syms);
+        free(mini.strtab);
+        return rc;
+    }
+
+    if (rc != 0) {
+        /* No .dynsym: MiniDebugInfo's alone. */
+        t->syms = mini.syms;
+        t->nsyms = mini.nsyms;
+        t->strtab = mini.strtab;
+    }
+
+    return 0;
+}
+
+
+const char *
+prof_symbol_table_lookup(const prof_symbol_table_t *t, uint64_t vaddr)
+{
+    size_t                lo, hi, mid;
+    const prof_symbol_t  *s;
+
+    lo = 0;
+    hi = t->nsyms;
+
+    /* the first symbol with addr > vaddr */
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+
+        if (t->syms[mid].addr <= vaddr) {
+            lo = mid + 1;
+
+        } else {
+            hi = mid;
+        }
+    }
+
+    if (lo == 0) {
+        return NULL;
+    }
+
+    s = &t->syms[lo - 1];
+
+    return vaddr - s->addr < s->size ? s->name : NULL;
+}
+
+
+void
+prof_symbol_table_free(prof_symbol_table_t *t)
+{
+    free(t->syms);
+    free(t->strtab);
+    free(t->strtab_extra);
+    memset(t, 0, sizeof(prof_symbol_table_t));
+}
