@@ -20,7 +20,7 @@ H3CLIENT = $(BUILD_DIR)/test/h3client
 QUIC_GO = /usr/share/gocode/src/github.com/lucas-clemente/quic-go
 
 SHARED_SRCS = $(wildcard $(TOP)/shared/*/*.c)
-SHARED_HDRS = $(wildcard $(TOP)/shared/*/*.h)
+SHARED_HDRS = $(wildcard $(TOP)/shared/*/*.h $(TOP)/shared/*/*/*.h)
 GEN = $(BUILD_DIR)/gen/profile.pb.c $(BUILD_DIR)/gen/profile.pb.h
 
 UNIT_CFLAGS = -std=gnu99 -g -O1 -W -Wall -Wextra -Wno-unused-parameter \

@@ -27,10 +27,9 @@
 #include "channel/lua_frames.h"
 #include "channel/sample.h"
 #include "channel/sampler_state.h"
+#include "worker/arch.h"
 #include "worker/unwind_table.h"
 
-
-#define PROF_RED_ZONE        128     /* below sp, x86-64 System V ABI */
 
 /* A stack scan looks this far above sp, this many times a sample. */
 #define PROF_SCAN_WORDS      512
@@ -177,10 +176,11 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             break;
         }
 
-        cfa = ((row->cfa == PROF_CFA_RSP) ? sp : fp)
+        cfa = ((row->cfa == PROF_CFA_SP) ? sp : fp)
               + (intptr_t) row->cfa_slots * 8;
 
-        if ((cfa & 7) != 0 || cfa < sp + 8 || cfa > regs->stack_high
+        if ((cfa & 7) != 0 || cfa < sp - (intptr_t) PROF_ARCH_RA_SLOT * 8
+            || cfa > regs->stack_high
             || cfa < regs->stack_low)
         {
             status = PROF_UNWIND_BAD_STACK;
@@ -192,12 +192,13 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 
         } else if (row->fp_slot != 0) {
             /*
-             * In an epilogue, past "pop %rbp", the rule may still name
-             * the slot: it is below sp then, in the leaf's red zone (which
-             * signal delivery leaves alone) and holds the value popped.
+             * In an epilogue, past the frame pointer's restore ("pop
+             * %rbp"), the rule may still name the slot: it is below sp
+             * then, in the leaf's red zone (which signal delivery leaves
+             * alone) and holds the value restored.
              */
             slot = cfa + (intptr_t) row->fp_slot * 8;
-            if (slot < (leaf ? sp - PROF_RED_ZONE : sp)
+            if (slot < (leaf ? sp - PROF_ARCH_RED_ZONE : sp)
                 || slot < regs->stack_low || slot + 8 > regs->stack_high)
             {
                 status = PROF_UNWIND_BAD_STACK;
@@ -206,7 +207,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             fp = *(const uintptr_t *) slot;
         }
 
-        pc = *(const uintptr_t *) (cfa - 8);
+        pc = *(const uintptr_t *) (cfa + (intptr_t) PROF_ARCH_RA_SLOT * 8);
         sp = cfa;
         leaf = 0;
 
@@ -276,7 +277,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words)
 {
     unsigned           i, j;
-    uintptr_t          slot, w, sp, fp, cfa, up, saved, v;
+    uintptr_t          slot, w, sp, fp, cfa, up, saved, v, pushed;
     const prof_row_t  *row;
 
     slot = (regs->sp + 7) & ~(uintptr_t) 7;
@@ -293,26 +294,30 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             continue;
         }
 
-        sp = slot + 8;
+        /* The caller's sp once returned: the CFA of the callee's frame. */
+        sp = slot - (intptr_t) PROF_ARCH_RA_SLOT * 8;
 
-        /* Likely the caller's rbp, pushed first by the callee. */
+        /* Likely the caller's frame pointer, if the callee saved it. */
         fp = 0;
-        if (slot >= regs->sp + 8) {
-            fp = *(const uintptr_t *) (slot - 8);
+        pushed = slot + (intptr_t) PROF_ARCH_PUSHED_FP_SLOT * 8;
+        if (slot >= regs->sp - (intptr_t) PROF_ARCH_PUSHED_FP_SLOT * 8) {
+            fp = *(const uintptr_t *) pushed;
             if (fp <= sp || fp >= regs->stack_high || (fp & 7) != 0) {
                 fp = 0;
             }
         }
 
-        if (row->cfa == PROF_CFA_RBP && fp == 0 && row->cfa_slots > 0) {
+        if (row->cfa == PROF_CFA_FP && fp == 0 && row->cfa_slots > 0) {
             /*
-             * A caller that finds its frame from rbp, under a callee that
-             * pushed no rbp (JIT code may use it as it likes): its frame
-             * is taken to end at the next return address above, if the
-             * rbp it saved there looks like one (its caller's frame
-             * pointer, or 0), its rbp to be where that puts it.
+             * A caller that finds its frame from the frame pointer, under
+             * a callee that saved none (JIT code may use the register as
+             * it likes): its frame is taken to end at the next return
+             * address above, if the frame pointer it saved there looks
+             * like one (its caller's, or 0), its frame pointer to be
+             * where that puts it. up: where that return address may be,
+             * from the lowest frame pointer (sp) up.
              */
-            up = sp + (uintptr_t) (row->cfa_slots - 1) * 8;
+            up = sp + (uintptr_t) (row->cfa_slots + PROF_ARCH_RA_SLOT) * 8;
 
             for (j = i + 1; j < max_words; j++, up += 8) {
                 if (up + 8 > regs->stack_high) {
@@ -325,7 +330,9 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                     continue;
                 }
 
-                saved = up + 8 + (intptr_t) row->fp_slot * 8;
+                /* Where it saved its frame pointer: from its CFA. */
+                saved = up - (intptr_t) PROF_ARCH_RA_SLOT * 8
+                        + (intptr_t) row->fp_slot * 8;
 
                 if (row->fp_slot < 0 && row->fp_slot != PROF_UNWIND_FP_UNKNOWN
                     && saved >= sp)
@@ -334,7 +341,8 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                     if (v == 0 || ((v & 7) == 0 && v > up
                                    && v < regs->stack_high))
                     {
-                        fp = up + 8 - (uintptr_t) row->cfa_slots * 8;
+                        fp = up - (intptr_t) PROF_ARCH_RA_SLOT * 8
+                             - (uintptr_t) row->cfa_slots * 8;
                     }
                 }
 
@@ -343,14 +351,16 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         }
 
         if (row->cfa != PROF_CFA_OUTERMOST) {
-            if (row->cfa == PROF_CFA_RBP && fp == 0) {
+            if (row->cfa == PROF_CFA_FP && fp == 0) {
                 continue;
             }
 
-            cfa = ((row->cfa == PROF_CFA_RSP) ? sp : fp)
+            cfa = ((row->cfa == PROF_CFA_SP) ? sp : fp)
                   + (intptr_t) row->cfa_slots * 8;
 
-            if (cfa < sp + 8 || cfa > regs->stack_high) {
+            if (cfa < sp - (intptr_t) PROF_ARCH_RA_SLOT * 8
+                || cfa > regs->stack_high)
+            {
                 continue;
             }
         }
@@ -379,9 +389,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     prof_unwind_table_t  *t;
     prof_unwind_status_e  status;
 
-    regs.pc = uc->uc_mcontext.gregs[REG_RIP];
-    regs.sp = uc->uc_mcontext.gregs[REG_RSP];
-    regs.fp = uc->uc_mcontext.gregs[REG_RBP];
+    prof_arch_context_regs(uc, &regs.pc, &regs.sp, &regs.fp);
     regs.stack_low = s->stack_low;
     regs.stack_high = s->stack_high;
     regs.caller = 0;
@@ -632,7 +640,7 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     }
 
     entry_ns = prof_clock_ns(CLOCK_MONOTONIC);
-    entry_tsc = __builtin_ia32_rdtsc();
+    entry_tsc = prof_arch_ticks();
 
     prof_signal_walk(s, slot, context, s->conf.max_frames);
 

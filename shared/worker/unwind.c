@@ -5,9 +5,10 @@
  * mapping per table.
  *
  * For every FDE the CIE's and the FDE's call frame instructions are run
- * once, at build time, keeping only what a walk needs on x86-64: how the
- * CFA is computed (rsp or rbp + offset), whether the return address is at
- * CFA - 8 (or undefined: the outermost frame), and where rbp was saved.
+ * once, at build time, keeping only what a walk needs: how the CFA is
+ * computed (stack or frame pointer + offset), whether the return address
+ * is where the machine's calls leave it (arch.h: on x86-64 at CFA - 8) or
+ * undefined (the outermost frame), and where the frame pointer was saved.
  * Each change of those rules becomes a row; rows are sorted by pc, and an
  * index narrows each lookup to the rows of 256 bytes of code: a walk
  * touches few cache lines a frame, which matters as the tables are cold
@@ -30,11 +31,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "worker/arch.h"
 #include "worker/unwind_table.h"
 
-
-#define PROF_DW_RBP          6
-#define PROF_DW_RSP          7
 
 #define PROF_PE_OMIT         0xff
 #define PROF_PE_PCREL        0x10
@@ -373,7 +372,7 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
         case 0x07:                              /* undefined */
         case 0x08:                              /* same_value */
             reg = prof_read_uleb(c);
-            if (reg == PROF_DW_RBP) {
+            if (reg == PROF_ARCH_DW_FP) {
                 state->fp_rule = (op == 0x08) ? PROF_RULE_SAME
                                               : PROF_RULE_OTHER;
             } else if (reg == cie->ra_reg) {
@@ -481,7 +480,7 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
 
     set_offset:
 
-        if (reg == PROF_DW_RBP) {
+        if (reg == PROF_ARCH_DW_FP) {
             state->fp_rule = PROF_RULE_OFFSET;
             state->fp_offset = offset;
         } else if (reg == cie->ra_reg) {
@@ -492,7 +491,7 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
 
     set_other:
 
-        if (reg == PROF_DW_RBP) {
+        if (reg == PROF_ARCH_DW_FP) {
             state->fp_rule = PROF_RULE_OTHER;
         } else if (reg == cie->ra_reg) {
             state->ra_rule = PROF_RULE_OTHER;
@@ -501,7 +500,7 @@ prof_run_cfa(prof_cursor_t *c, const prof_cie_t *cie, prof_cfa_state_t *state,
 
     restore:
 
-        if (reg == PROF_DW_RBP) {
+        if (reg == PROF_ARCH_DW_FP) {
             state->fp_rule = cie->initial.fp_rule;
             state->fp_offset = cie->initial.fp_offset;
         } else if (reg == cie->ra_reg) {
@@ -619,16 +618,16 @@ prof_builder_emit(prof_builder_t *b, uintptr_t pc,
         row.cfa = PROF_CFA_OUTERMOST;
 
     } else if (state->cfa_ok
-               && (state->cfa_reg == PROF_DW_RSP
-                   || state->cfa_reg == PROF_DW_RBP)
+               && (state->cfa_reg == PROF_ARCH_DW_SP
+                   || state->cfa_reg == PROF_ARCH_DW_FP)
                && state->cfa_offset % 8 == 0
                && state->cfa_offset / 8 >= INT16_MIN
                && state->cfa_offset / 8 <= INT16_MAX
                && state->ra_rule == PROF_RULE_OFFSET
-               && state->ra_offset == -8)
+               && state->ra_offset == PROF_ARCH_RA_SLOT * 8)
     {
-        row.cfa = (state->cfa_reg == PROF_DW_RSP) ? PROF_CFA_RSP
-                                                  : PROF_CFA_RBP;
+        row.cfa = (state->cfa_reg == PROF_ARCH_DW_SP) ? PROF_CFA_SP
+                                                      : PROF_CFA_FP;
         row.cfa_slots = (int16_t) (state->cfa_offset / 8);
 
         if (state->fp_rule == PROF_RULE_SAME) {

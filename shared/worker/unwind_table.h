@@ -30,17 +30,22 @@
 
 enum {
     PROF_CFA_NONE = 0,                  /* no rule the walk can follow */
-    PROF_CFA_RSP,
-    PROF_CFA_RBP,
+    PROF_CFA_SP,                        /* from the stack pointer */
+    PROF_CFA_FP,                        /* from the frame pointer */
     PROF_CFA_OUTERMOST                  /* return address undefined */
 };
 
 
-/* From pc on (an offset from the object's base), until the next row. */
+/*
+ * From pc on (an offset from the object's base), until the next row. The
+ * return address is where the machine's calls leave it (arch.h's
+ * PROF_ARCH_RA_SLOT): a frame that keeps it elsewhere has no rule.
+ */
 typedef struct {
     uint32_t   pc;
     uint8_t    cfa;                     /* PROF_CFA_* */
-    int8_t     fp_slot;                 /* rbp saved at CFA + 8 * fp_slot,
+    int8_t     fp_slot;                 /* the frame pointer saved at
+                                           CFA + 8 * fp_slot,
                                            0: not saved by this frame */
     int16_t    cfa_slots;               /* CFA = register + 8 * cfa_slots */
 } prof_row_t;

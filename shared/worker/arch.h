@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The machine the worker runs on, as the unwinder and the signal path see
+ * it: one file per architecture under arch/, chosen here.
+ *
+ * Each architecture provides, as constants and static inline functions
+ * (the signal handler calls nothing out of line for them):
+ *
+ * arch/<arch>.h:
+ * - prof_arch_context_regs(uc, &pc, &sp, &fp): where the code a signal
+ *   interrupted was, from its ucontext_t;
+ * - prof_arch_ticks(): the cycle counter that splits wall time
+ *   (sampler.h), cheap and monotonic on one core;
+ * - PROF_ARCH_DW_SP, PROF_ARCH_DW_FP: the DWARF numbers of the stack and
+ *   frame pointer registers, as call frame information names them;
+ * - PROF_ARCH_RA_SLOT: where the return address lies, in words from the
+ *   CFA; the unwind table keeps rows only for frames that keep it there;
+ * - PROF_ARCH_RED_ZONE: bytes below sp a leaf may use, which signal
+ *   delivery leaves alone;
+ * - PROF_ARCH_PUSHED_FP_SLOT: where a prologue saves its caller's frame
+ *   pointer, in words from its return address (the stack scan's guess).
+ *
+ * The walk itself assumes 64-bit words (LP64) and a stack that grows
+ * down. Users define _GNU_SOURCE (the registers' names in ucontext_t).
+ */
+
+#ifndef PROF_ARCH_H
+#define PROF_ARCH_H
+
+
+#if defined(__x86_64__)
+
+#include "worker/arch/x86_64.h"
+
+#else
+
+#error "this architecture is not supported yet"
+
+#endif
+
+
+#endif /* PROF_ARCH_H */
