@@ -129,8 +129,9 @@ int prof_lua_function(const prof_lua_t *lua, uint32_t id,
 void prof_lua_function_name(const prof_lua_function_t *f, char *buf,
     size_t size);
 
-/* Where a native frame was: its sp and rbp (0: unknown), and whether
-   its pc is in no object the unwind table knows (JIT code). */
+/* Where a native frame was: its sp and frame pointer (rbp on x86-64;
+   0: unknown), and whether its pc is in no object the unwind table knows
+   (JIT code). */
 typedef struct {
     uintptr_t       sp;
     uintptr_t       fp;

@@ -2,12 +2,12 @@
 
 /*
  * The machine the worker runs on, as the unwinder and the signal path see
- * it: one file per architecture under arch/, chosen here.
+ * it: one pair of files per architecture under arch/, chosen here.
  *
  * Each architecture provides, as constants and static inline functions
  * (the signal handler calls nothing out of line for them):
  *
- * arch/<arch>.h:
+ * arch/<arch>.h, the machine:
  * - prof_arch_context_regs(uc, &pc, &sp, &fp): where the code a signal
  *   interrupted was, from its ucontext_t;
  * - prof_arch_ticks(): the cycle counter that splits wall time
@@ -21,6 +21,13 @@
  * - PROF_ARCH_PUSHED_FP_SLOT: where a prologue saves its caller's frame
  *   pointer, in words from its return address (the stack scan's guess).
  *
+ * arch/<arch>_luajit.h, LuaJIT 2.1 (GC64) on that machine:
+ * - LJL_CF_L, LJL_CF_PC, LJL_CF_PREV: the VM's C frame (lj_frame.h);
+ * - prof_arch_lj_interp_regs(uc, &base, &pc): the interpreter's BASE and
+ *   PC registers in a signal's context;
+ * - prof_arch_lj_kept_base(uc, vm_fp): BASE where the interpreter keeps
+ *   it while C code it called runs.
+ *
  * The walk itself assumes 64-bit words (LP64) and a stack that grows
  * down. Users define _GNU_SOURCE (the registers' names in ucontext_t).
  */
@@ -32,6 +39,7 @@
 #if defined(__x86_64__)
 
 #include "worker/arch/x86_64.h"
+#include "worker/arch/x86_64_luajit.h"
 
 #else
 

@@ -12,8 +12,9 @@
  * frame's link is a pc inside its caller's bytecode, just past a call),
  * so that a frame is right or absent.
  *
- * The layout is LuaJIT 2.1's in GC64 mode on x86-64 (lj_obj.h,
- * lj_frame.h), checked at start by prof_lua_find (lua.c).
+ * The layout is LuaJIT 2.1's in GC64 mode (lj_obj.h, lj_frame.h; the
+ * machine's C frame and interpreter registers: arch.h), checked at start
+ * by prof_lua_find (lua.c).
  */
 
 #define _GNU_SOURCE
@@ -723,18 +724,18 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
                && prof_lua_in_vm(lua, frames[0]) && where[0].sp == cf)
     {
         /* The interpreter: its BASE and PC registers. */
-        base = (uintptr_t) uc->uc_mcontext.gregs[REG_RDX];
-        *pc = (uintptr_t) uc->uc_mcontext.gregs[REG_RBX];
+        prof_arch_lj_interp_regs(uc, &base, pc);
 
     } else if (state == LJL_VMST_INTERP) {
         /*
-         * C code the interpreter called: it keeps BASE in rbp around calls
-         * that do not take L (libm's from math.*), else in L->base.
+         * C code the interpreter called: it keeps BASE in a register
+         * around calls that do not take L (libm's from math.*; on x86-64
+         * rbp, the VM frame's frame pointer), else in L->base.
          */
         fp = 0;
         for (i = 0; i < n; i++) {
             if (where[i].sp == cf && prof_lua_in_vm(lua, frames[i])) {
-                fp = where[i].fp;
+                fp = prof_arch_lj_kept_base(uc, where[i].fp);
                 break;
             }
         }
