@@ -92,7 +92,7 @@ prof_unwind_table_t *prof_unwind_table_from_image(uintptr_t base,
     size_t hdr_size);
 
 
-/* Async-signal-safe (signal_path.c). */
+/* Async-signal-safe (unwind_walk.c), called by the handler. */
 
 /*
  * Writes the return addresses of the stack described by regs, innermost

@@ -2,7 +2,7 @@
 
 /*
  * The layout of an unwind table, shared by its builder (unwind.c) and its
- * walker (signal_path.c, which runs in the signal handler). Not a public
+ * walker (unwind_walk.c, which runs in the signal handler). Not a public
  * interface: see unwind.h.
  *
  * A table lives in one anonymous mapping of its own (rows, page indexes,
