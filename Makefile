@@ -118,10 +118,13 @@ $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
 	    $(FUZZ_ELF_SRCS) -llzma -lz -ldw -luv -ldl
 
 FUZZ_UNWIND_SRCS = $(TOP)/shared/worker/unwind.c \
+                   $(TOP)/shared/worker/unwind_build.c \
+                   $(TOP)/shared/worker/eh_frame.c \
                    $(TOP)/shared/worker/unwind_walk.c
 
 $(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(FUZZ_UNWIND_SRCS) \
         $(TOP)/shared/worker/unwind.h $(TOP)/shared/worker/unwind_table.h \
+        $(TOP)/shared/worker/unwind_build.h $(TOP)/shared/worker/eh_frame.h \
         $(TOP)/shared/worker/arch.h $(wildcard $(TOP)/shared/worker/arch/*.h)
 	mkdir -p $(BUILD_DIR)/fuzz/unwind-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \

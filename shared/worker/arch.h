@@ -36,6 +36,10 @@
 #define PROF_ARCH_H
 
 
+#ifndef _GNU_SOURCE
+#error "define _GNU_SOURCE before any include to use worker/arch.h"
+#endif
+
 #if defined(__x86_64__)
 
 #include "worker/arch/x86_64.h"

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The layout of an unwind table, shared by its builder (unwind.c) and its
- * walker (unwind_walk.c, which runs in the signal handler). Not a public
+ * The layout of an unwind table, shared by its builder (unwind_build.c) and
+ * its walker (unwind_walk.c, which runs in the signal handler). Not a public
  * interface: see unwind.h.
  *
  * A table lives in one anonymous mapping of its own (rows, page indexes,
