@@ -142,6 +142,9 @@ typedef struct {
 int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
     uintptr_t stack_high);
+
+/* lua_guard.c: the fault guard, installed by the worker outside the
+   handler. */
 int prof_lua_guard_install(void);
 void prof_lua_guard_remove(void);
 /* The guard over a SIGSEGV action installed since (handed faults on to). */

@@ -6,8 +6,8 @@
  *
  * Async-signal-safe only, like signal_path.c (CI checks both objects).
  * Memory outside the thread's stack (LuaJIT's states, stacks, functions,
- * prototypes, strings) is read under a guard: a SIGSEGV there jumps back
- * here and the walk ends with a marker. Every step is checked against
+ * prototypes, strings) is read under a guard (lua_guard.h): a SIGSEGV
+ * there jumps back here and the walk ends with a marker. Every step is checked against
  * what LuaJIT keeps consistent (a frame's function is a function, a Lua
  * frame's link is a pc inside its caller's bytecode, just past a call),
  * so that a frame is right or absent.
@@ -26,138 +26,12 @@
 
 #include "channel/lua_frames.h"
 #include "channel/sample.h"
+#include "worker/lua_guard.h"
 #include "worker/lua_layout.h"
-
-
-/* Walks between two checks of the guard (at 100 Hz: 0.64 s) */
-#define PROF_LUA_GUARD_EVERY  64
-
-
-static volatile sig_atomic_t  prof_lua_probing;
-static volatile sig_atomic_t  prof_lua_installed;
-static void                  *prof_lua_jump[5];
-static struct sigaction       prof_lua_saved_segv;
-
-
-/*
- * SIGSEGV: a fault of the walk returns into it; any other goes on as if
- * the guard were not there (the action before it, from the faulting
- * instruction again: a crash dumps core where it happened).
- */
-static void
-prof_lua_segv(int signo, siginfo_t *info, void *context)
-{
-    (void) signo;
-    (void) info;
-    (void) context;
-
-    if (prof_lua_probing) {
-        prof_lua_probing = 0;
-        __builtin_longjmp(prof_lua_jump, 1);
-    }
-
-    prof_lua_installed = 0;
-    (void) sigaction(SIGSEGV, &prof_lua_saved_segv, NULL);
-}
-
-
-int
-prof_lua_guard_install(void)
-{
-    struct sigaction  sa;
-
-    if (prof_lua_installed) {
-        return 0;
-    }
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = prof_lua_segv;
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-
-    if (sigaction(SIGSEGV, &sa, &prof_lua_saved_segv) != 0) {
-        return -1;
-    }
-
-    prof_lua_installed = 1;
-    return 0;
-}
-
-
-void
-prof_lua_guard_remove(void)
-{
-    struct sigaction  now;
-
-    if (!prof_lua_installed) {
-        return;
-    }
-
-    prof_lua_installed = 0;
-
-    /* Only ours goes: one installed after it stays. */
-    if (sigaction(SIGSEGV, NULL, &now) == 0
-        && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == prof_lua_segv)
-    {
-        (void) sigaction(SIGSEGV, &prof_lua_saved_segv, NULL);
-    }
-}
-
-
-void
-prof_lua_guard_retake(void)
-{
-    struct sigaction  now;
-
-    if (sigaction(SIGSEGV, NULL, &now) != 0
-        || ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == prof_lua_segv))
-    {
-        return;
-    }
-
-    prof_lua_installed = 0;
-    (void) prof_lua_guard_install();
-}
-
-
-/*
- * Whether the guard is still the process's SIGSEGV action: asked of the
- * kernel on the first walk and every PROF_LUA_GUARD_EVERY walks after
- * (a system call is a good part of a walk's cost). An action installed
- * over it since stops the walks from the next check on, for good.
- */
-static int
-prof_lua_guarded(void)
-{
-    struct sigaction     now;
-    static unsigned int  walks;
-
-    if (!prof_lua_installed) {
-        return 0;
-    }
-
-    if (walks++ % PROF_LUA_GUARD_EVERY != 0) {
-        return 1;
-    }
-
-    if (sigaction(SIGSEGV, NULL, &now) == 0
-        && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == prof_lua_segv)
-    {
-        return 1;
-    }
-
-    prof_lua_installed = 0;
-    return 0;
-}
 
 
 /* Bytecodes and names a name's search reads at most */
 #define PROF_LUA_NAME_SCAN  256
-
-#define RD64(a)  (*(volatile const uint64_t *) (uintptr_t) (a))
-#define RD32(a)  (*(volatile const uint32_t *) (uintptr_t) (a))
-#define RD16(a)  (*(volatile const uint16_t *) (uintptr_t) (a))
-#define RD8(a)   (*(volatile const uint8_t *) (uintptr_t) (a))
 
 
 typedef struct {
