@@ -28,8 +28,13 @@
  * - prof_arch_lj_kept_base(uc, vm_fp): BASE where the interpreter keeps
  *   it while C code it called runs.
  *
- * The walk itself assumes 64-bit words (LP64) and a stack that grows
- * down. Users define _GNU_SOURCE (the registers' names in ucontext_t).
+ * The walk itself assumes 64-bit words (LP64), a stack that grows down,
+ * and a return address in the stack of every frame it steps over (a link
+ * register holding a leaf's is not read).
+ *
+ * Included by worker/ code, the signal handler's too: all of it is
+ * async-signal-safe, nothing blocks or allocates. Includers define
+ * _GNU_SOURCE (the registers' names in ucontext_t).
  */
 
 #ifndef PROF_ARCH_H
