@@ -20,7 +20,7 @@ H3CLIENT = $(BUILD_DIR)/test/h3client
 QUIC_GO = /usr/share/gocode/src/github.com/lucas-clemente/quic-go
 
 SHARED_SRCS = $(wildcard $(TOP)/shared/*/*.c)
-SHARED_HDRS = $(wildcard $(TOP)/shared/*/*.h)
+SHARED_HDRS = $(wildcard $(TOP)/shared/*/*.h $(TOP)/shared/*/*/*.h)
 GEN = $(BUILD_DIR)/gen/profile.pb.c $(BUILD_DIR)/gen/profile.pb.h
 
 UNIT_CFLAGS = -std=gnu99 -g -O1 -W -Wall -Wextra -Wno-unused-parameter \
@@ -123,14 +123,19 @@ $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
 	    $(FUZZ_ELF_SRCS) -llzma -lz -ldw -luv -ldl
 
-$(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(TOP)/shared/worker/unwind.c \
-        $(TOP)/shared/worker/signal_path.c $(TOP)/shared/worker/signal_lua.c \
-        $(TOP)/shared/worker/unwind.h $(TOP)/shared/worker/unwind_table.h
+FUZZ_UNWIND_SRCS = $(TOP)/shared/worker/unwind.c \
+                   $(TOP)/shared/worker/unwind_build.c \
+                   $(TOP)/shared/worker/eh_frame.c \
+                   $(TOP)/shared/worker/unwind_walk.c
+
+$(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(FUZZ_UNWIND_SRCS) \
+        $(TOP)/shared/worker/unwind.h $(TOP)/shared/worker/unwind_table.h \
+        $(TOP)/shared/worker/unwind_build.h $(TOP)/shared/worker/eh_frame.h \
+        $(TOP)/shared/worker/arch.h $(wildcard $(TOP)/shared/worker/arch/*.h)
 	mkdir -p $(BUILD_DIR)/fuzz/unwind-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(TOP)/shared/worker/unwind.c $(TOP)/shared/worker/signal_path.c \
-	    $(TOP)/shared/worker/signal_lua.c
+	    $(FUZZ_UNWIND_SRCS)
 
 fuzz: $(FUZZER) $(FUZZER_ELF) $(FUZZER_UNWIND)
 	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=256 \

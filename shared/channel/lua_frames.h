@@ -129,8 +129,9 @@ int prof_lua_function(const prof_lua_t *lua, uint32_t id,
 void prof_lua_function_name(const prof_lua_function_t *f, char *buf,
     size_t size);
 
-/* Where a native frame was: its sp and rbp (0: unknown), and whether
-   its pc is in no object the unwind table knows (JIT code). */
+/* Where a native frame was: its sp and frame pointer (rbp on x86-64;
+   0: unknown), and whether its pc is in no object the unwind table knows
+   (JIT code). */
 typedef struct {
     uintptr_t       sp;
     uintptr_t       fp;
@@ -141,6 +142,9 @@ typedef struct {
 int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
     uintptr_t stack_high);
+
+/* lua_guard.c: the fault guard, installed by the worker outside the
+   handler. */
 int prof_lua_guard_install(void);
 void prof_lua_guard_remove(void);
 /* The guard over a SIGSEGV action installed since (handed faults on to). */

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * What the profiler knows of LuaJIT's memory: LuaJIT 2.1 in GC64 mode on
- * x86-64 (lj_obj.h, lj_frame.h, lj_bc.h of OpenResty's luajit2 and of
- * LuaJIT 2.1 alike), as byte offsets. prof_lua_find (lua.c) checks them
- * against the running library before the handler uses them.
+ * What the profiler knows of LuaJIT's memory: LuaJIT 2.1 in GC64 mode
+ * (lj_obj.h, lj_frame.h, lj_bc.h of OpenResty's luajit2 and of LuaJIT 2.1
+ * alike), as byte offsets; the C frame's, which differ by machine, are
+ * arch.h's (LJL_CF_*). prof_lua_find (lua.c) checks them against the
+ * running library before the handler uses them.
  */
 
 #ifndef PROF_LUA_LAYOUT_H
 #define PROF_LUA_LAYOUT_H
+
+#include "worker/arch.h"
 
 
 #define LJL_GCVMASK             (((uint64_t) 1 << 47) - 1)
@@ -60,10 +63,8 @@
 #define LJL_STR_LEN             20
 #define LJL_STR_DATA            24
 
-/* The C frame of an activation of the VM (L->cframe points to it). */
-#define LJL_CF_L                16
-#define LJL_CF_PC               24
-#define LJL_CF_PREV             32
+/* L->cframe: the C frame of an activation of the VM (LJL_CF_*), with
+   flags in its low bits */
 #define LJL_CFRAME_RAWMASK      (~(uint64_t) 3)
 
 /* A frame's link: its type in the low bits */

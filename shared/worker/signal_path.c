@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The signal path: everything that runs in the SIGPROF handler. The table
- * walk, the stack scan past code the table does not know, and the
- * handler that fills a slot of the sampler's ring and accounts wall time.
+ * The signal path: the SIGPROF handler. It walks the interrupted thread's
+ * stack (the unwind table's walk and stack scans, unwind_walk.c; LuaJIT's
+ * frames, signal_lua.c) into a slot of the sampler's ring, and accounts
+ * wall time.
  *
  * Async-signal-safe only: CI checks the undefined symbols of this file's
  * object against a short list (ci/check-signal-path). Memory read here is
- * the interrupted thread's stack within its bounds, the unwind table, the
- * sampler's own state and one word of an object of the array the server
- * declared mapped for as long as it samples (prof_sampler_set_objects);
- * never an address found on the stack.
+ * the sampler's own state and one word of an object of the array the
+ * server declared mapped for as long as it samples
+ * (prof_sampler_set_objects); never an address found on the stack.
  */
 
 #define _GNU_SOURCE
@@ -27,10 +27,9 @@
 #include "channel/lua_frames.h"
 #include "channel/sample.h"
 #include "channel/sampler_state.h"
-#include "worker/unwind_table.h"
+#include "worker/arch.h"
+#include "worker/unwind.h"
 
-
-#define PROF_RED_ZONE        128     /* below sp, x86-64 System V ABI */
 
 /* A stack scan looks this far above sp, this many times a sample. */
 #define PROF_SCAN_WORDS      512
@@ -38,333 +37,6 @@
 
 
 prof_sampler_t  *prof_signal_sampler;
-
-
-/* The object holding pc, trying hint first (the caller's often shares
-   its callee's object), or NULL. */
-static const prof_unwind_object_t *
-prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
-    const prof_unwind_object_t *hint)
-{
-    unsigned  l, h, m;
-
-    if (hint != NULL && pc >= hint->start && pc < hint->end) {
-        return hint;
-    }
-
-    l = 0;
-    h = t->object_count;
-    while (l < h) {
-        m = (l + h) / 2;
-        if (t->objects[m].start <= pc) {
-            l = m + 1;
-        } else {
-            h = m;
-        }
-    }
-
-    if (l == 0 || pc >= t->objects[l - 1].end) {
-        return NULL;
-    }
-
-    return &t->objects[l - 1];
-}
-
-
-/* The row in force at pc, in the object that holds it. */
-static const prof_row_t *
-prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
-{
-    uint32_t   lo, hi, mid, offset;
-    uintptr_t  page;
-
-    offset = (uint32_t) (pc - o->base);
-    page = (pc - o->start) >> PROF_UNWIND_PAGE_SHIFT;
-
-    lo = o->pages[page];
-    hi = o->pages[page + 1];
-
-    while (lo < hi) {
-        mid = lo + (hi - lo + 1) / 2;
-        if (o->rows[mid].pc <= offset) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-
-    return &o->rows[lo];
-}
-
-
-/*
- * It reads the interrupted code's stack frames, return addresses and saved
- * registers only, but an address sanitizer would see reads of other
- * functions' frames.
- */
-__attribute__((no_sanitize_address)) prof_unwind_status_e
-prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
-    void **frames, int max, int *count)
-{
-    int                               status, n, leaf;
-    uintptr_t                         pc, sp, fp, cfa, slot, lookup;
-    const prof_row_t                 *row;
-    prof_unwind_cache_entry_t        *e;
-    const prof_unwind_object_t       *o;
-
-    pc = regs->pc;
-    sp = regs->sp;
-    fp = regs->fp;
-    leaf = !regs->caller;
-    o = NULL;
-    n = 0;
-
-    if (sp < regs->stack_low || sp >= regs->stack_high) {
-        *count = 0;
-        return PROF_UNWIND_BAD_STACK;
-    }
-
-    for ( ;; ) {
-        if (n == max) {
-            status = PROF_UNWIND_FULL;
-            break;
-        }
-
-        if (regs->where != NULL) {
-            regs->where[3 * n] = sp;
-            regs->where[3 * n + 1] = fp;
-            regs->where[3 * n + 2] = 0;
-        }
-
-        frames[n++] = (void *) pc;
-
-        regs->pc = pc;
-        regs->sp = sp;
-        regs->fp = fp;
-        regs->caller = !leaf;
-
-        /* A return address may be just past its function: look before. */
-        lookup = leaf ? pc : pc - 1;
-
-        e = &t->cache[(lookup ^ (lookup >> 11))
-                      & (PROF_UNWIND_CACHE_SIZE - 1)];
-
-        if (e->pc == lookup) {
-            row = &e->row;
-
-        } else {
-            o = prof_unwind_object(t, lookup, o);
-            if (o == NULL) {
-                if (regs->where != NULL) {
-                    regs->where[3 * (n - 1) + 2] = 1;
-                }
-                status = PROF_UNWIND_NO_OBJECT;
-                break;
-            }
-
-            row = prof_unwind_row(o, lookup);
-            e->pc = lookup;
-            e->row = *row;
-        }
-
-        if (row->cfa == PROF_CFA_OUTERMOST) {
-            status = PROF_UNWIND_END;
-            break;
-        }
-
-        if (row->cfa == PROF_CFA_NONE) {
-            status = PROF_UNWIND_NO_RULE;
-            break;
-        }
-
-        cfa = ((row->cfa == PROF_CFA_RSP) ? sp : fp)
-              + (intptr_t) row->cfa_slots * 8;
-
-        if ((cfa & 7) != 0 || cfa < sp + 8 || cfa > regs->stack_high
-            || cfa < regs->stack_low)
-        {
-            status = PROF_UNWIND_BAD_STACK;
-            break;
-        }
-
-        if (row->fp_slot == PROF_UNWIND_FP_UNKNOWN) {
-            fp = 0;
-
-        } else if (row->fp_slot != 0) {
-            /*
-             * In an epilogue, past "pop %rbp", the rule may still name
-             * the slot: it is below sp then, in the leaf's red zone (which
-             * signal delivery leaves alone) and holds the value popped.
-             */
-            slot = cfa + (intptr_t) row->fp_slot * 8;
-            if (slot < (leaf ? sp - PROF_RED_ZONE : sp)
-                || slot < regs->stack_low || slot + 8 > regs->stack_high)
-            {
-                status = PROF_UNWIND_BAD_STACK;
-                break;
-            }
-            fp = *(const uintptr_t *) slot;
-        }
-
-        pc = *(const uintptr_t *) (cfa - 8);
-        sp = cfa;
-        leaf = 0;
-
-        if (pc == 0) {
-            status = PROF_UNWIND_END;
-            break;
-        }
-    }
-
-    *count = n;
-
-    return status;
-}
-
-
-/* The row at pc in a known object, or NULL. */
-static const prof_row_t *
-prof_unwind_lookup(const prof_unwind_table_t *t, uintptr_t pc,
-    const prof_unwind_object_t **object)
-{
-    const prof_unwind_object_t  *o;
-
-    o = prof_unwind_object(t, pc, NULL);
-    if (o == NULL) {
-        return NULL;
-    }
-
-    *object = o;
-
-    return prof_unwind_row(o, pc);
-}
-
-
-/*
- * The row of the code at w - 1 if w may be a return address: in a known
- * object, with a rule there, and not the first byte of a function (a
- * pointer to a function is no return address); else NULL.
- */
-static const prof_row_t *
-prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
-{
-    const prof_row_t            *row, *at;
-    const prof_unwind_object_t  *o;
-
-    if (w <= t->code_low || w > t->code_high) {
-        return NULL;
-    }
-
-    row = prof_unwind_lookup(t, w - 1, &o);
-    if (row == NULL || row->cfa == PROF_CFA_NONE) {
-        return NULL;
-    }
-
-    if (w < o->end) {
-        at = prof_unwind_row(o, w);
-        if (at->pc == (uint32_t) (w - o->base)) {
-            return NULL;
-        }
-    }
-
-    return row;
-}
-
-
-__attribute__((no_sanitize_address)) int
-prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
-    unsigned max_words)
-{
-    unsigned           i, j;
-    uintptr_t          slot, w, sp, fp, cfa, up, saved, v;
-    const prof_row_t  *row;
-
-    slot = (regs->sp + 7) & ~(uintptr_t) 7;
-
-    for (i = 0; i < max_words; i++, slot += 8) {
-        if (slot < regs->stack_low || slot + 8 > regs->stack_high) {
-            return -1;
-        }
-
-        w = *(const uintptr_t *) slot;
-
-        row = prof_unwind_return_row(t, w);
-        if (row == NULL) {
-            continue;
-        }
-
-        sp = slot + 8;
-
-        /* Likely the caller's rbp, pushed first by the callee. */
-        fp = 0;
-        if (slot >= regs->sp + 8) {
-            fp = *(const uintptr_t *) (slot - 8);
-            if (fp <= sp || fp >= regs->stack_high || (fp & 7) != 0) {
-                fp = 0;
-            }
-        }
-
-        if (row->cfa == PROF_CFA_RBP && fp == 0 && row->cfa_slots > 0) {
-            /*
-             * A caller that finds its frame from rbp, under a callee that
-             * pushed no rbp (JIT code may use it as it likes): its frame
-             * is taken to end at the next return address above, if the
-             * rbp it saved there looks like one (its caller's frame
-             * pointer, or 0), its rbp to be where that puts it.
-             */
-            up = sp + (uintptr_t) (row->cfa_slots - 1) * 8;
-
-            for (j = i + 1; j < max_words; j++, up += 8) {
-                if (up + 8 > regs->stack_high) {
-                    break;
-                }
-
-                if (prof_unwind_return_row(t, *(const uintptr_t *) up)
-                    == NULL)
-                {
-                    continue;
-                }
-
-                saved = up + 8 + (intptr_t) row->fp_slot * 8;
-
-                if (row->fp_slot < 0 && row->fp_slot != PROF_UNWIND_FP_UNKNOWN
-                    && saved >= sp)
-                {
-                    v = *(const uintptr_t *) saved;
-                    if (v == 0 || ((v & 7) == 0 && v > up
-                                   && v < regs->stack_high))
-                    {
-                        fp = up + 8 - (uintptr_t) row->cfa_slots * 8;
-                    }
-                }
-
-                break;
-            }
-        }
-
-        if (row->cfa != PROF_CFA_OUTERMOST) {
-            if (row->cfa == PROF_CFA_RBP && fp == 0) {
-                continue;
-            }
-
-            cfa = ((row->cfa == PROF_CFA_RSP) ? sp : fp)
-                  + (intptr_t) row->cfa_slots * 8;
-
-            if (cfa < sp + 8 || cfa > regs->stack_high) {
-                continue;
-            }
-        }
-
-        regs->pc = w;
-        regs->sp = sp;
-        regs->fp = fp;
-        regs->caller = 1;
-
-        return 0;
-    }
-
-    return -1;
-}
 
 
 /* The interrupted thread's stack into the slot, at most max + 1 frames. */
@@ -379,9 +51,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     prof_unwind_table_t  *t;
     prof_unwind_status_e  status;
 
-    regs.pc = uc->uc_mcontext.gregs[REG_RIP];
-    regs.sp = uc->uc_mcontext.gregs[REG_RSP];
-    regs.fp = uc->uc_mcontext.gregs[REG_RBP];
+    prof_arch_context_regs(uc, &regs.pc, &regs.sp, &regs.fp);
     regs.stack_low = s->stack_low;
     regs.stack_high = s->stack_high;
     regs.caller = 0;
@@ -632,7 +302,7 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     }
 
     entry_ns = prof_clock_ns(CLOCK_MONOTONIC);
-    entry_tsc = __builtin_ia32_rdtsc();
+    entry_tsc = prof_arch_ticks();
 
     prof_signal_walk(s, slot, context, s->conf.max_frames);
 

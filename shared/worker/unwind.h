@@ -3,16 +3,18 @@
 /*
  * Unwind tables: the call frame information (.eh_frame) of every loaded
  * object, turned ahead of time into sorted rows "from this pc on, the
- * caller's frame is at rsp/rbp + N, rbp was saved at CFA + M", so that a
- * signal handler walks a stack with a table lookup and two loads a frame:
- * no DWARF interpretation, no locks, no allocation in the handler.
+ * caller's frame is at sp/fp + N, the frame pointer was saved at CFA + M",
+ * so that a signal handler walks a stack with a table lookup and two loads
+ * a frame: no DWARF interpretation, no locks, no allocation in the handler.
  *
- * x86-64 only. Frames whose rules the rows cannot express (a CFA computed
- * by an expression, a return address not at CFA - 8) and code outside every
- * object known when the table was built (JIT code, objects loaded later)
- * stop the walk with a status that says so; prof_unwind_scan() may then
- * find the next caller by scanning the stack, reading nothing but the
- * stack and the table.
+ * The machine's registers and frame rules are arch.h's (x86-64 only so
+ * far: sp is rsp, fp is rbp). Frames whose rules the rows cannot express
+ * (a CFA computed by an expression, a return address not where calls
+ * leave it: on x86-64 at CFA - 8) and code outside every object known
+ * when the table was built (JIT code, objects loaded later) stop the walk
+ * with a status that says so; prof_unwind_scan() may then find the next
+ * caller by scanning the stack, reading nothing but the stack and the
+ * table.
  *
  * Threading: a table's rows are immutable once built; prof_unwind reads
  * them from a signal handler while another thread may build the next
@@ -50,13 +52,13 @@ typedef enum {
 typedef struct {
     uintptr_t  pc;
     uintptr_t  sp;
-    uintptr_t  fp;              /* rbp, 0: unknown */
+    uintptr_t  fp;              /* the frame pointer, 0: unknown */
     uintptr_t  stack_low;       /* the thread's stack: [low, high) */
     uintptr_t  stack_high;
     int        caller;          /* pc is a return address (not the pc
                                    of an interrupted instruction) */
     uintptr_t *where;           /* when not NULL: for each frame, its sp,
-                                   rbp and 0 (3 words), the last one's
+                                   fp and 0 (3 words), the last one's
                                    third word 1 when its pc is in no
                                    object (lua_frames.h's prof_lua_where_t) */
 } prof_unwind_regs_t;
@@ -90,7 +92,7 @@ prof_unwind_table_t *prof_unwind_table_from_image(uintptr_t base,
     size_t hdr_size);
 
 
-/* Async-signal-safe (signal_path.c). */
+/* Async-signal-safe (unwind_walk.c), called by the handler. */
 
 /*
  * Writes the return addresses of the stack described by regs, innermost

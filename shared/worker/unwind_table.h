@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The layout of an unwind table, shared by its builder (unwind.c) and its
- * walker (signal_path.c, which runs in the signal handler). Not a public
+ * The layout of an unwind table, shared by its builder (unwind_build.c) and
+ * its walker (unwind_walk.c, which runs in the signal handler). Not a public
  * interface: see unwind.h.
  *
  * A table lives in one anonymous mapping of its own (rows, page indexes,
@@ -30,17 +30,22 @@
 
 enum {
     PROF_CFA_NONE = 0,                  /* no rule the walk can follow */
-    PROF_CFA_RSP,
-    PROF_CFA_RBP,
+    PROF_CFA_SP,                        /* from the stack pointer */
+    PROF_CFA_FP,                        /* from the frame pointer */
     PROF_CFA_OUTERMOST                  /* return address undefined */
 };
 
 
-/* From pc on (an offset from the object's base), until the next row. */
+/*
+ * From pc on (an offset from the object's base), until the next row. The
+ * return address is where the machine's calls leave it (arch.h's
+ * PROF_ARCH_RA_SLOT): a frame that keeps it elsewhere has no rule.
+ */
 typedef struct {
     uint32_t   pc;
     uint8_t    cfa;                     /* PROF_CFA_* */
-    int8_t     fp_slot;                 /* rbp saved at CFA + 8 * fp_slot,
+    int8_t     fp_slot;                 /* the frame pointer saved at
+                                           CFA + 8 * fp_slot,
                                            0: not saved by this frame */
     int16_t    cfa_slots;               /* CFA = register + 8 * cfa_slots */
 } prof_row_t;

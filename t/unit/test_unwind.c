@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of the unwind tables (shared/unwind.h): stacks walked from a
+ * Tests of the unwind tables (worker/unwind.h): stacks walked from a
  * SIGPROF handler while the thread runs real code (zlib, qsort with a
  * callback, recursion through this program) must match what libunwind's
  * stepping unwinder finds for the same signal, frame for frame.

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The fault guard over the handler's reads of LuaJIT's memory: a SIGSEGV
+ * action that, while a walk reads (prof_lua_probing), jumps back into it
+ * (prof_lua_jump, set by __builtin_setjmp) and otherwise hands the fault
+ * on to the action before it.
+ *
+ * - prof_lua_guard_install, _remove, _retake (lua_frames.h, lua_guard.c):
+ *   the worker's thread, outside the handler.
+ * - prof_lua_guarded and the reads below: the handler's Lua part
+ *   (signal_lua.c, signal_lua_walk.c), async-signal-safe; a read may
+ *   fault only between prof_lua_probing = 1 and its return to 0.
+ * - prof_lua_segv: the SIGSEGV action itself (signal context).
+ *
+ * Nothing blocks or allocates. The state is this process's, hidden from
+ * other objects: the handler reaches it directly, not through the GOT.
+ */
+
+#ifndef PROF_LUA_GUARD_H
+#define PROF_LUA_GUARD_H
+
+#include <signal.h>
+#include <stdint.h>
+
+
+/* Walks between two checks of the guard (at 100 Hz: 0.64 s) */
+#define PROF_LUA_GUARD_EVERY  64
+
+/* Reads of LuaJIT's memory, each made once, where the walk says. */
+#define RD64(a)  (*(volatile const uint64_t *) (uintptr_t) (a))
+#define RD32(a)  (*(volatile const uint32_t *) (uintptr_t) (a))
+#define RD16(a)  (*(volatile const uint16_t *) (uintptr_t) (a))
+#define RD8(a)   (*(volatile const uint8_t *) (uintptr_t) (a))
+
+
+#pragma GCC visibility push(hidden)
+
+extern volatile sig_atomic_t  prof_lua_probing;     /* a walk reads */
+extern volatile sig_atomic_t  prof_lua_installed;   /* the guard is the
+                                                       process's action */
+extern void                  *prof_lua_jump[5];     /* where a fault
+                                                       returns */
+extern unsigned int           prof_lua_guard_walks; /* since the start */
+
+void prof_lua_segv(int signo, siginfo_t *info, void *context);
+
+#pragma GCC visibility pop
+
+
+/*
+ * Whether the guard is still the process's SIGSEGV action: asked of the
+ * kernel on the first walk and every PROF_LUA_GUARD_EVERY walks after
+ * (a system call is a good part of a walk's cost). An action installed
+ * over it since stops the walks from the next check on, for good.
+ */
+static inline int
+prof_lua_guarded(void)
+{
+    struct sigaction  now;
+
+    if (!prof_lua_installed) {
+        return 0;
+    }
+
+    if (prof_lua_guard_walks++ % PROF_LUA_GUARD_EVERY != 0) {
+        return 1;
+    }
+
+    if (sigaction(SIGSEGV, NULL, &now) == 0
+        && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == prof_lua_segv)
+    {
+        return 1;
+    }
+
+    prof_lua_installed = 0;
+    return 0;
+}
+
+
+#endif /* PROF_LUA_GUARD_H */

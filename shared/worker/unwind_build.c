@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * Unwind tables built (unwind_build.h), in one anonymous mapping per
+ * table.
+ *
+ * For every FDE the CIE's and the FDE's call frame instructions are run
+ * once, at build time (eh_frame.c), keeping only what a walk needs: how
+ * the CFA is computed (stack or frame pointer + offset), whether the
+ * return address is where the machine's calls leave it (arch.h: on x86-64
+ * at CFA - 8) or undefined (the outermost frame), and where the frame
+ * pointer was saved. Each change of those rules becomes a row; rows are
+ * sorted by pc, and an index narrows each lookup to the rows of 256 bytes
+ * of code: a walk touches few cache lines a frame, which matters as the
+ * tables are cold whenever the signal comes.
+ */
+
+#define _GNU_SOURCE
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "worker/arch.h"
+#include "worker/eh_frame.h"
+#include "worker/unwind_build.h"
+
+
+/* The row of the rules from pc on (state NULL: no rule), if it adds one. */
+static int
+prof_builder_emit(prof_unwind_builder_t *b, uintptr_t pc,
+    const prof_eh_cfa_state_t *state)
+{
+    prof_row_t  row, *last;
+
+    memset(&row, 0, sizeof(row));
+
+    if (pc < b->code_low || pc > b->code_high
+        || pc - b->o->base > UINT32_MAX)
+    {
+        return -1;
+    }
+
+    row.pc = (uint32_t) (pc - b->o->base);
+
+    if (state == NULL) {
+        row.cfa = PROF_CFA_NONE;                /* past the function */
+
+    } else if (state->ra_rule == PROF_EH_RULE_UNDEFINED) {
+        row.cfa = PROF_CFA_OUTERMOST;
+
+    } else if (state->cfa_ok
+               && (state->cfa_reg == PROF_ARCH_DW_SP
+                   || state->cfa_reg == PROF_ARCH_DW_FP)
+               && state->cfa_offset % 8 == 0
+               && state->cfa_offset / 8 >= INT16_MIN
+               && state->cfa_offset / 8 <= INT16_MAX
+               && state->ra_rule == PROF_EH_RULE_OFFSET
+               && state->ra_offset == PROF_ARCH_RA_SLOT * 8)
+    {
+        row.cfa = (state->cfa_reg == PROF_ARCH_DW_SP) ? PROF_CFA_SP
+                                                      : PROF_CFA_FP;
+        row.cfa_slots = (int16_t) (state->cfa_offset / 8);
+
+        if (state->fp_rule == PROF_EH_RULE_SAME) {
+            row.fp_slot = 0;
+
+        } else if (state->fp_rule == PROF_EH_RULE_OFFSET
+                   && state->fp_offset % 8 == 0
+                   && state->fp_offset / 8 > PROF_UNWIND_FP_UNKNOWN
+                   && state->fp_offset / 8 <= INT8_MAX
+                   && state->fp_offset != 0)
+        {
+            row.fp_slot = (int8_t) (state->fp_offset / 8);
+
+        } else {
+            row.fp_slot = PROF_UNWIND_FP_UNKNOWN;
+        }
+
+    } else {
+        row.cfa = PROF_CFA_NONE;
+    }
+
+    if (b->row_count > 0) {
+        last = &b->rows[b->row_count - 1];
+
+        if (row.pc < last->pc) {
+            return 0;                           /* overlapping FDEs */
+        }
+
+        if (row.pc == last->pc) {
+            *last = row;
+            return 0;
+        }
+
+        if (last->cfa == row.cfa && last->cfa_slots == row.cfa_slots
+            && last->fp_slot == row.fp_slot)
+        {
+            return 0;
+        }
+    }
+
+    if (b->row_count == b->row_room) {
+        b->full = 1;
+        return -1;
+    }
+
+    b->rows[b->row_count++] = row;
+
+    return 0;
+}
+
+
+static int
+prof_builder_emit_cb(void *data, uintptr_t pc,
+    const prof_eh_cfa_state_t *state)
+{
+    return prof_builder_emit(data, pc, state);
+}
+
+
+/* One FDE of the image; a corrupt one adds no row. */
+static void
+prof_builder_add_fde(prof_unwind_builder_t *b, const prof_unwind_image_t *im,
+    const uint8_t *fde, prof_eh_cie_t *cie)
+{
+    uint32_t             rows_before;
+    uintptr_t            pc, range;
+    prof_eh_cursor_t     c;
+    prof_eh_cfa_state_t  state;
+
+    if (prof_eh_fde_open(fde, im->low, im->high, cie, &c, &pc, &range) != 0) {
+        return;
+    }
+
+    if (range == 0 || range > PROF_SPAN_MAX || pc < b->code_low
+        || pc >= b->code_high || range > b->code_high - pc)
+    {
+        return;
+    }
+
+    state = cie->initial;
+    rows_before = b->row_count;
+
+    if (prof_eh_run_cfa(&c, cie, &state, pc, cie->fde_encoding,
+                        prof_builder_emit_cb, b) != 0)
+    {
+        /* An instruction not understood: no rule for the function. */
+        b->row_count = rows_before;
+        (void) prof_builder_emit(b, pc, NULL);
+    }
+
+    (void) prof_builder_emit(b, pc + range, NULL);
+}
+
+
+/* The page index of the rows just built; 0, or -1: no room. */
+static int
+prof_builder_index(prof_unwind_builder_t *b)
+{
+    uint32_t               i, page, pages, *index;
+    uintptr_t              first, span;
+    prof_unwind_object_t  *o = b->o;
+
+    first = b->rows[0].pc;
+    o->start = o->base + first;
+    o->end = o->base + b->rows[b->row_count - 1].pc;
+    span = o->end - o->start;
+
+    pages = (uint32_t) (span >> PROF_UNWIND_PAGE_SHIFT) + 2;
+    index = (uint32_t *) (b->rows + b->row_count);
+
+    if ((size_t) (b->limit - (unsigned char *) index)
+        < pages * sizeof(uint32_t))
+    {
+        b->full = 1;
+        return -1;
+    }
+
+    i = 0;
+    for (page = 0; page < pages; page++) {
+        while (i + 1 < b->row_count
+               && b->rows[i + 1].pc
+                  <= first + ((uintptr_t) page << PROF_UNWIND_PAGE_SHIFT))
+        {
+            i++;
+        }
+        index[page] = i;
+    }
+
+    o->rows = b->rows;
+    o->row_count = b->row_count;
+    o->pages = index;
+
+    b->next = (unsigned char *) (index + pages);
+    b->next = (unsigned char *) (((uintptr_t) b->next + 15) & ~15UL);
+
+    return 0;
+}
+
+
+int
+prof_unwind_builder_add_image(prof_unwind_builder_t *b,
+    const prof_unwind_image_t *im)
+{
+    uint64_t              n, k;
+    const uint8_t        *table, *fde;
+    prof_eh_cie_t         cie;
+    prof_unwind_table_t  *t = b->t;
+
+    if (!prof_eh_hdr_searchable(im->hdr, im->hdr_size)
+        || im->code_low >= im->code_high)
+    {
+        return -1;
+    }
+
+    if (t->object_count == b->object_capacity) {
+        return -1;
+    }
+
+    if (prof_eh_hdr_table(im->hdr, im->hdr_size, &table, &n) != 0
+        || n == 0)
+    {
+        return -1;
+    }
+
+    b->o = &t->objects[t->object_count];
+    memset(b->o, 0, sizeof(prof_unwind_object_t));
+    b->o->base = im->base;
+    b->code_low = im->code_low;
+    b->code_high = im->code_high;
+
+    b->rows = (prof_row_t *) b->next;
+    b->row_count = 0;
+    b->row_room = (uint32_t) ((size_t) (b->limit - b->next)
+                              / sizeof(prof_row_t) > UINT32_MAX
+                              ? UINT32_MAX
+                              : (size_t) (b->limit - b->next)
+                                / sizeof(prof_row_t));
+
+    memset(&cie, 0, sizeof(cie));
+
+    for (k = 0; k < n && !b->full; k++) {
+        fde = prof_eh_hdr_fde(im->hdr, table + 8 * k, im->low, im->high);
+
+        if (fde != NULL) {
+            prof_builder_add_fde(b, im, fde, &cie);
+        }
+    }
+
+    if (b->full || b->row_count < 2 || prof_builder_index(b) != 0) {
+        return -1;
+    }
+
+    if (t->object_count == 0 || b->o->start < t->code_low) {
+        t->code_low = b->o->start;
+    }
+    if (b->o->end > t->code_high) {
+        t->code_high = b->o->end;
+    }
+
+    t->object_count++;
+
+    return 0;
+}
+
+
+static int
+prof_unwind_compare(const void *a, const void *b)
+{
+    const prof_unwind_object_t  *x = a, *y = b;
+
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+
+prof_unwind_table_t *
+prof_unwind_table_create(size_t size, size_t objects,
+    prof_unwind_builder_t *b)
+{
+    void                 *m;
+    size_t                page, head;
+    prof_unwind_table_t  *t;
+
+    page = (size_t) sysconf(_SC_PAGESIZE);
+
+    head = sizeof(prof_unwind_table_t)
+           + PROF_UNWIND_CACHE_SIZE * sizeof(prof_unwind_cache_entry_t)
+           + objects * sizeof(prof_unwind_object_t) + 64;
+    size = (head + size + page - 1) & ~(page - 1);
+
+    m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        return NULL;
+    }
+
+    t = m;
+    t->arena = m;
+    t->arena_size = size;
+    t->cache = (prof_unwind_cache_entry_t *) (t + 1);
+    t->objects = (prof_unwind_object_t *) (t->cache
+                                           + PROF_UNWIND_CACHE_SIZE);
+
+    memset(b, 0, sizeof(prof_unwind_builder_t));
+    b->t = t;
+    b->object_capacity = objects;
+    b->next = (unsigned char *) (t->objects + objects);
+    b->next = (unsigned char *) (((uintptr_t) b->next + 15) & ~15UL);
+    b->limit = t->arena + size;
+
+    return t;
+}
+
+
+void
+prof_unwind_table_finish(prof_unwind_table_t *t, prof_unwind_builder_t *b)
+{
+    size_t  page, used;
+
+    qsort(t->objects, t->object_count, sizeof(prof_unwind_object_t),
+          prof_unwind_compare);
+
+    page = (size_t) sysconf(_SC_PAGESIZE);
+    used = ((size_t) (b->next - t->arena) + page - 1) & ~(page - 1);
+
+    if (used < t->arena_size) {
+        (void) munmap(t->arena + used, t->arena_size - used);
+        t->arena_size = used;
+    }
+
+    t->bytes = (size_t) (b->next - t->arena);
+}
+

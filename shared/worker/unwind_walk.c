@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The unwind table's walk (unwind.h): a stack's return addresses from the
+ * rows, and the stack scan past code the table does not know. Called by
+ * the SIGPROF handler (signal_path.c).
+ *
+ * Async-signal-safe only: CI checks the undefined symbols of this file's
+ * object (ci/check-signal-path). Memory read here is the stack within the
+ * bounds the caller gives and the table; never an address found on the
+ * stack. The machine's frame rules are arch.h's.
+ */
+
+#define _GNU_SOURCE
+
+#include <stdint.h>
+
+#include "worker/arch.h"
+#include "worker/unwind_table.h"
+
+
+/* The object holding pc, trying hint first (the caller's often shares
+   its callee's object), or NULL. */
+static const prof_unwind_object_t *
+prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
+    const prof_unwind_object_t *hint)
+{
+    unsigned  l, h, m;
+
+    if (hint != NULL && pc >= hint->start && pc < hint->end) {
+        return hint;
+    }
+
+    l = 0;
+    h = t->object_count;
+    while (l < h) {
+        m = (l + h) / 2;
+        if (t->objects[m].start <= pc) {
+            l = m + 1;
+        } else {
+            h = m;
+        }
+    }
+
+    if (l == 0 || pc >= t->objects[l - 1].end) {
+        return NULL;
+    }
+
+    return &t->objects[l - 1];
+}
+
+
+/* The row in force at pc, in the object that holds it. */
+static const prof_row_t *
+prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
+{
+    uint32_t   lo, hi, mid, offset;
+    uintptr_t  page;
+
+    offset = (uint32_t) (pc - o->base);
+    page = (pc - o->start) >> PROF_UNWIND_PAGE_SHIFT;
+
+    lo = o->pages[page];
+    hi = o->pages[page + 1];
+
+    while (lo < hi) {
+        mid = lo + (hi - lo + 1) / 2;
+        if (o->rows[mid].pc <= offset) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+
+    return &o->rows[lo];
+}
+
+
+/*
+ * It reads the interrupted code's stack frames, return addresses and saved
+ * registers only, but an address sanitizer would see reads of other
+ * functions' frames.
+ */
+__attribute__((no_sanitize_address)) prof_unwind_status_e
+prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    void **frames, int max, int *count)
+{
+    int                               status, n, leaf;
+    uintptr_t                         pc, sp, fp, cfa, slot, lookup;
+    const prof_row_t                 *row;
+    prof_unwind_cache_entry_t        *e;
+    const prof_unwind_object_t       *o;
+
+    pc = regs->pc;
+    sp = regs->sp;
+    fp = regs->fp;
+    leaf = !regs->caller;
+    o = NULL;
+    n = 0;
+
+    if (sp < regs->stack_low || sp >= regs->stack_high) {
+        *count = 0;
+        return PROF_UNWIND_BAD_STACK;
+    }
+
+    for ( ;; ) {
+        if (n == max) {
+            status = PROF_UNWIND_FULL;
+            break;
+        }
+
+        if (regs->where != NULL) {
+            regs->where[3 * n] = sp;
+            regs->where[3 * n + 1] = fp;
+            regs->where[3 * n + 2] = 0;
+        }
+
+        frames[n++] = (void *) pc;
+
+        regs->pc = pc;
+        regs->sp = sp;
+        regs->fp = fp;
+        regs->caller = !leaf;
+
+        /* A return address may be just past its function: look before. */
+        lookup = leaf ? pc : pc - 1;
+
+        e = &t->cache[(lookup ^ (lookup >> 11))
+                      & (PROF_UNWIND_CACHE_SIZE - 1)];
+
+        if (e->pc == lookup) {
+            row = &e->row;
+
+        } else {
+            o = prof_unwind_object(t, lookup, o);
+            if (o == NULL) {
+                if (regs->where != NULL) {
+                    regs->where[3 * (n - 1) + 2] = 1;
+                }
+                status = PROF_UNWIND_NO_OBJECT;
+                break;
+            }
+
+            row = prof_unwind_row(o, lookup);
+            e->pc = lookup;
+            e->row = *row;
+        }
+
+        if (row->cfa == PROF_CFA_OUTERMOST) {
+            status = PROF_UNWIND_END;
+            break;
+        }
+
+        if (row->cfa == PROF_CFA_NONE) {
+            status = PROF_UNWIND_NO_RULE;
+            break;
+        }
+
+        cfa = ((row->cfa == PROF_CFA_SP) ? sp : fp)
+              + (intptr_t) row->cfa_slots * 8;
+
+        if ((cfa & 7) != 0 || cfa < sp - (intptr_t) PROF_ARCH_RA_SLOT * 8
+            || cfa > regs->stack_high
+            || cfa < regs->stack_low)
+        {
+            status = PROF_UNWIND_BAD_STACK;
+            break;
+        }
+
+        if (row->fp_slot == PROF_UNWIND_FP_UNKNOWN) {
+            fp = 0;
+
+        } else if (row->fp_slot != 0) {
+            /*
+             * In an epilogue, past the frame pointer's restore ("pop
+             * %rbp"), the rule may still name the slot: it is below sp
+             * then, in the leaf's red zone (which signal delivery leaves
+             * alone) and holds the value restored.
+             */
+            slot = cfa + (intptr_t) row->fp_slot * 8;
+            if (slot < (leaf ? sp - PROF_ARCH_RED_ZONE : sp)
+                || slot < regs->stack_low || slot + 8 > regs->stack_high)
+            {
+                status = PROF_UNWIND_BAD_STACK;
+                break;
+            }
+            fp = *(const uintptr_t *) slot;
+        }
+
+        pc = *(const uintptr_t *) (cfa + (intptr_t) PROF_ARCH_RA_SLOT * 8);
+        sp = cfa;
+        leaf = 0;
+
+        if (pc == 0) {
+            status = PROF_UNWIND_END;
+            break;
+        }
+    }
+
+    *count = n;
+
+    return status;
+}
+
+
+/* The row at pc in a known object, or NULL. */
+static const prof_row_t *
+prof_unwind_lookup(const prof_unwind_table_t *t, uintptr_t pc,
+    const prof_unwind_object_t **object)
+{
+    const prof_unwind_object_t  *o;
+
+    o = prof_unwind_object(t, pc, NULL);
+    if (o == NULL) {
+        return NULL;
+    }
+
+    *object = o;
+
+    return prof_unwind_row(o, pc);
+}
+
+
+/*
+ * The row of the code at w - 1 if w may be a return address: in a known
+ * object, with a rule there, and not the first byte of a function (a
+ * pointer to a function is no return address); else NULL.
+ */
+static const prof_row_t *
+prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
+{
+    const prof_row_t            *row, *at;
+    const prof_unwind_object_t  *o;
+
+    if (w <= t->code_low || w > t->code_high) {
+        return NULL;
+    }
+
+    row = prof_unwind_lookup(t, w - 1, &o);
+    if (row == NULL || row->cfa == PROF_CFA_NONE) {
+        return NULL;
+    }
+
+    if (w < o->end) {
+        at = prof_unwind_row(o, w);
+        if (at->pc == (uint32_t) (w - o->base)) {
+            return NULL;
+        }
+    }
+
+    return row;
+}
+
+
+__attribute__((no_sanitize_address)) int
+prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    unsigned max_words)
+{
+    unsigned           i, j;
+    uintptr_t          slot, w, sp, fp, cfa, up, saved, v, pushed;
+    const prof_row_t  *row;
+
+    slot = (regs->sp + 7) & ~(uintptr_t) 7;
+
+    for (i = 0; i < max_words; i++, slot += 8) {
+        if (slot < regs->stack_low || slot + 8 > regs->stack_high) {
+            return -1;
+        }
+
+        w = *(const uintptr_t *) slot;
+
+        row = prof_unwind_return_row(t, w);
+        if (row == NULL) {
+            continue;
+        }
+
+        /* The caller's sp once returned: the CFA of the callee's frame. */
+        sp = slot - (intptr_t) PROF_ARCH_RA_SLOT * 8;
+
+        /* Likely the caller's frame pointer, if the callee saved it. */
+        fp = 0;
+        pushed = slot + (intptr_t) PROF_ARCH_PUSHED_FP_SLOT * 8;
+        if (slot >= regs->sp - (intptr_t) PROF_ARCH_PUSHED_FP_SLOT * 8) {
+            fp = *(const uintptr_t *) pushed;
+            if (fp <= sp || fp >= regs->stack_high || (fp & 7) != 0) {
+                fp = 0;
+            }
+        }
+
+        if (row->cfa == PROF_CFA_FP && fp == 0 && row->cfa_slots > 0) {
+            /*
+             * A caller that finds its frame from the frame pointer, under
+             * a callee that saved none (JIT code may use the register as
+             * it likes): its frame is taken to end at the next return
+             * address above, if the frame pointer it saved there looks
+             * like one (its caller's, or 0), its frame pointer to be
+             * where that puts it. up: where that return address may be,
+             * from the lowest frame pointer (sp) up.
+             */
+            up = sp + (uintptr_t) (row->cfa_slots + PROF_ARCH_RA_SLOT) * 8;
+
+            for (j = i + 1; j < max_words; j++, up += 8) {
+                if (up + 8 > regs->stack_high) {
+                    break;
+                }
+
+                if (prof_unwind_return_row(t, *(const uintptr_t *) up)
+                    == NULL)
+                {
+                    continue;
+                }
+
+                /* Where it saved its frame pointer: from its CFA. */
+                saved = up - (intptr_t) PROF_ARCH_RA_SLOT * 8
+                        + (intptr_t) row->fp_slot * 8;
+
+                if (row->fp_slot < 0 && row->fp_slot != PROF_UNWIND_FP_UNKNOWN
+                    && saved >= sp)
+                {
+                    v = *(const uintptr_t *) saved;
+                    if (v == 0 || ((v & 7) == 0 && v > up
+                                   && v < regs->stack_high))
+                    {
+                        fp = up - (intptr_t) PROF_ARCH_RA_SLOT * 8
+                             - (uintptr_t) row->cfa_slots * 8;
+                    }
+                }
+
+                break;
+            }
+        }
+
+        if (row->cfa != PROF_CFA_OUTERMOST) {
+            if (row->cfa == PROF_CFA_FP && fp == 0) {
+                continue;
+            }
+
+            cfa = ((row->cfa == PROF_CFA_SP) ? sp : fp)
+                  + (intptr_t) row->cfa_slots * 8;
+
+            if (cfa < sp - (intptr_t) PROF_ARCH_RA_SLOT * 8
+                || cfa > regs->stack_high)
+            {
+                continue;
+            }
+        }
+
+        regs->pc = w;
+        regs->sp = sp;
+        regs->fp = fp;
+        regs->caller = 1;
+
+        return 0;
+    }
+
+    return -1;
+}
