@@ -40,6 +40,7 @@
 #include "channel/lua_frames.h"
 #include "profiler/pprof.h"
 #include "profiler/profiler.h"
+#include "profiler/ring_drain.h"
 #include "profiler/symbolizer.h"
 #include "profiler/thread.h"
 #include "channel/tracer_info.h"
@@ -116,6 +117,7 @@ struct prof_s {
     int64_t              stop_upload_ms;        /* set before stop */
     int64_t              stop_started_ns;       /* CLOCK_MONOTONIC */
     prof_queue_t         queue;
+    prof_ring_drain_t   *drain;                 /* its sampler thread */
     prof_dump_dir_t     *dump;
 
     /* profiler loop thread only */
@@ -1319,15 +1321,16 @@ prof_start_debuginfod(prof_t *p)
 static void
 prof_child_main(prof_t *p)
 {
-    int                  rc, n, nfds, keep[PROF_KEEP_FDS_MAX + 1];
-    char                 line[2048];
-    int64_t              upload_ms, wait_ms;
-    uint64_t             count;
-    sigset_t             all;
-    struct pollfd        pfd[2];
-    struct timespec      pause = { 0, 100 * 1000 * 1000 };
-    struct sigaction     sa;
-    prof_channel_t      *ch = p->channel;
+    int                     rc, n, nfds, keep[PROF_KEEP_FDS_MAX + 1];
+    char                    line[2048];
+    int64_t                 upload_ms, wait_ms;
+    uint64_t                count;
+    sigset_t                all;
+    struct pollfd           pfd[2];
+    struct timespec         pause = { 0, 100 * 1000 * 1000 };
+    struct sigaction        sa;
+    prof_channel_t         *ch = p->channel;
+    prof_ring_drain_conf_t  dc;
 
     /* nginx's signals stay blocked: it exits when its worker has gone. */
     sigfillset(&all);
@@ -1392,7 +1395,13 @@ prof_child_main(prof_t *p)
         goto failed;
     }
 
-    rc = prof_sampler_run(p->sampler);
+    memset(&dc, 0, sizeof(dc));
+    dc.push_every_ns = PROF_PUSH_EVERY_NS;
+    dc.queue = &p->queue;
+    dc.notify = prof_notify;
+    dc.notify_data = p;
+
+    rc = prof_ring_drain_start(&p->drain, p->sampler, &dc);
     if (rc != 0) {
         (void) prof_stop_loop(p, 1000);
         goto failed;
@@ -1446,7 +1455,8 @@ prof_child_main(prof_t *p)
     prof_symbolizer_freeze(p->symbolizer);
 
     /* The worker's last profile, within what it allowed. */
-    prof_sampler_finish(p->sampler);
+    prof_ring_drain_finish(p->drain);
+    p->drain = NULL;
     p->sampler = NULL;
 
     upload_ms = __atomic_load_n(&ch->stop_upload_ms, __ATOMIC_ACQUIRE);
@@ -1586,11 +1596,7 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
     memset(&sc, 0, sizeof(sc));
     sc.interval_ns = conf->interval_ns;
     sc.max_frames = conf->max_frames;
-    sc.push_every_ns = PROF_PUSH_EVERY_NS;
-    sc.queue = &p->queue;
     sc.diagnostics = &p->channel->diagnostics;
-    sc.notify = prof_notify;
-    sc.notify_data = p;
     sc.unwind_table = conf->unwind_table;
     sc.start_monotonic_ns = p->start_monotonic_ns;
 
