@@ -1,0 +1,1389 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The profiler process, from its fork to its exit: its start, the loop
+ * thread that drains the batches into the aggregator, exports the closed
+ * profiles and publishes the status slot, and its end after its worker.
+ */
+
+#define _GNU_SOURCE
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <curl/curl.h>
+
+#include "common/buffer.h"
+#include "common/clock.h"
+#include "channel/handover.h"
+#include "channel/status.h"
+#include "channel/tracer_info.h"
+#include "profiler/pprof.h"
+#include "profiler/process.h"
+#include "profiler/thread.h"
+
+
+static char *
+prof_strdup_or_null(const char *s, int *failed)
+{
+    char  *copy;
+
+    if (s == NULL) {
+        return NULL;
+    }
+
+    copy = strdup(s);
+    if (copy == NULL) {
+        *failed = 1;
+    }
+
+    return copy;
+}
+
+
+static int
+prof_process_conf_init(prof_process_t *p)
+{
+    int                 failed;
+    size_t              i;
+    struct utsname      un;
+    const prof_conf_t  *conf = &p->conf;
+
+    failed = 0;
+
+    p->service = prof_strdup_or_null(conf->service ? conf->service : "nginx",
+                                     &failed);
+    p->dump_dir = prof_strdup_or_null(conf->dump_dir, &failed);
+    p->agent_url = prof_strdup_or_null(conf->agent_url, &failed);
+    p->env = prof_strdup_or_null(conf->env, &failed);
+    p->version = prof_strdup_or_null(conf->version, &failed);
+    p->runtime_version = prof_strdup_or_null(conf->runtime_version
+                                             ? conf->runtime_version : "",
+                                             &failed);
+
+    p->tags = calloc(conf->tag_count + 1, sizeof(char *));
+    if (p->tags == NULL) {
+        return -ENOMEM;
+    }
+
+    for (i = 0; i < conf->tag_count; i++) {
+        p->tags[i] = prof_strdup_or_null(conf->tags[i], &failed);
+    }
+
+    if (failed) {
+        return -ENOMEM;
+    }
+
+    if (gethostname(p->host, sizeof(p->host) - 1) != 0) {
+        strcpy(p->host, "localhost");
+    }
+
+    if (conf->runtime_id != NULL && conf->runtime_id[0] != '\0') {
+        snprintf(p->runtime_id, sizeof(p->runtime_id), "%s",
+                 conf->runtime_id);
+
+    } else if (prof_intake_uuid(p->runtime_id) != 0) {
+        return -EIO;
+    }
+
+    if (uname(&un) == 0) {
+        snprintf(p->arch, sizeof(p->arch), "%s", un.machine);
+    }
+
+    p->intake.service = p->service;
+    p->intake.env = p->env;
+    p->intake.version = p->version;
+    p->intake.host = p->host;
+    p->intake.runtime_version = p->runtime_version;
+    p->intake.runtime_os = "linux";
+    p->intake.runtime_arch = p->arch;
+    p->intake.runtime_id = p->runtime_id;
+    p->intake.profiler_version = PROF_VERSION;
+    p->intake.user_tags = (const char * const *) p->tags;
+    p->intake.user_tag_count = conf->tag_count;
+    p->intake.pid = p->pid;
+
+    return 0;
+}
+
+
+/* A string of the identity replaced by the tracer's (loop thread). */
+static void
+prof_take_value(char **field, const char *value, int explicit)
+{
+    char  *copy;
+
+    if (explicit || value[0] == '\0') {
+        return;
+    }
+
+    copy = strdup(value);
+    if (copy == NULL) {
+        return;
+    }
+
+    free(*field);
+    *field = copy;
+}
+
+
+/*
+ * Before the first profile leaves: the identity of a Datadog tracer in
+ * the process (its runtime-id, and its service, env and version unless
+ * configured), so that Datadog links the profiles to its spans. Decided
+ * once: every profile of the process says the same.
+ */
+static void
+prof_resolve_identity(prof_process_t *p)
+{
+    prof_tracer_info_t  info;
+
+    if (p->identity_done) {
+        return;
+    }
+
+    p->identity_done = 1;
+
+    if (!p->conf.tracer_identity) {
+        return;
+    }
+
+    /* Read by the worker when its modules were all initialized. */
+    switch (__atomic_load_n(&p->channel->tracer_info_state,
+                            __ATOMIC_ACQUIRE))
+    {
+    case 1:
+        info = p->channel->tracer_info;
+        break;
+    case 2:
+        return;
+    default:
+        p->identity_done = 0;           /* not known yet */
+        return;
+    }
+
+    snprintf(p->runtime_id, sizeof(p->runtime_id), "%s", info.runtime_id);
+
+    prof_take_value(&p->service, info.service, p->conf.service_explicit);
+    prof_take_value(&p->env, info.env, p->conf.env_explicit);
+    prof_take_value(&p->version, info.version, p->conf.version_explicit);
+
+    p->intake.service = p->service;
+    p->intake.env = p->env;
+    p->intake.version = p->version;
+
+    prof_log(&p->log, PROF_LOG_INFO, "profiling: the profiles carry the "
+             "identity of the tracer in this process (runtime-id %s)",
+             p->runtime_id);
+}
+
+
+/* How often the worker's maps may be read again for walks that left its
+   unwind tables (JIT code leaves them all the time). */
+#define PROF_MAPS_EVERY_MS      200
+
+
+/*
+ * The endpoint counts of the periods a barrier closes (up to period):
+ * taken from the worker's tables, which go back to it for later periods.
+ */
+static prof_endpoint_counts_t *
+prof_close_periods(prof_process_t *p, uint64_t period)
+{
+    prof_endpoint_counts_t  *counts;
+
+    counts = prof_endpoint_counts_create();
+
+    for ( /* void */ ; p->open_period <= period; p->open_period++) {
+        (void) prof_endpoint_table_take(
+                         &p->channel->endpoints[p->open_period & 1],
+                         p->open_period, counts);
+    }
+
+    if (counts != NULL) {
+        prof_counter_add(p->channel->diagnostics.endpoints_dropped,
+                         counts->dropped);
+    }
+
+    return counts;
+}
+
+
+/*
+ * The worker's maps, read while it lives (its maps are empty once it has
+ * exited, when its last profile is named): at the start, and again when
+ * the worker's walks left its unwind tables (objects loaded since, or JIT
+ * code: then at most every PROF_MAPS_EVERY_MS) or it rebuilt them.
+ */
+static void
+prof_read_maps(prof_process_t *p)
+{
+    uint32_t  unknown;
+    uint64_t  tables, now;
+
+    if (__atomic_load_n(&p->worker_gone, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+
+    tables = prof_counter_get(p->channel->diagnostics.unwind_tables);
+    unknown = __atomic_load_n(&p->sampled->unknown_pcs, __ATOMIC_RELAXED);
+    now = uv_now(&p->loop);
+
+    if (p->maps_read
+        && ((tables == p->maps_tables && unknown == p->maps_unknown)
+            || now - p->maps_read_ms < PROF_MAPS_EVERY_MS))
+    {
+        return;
+    }
+
+    if (prof_symbolizer_refresh(p->symbolizer) == 0) {
+        p->maps_read = 1;
+        p->maps_tables = tables;
+        p->maps_unknown = unknown;
+        p->maps_read_ms = now;
+    }
+}
+
+
+static void
+prof_drain_queue(prof_process_t *p)
+{
+    prof_batch_t            *b, *next;
+    prof_labels_t           *l;
+    prof_endpoint_counts_t  *counts;
+
+    prof_read_maps(p);
+
+    /*
+     * The batches first: what the server handed over before it asked
+     * for a barrier taken now is in the rings by then.
+     */
+    b = prof_queue_pop_all(&p->queue);
+
+    while ((l = prof_spsc_peek(&p->channel->labels)) != NULL) {
+        (void) prof_aggregator_add_labels(p->aggregator, l);
+        prof_spsc_release(&p->channel->labels);
+    }
+
+    for ( /* void */ ; b != NULL; b = next) {
+        next = b->next;
+
+        counts = b->flush_after ? prof_close_periods(p, b->flush_period)
+                                : NULL;
+
+        if (prof_aggregator_consume(p->aggregator, b, counts) != 0) {
+            prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
+                             "profiling: out of memory while aggregating, "
+                             "samples dropped");
+        }
+
+        prof_queue_release(&p->queue, b);
+    }
+}
+
+
+/* The upload of an encoded profile: event.json, pprof, provenance. */
+static void
+prof_upload(prof_process_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
+    int remote_symbols)
+{
+    int                     rc;
+    size_t                  i, n;
+    prof_upload_t          *up;
+    const char            **names;
+    prof_intake_profile_t   ip;
+    const prof_object_t   **objects;
+    static const char      *attachments[] = {
+        "profile.pprof", "code-provenance.json"
+    };
+
+    /* Every profile meant for the agent ends in one outcome (upload.h). */
+    prof_counter_add(p->channel->diagnostics.uploads_submitted, 1);
+
+    up = calloc(1, sizeof(prof_upload_t));
+    if (up == NULL) {
+        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
+        return;
+    }
+
+    up->sequence = profile->sequence;
+    up->pprof = *pprof;                     /* moved */
+    memset(pprof, 0, sizeof(prof_buffer_t));
+
+    memset(&ip, 0, sizeof(ip));
+    ip.sequence = profile->sequence;
+    ip.start_realtime_ns = profile->start_realtime_ns;
+    ip.duration_ns = profile->duration_ns;
+    ip.remote_symbols = remote_symbols;
+
+    n = prof_endpoint_counts_size(profile->endpoint_counts);
+    names = calloc(n + 1, sizeof(char *));
+
+    if (names == NULL) {
+        rc = -ENOMEM;
+
+    } else {
+        for (i = 0; i < n; i++) {
+            names[i] = prof_endpoint_counts_name(profile->endpoint_counts, i);
+        }
+
+        ip.endpoints = names;
+        ip.endpoint_counts = n ? profile->endpoint_counts->counts : NULL;
+        ip.endpoint_count = n;
+
+        rc = prof_intake_event_json(&up->event, &p->intake, &ip,
+                                    attachments, 2);
+        free(names);
+    }
+
+    n = prof_symbolizer_object_count(p->symbolizer);
+    objects = calloc(n + 1, sizeof(prof_object_t *));
+
+    if (rc == 0 && objects != NULL) {
+        for (i = 0; i < n; i++) {
+            objects[i] = prof_symbolizer_object(p->symbolizer, i);
+        }
+        rc = prof_intake_provenance_json(&up->provenance, objects, n);
+
+    } else {
+        rc = -ENOMEM;
+    }
+
+    free(objects);
+
+    if (rc != 0) {
+        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
+        prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
+                         "profiling: out of memory, profile %llu not "
+                         "uploaded", (unsigned long long) up->sequence);
+        prof_upload_free(up);
+        return;
+    }
+
+    prof_uploader_submit(p->uploader, up);
+}
+
+
+/* Objects whose ELF data is malformed: one warning each. */
+static void
+prof_warn_corrupt(prof_process_t *p)
+{
+    const prof_object_t  *o;
+
+    while ((o = prof_symbolizer_corrupt_object(p->symbolizer)) != NULL) {
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: \"%s\" has malformed "
+                 "ELF data, its functions are not named", o->path);
+    }
+}
+
+
+/* What debuginfod brought, or why it could not: a line each. */
+static void
+prof_report_debuginfod(prof_process_t *p)
+{
+    const char           *why;
+    const prof_object_t  *o;
+
+    why = prof_debuginfod_load_error(p->debuginfod);
+    if (why != NULL) {
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: libdebuginfod could "
+                 "not be loaded (%s): no debug files are fetched", why);
+    }
+
+    while ((o = prof_symbolizer_fetched_object(p->symbolizer)) != NULL) {
+        prof_log(&p->log, PROF_LOG_NOTICE, "profiling: \"%s\": all "
+                 "functions named by the debug file of build id %s from "
+                 "debuginfod", o->path, o->build_id);
+    }
+}
+
+
+static void
+prof_export_profile(void *data, prof_profile_t *profile)
+{
+    int                 rc;
+    prof_process_t     *p = data;
+    prof_buffer_t       out = { NULL, 0, 0 };
+    prof_pprof_info_t   info;
+
+    if (p->debuginfod != NULL) {
+        prof_report_debuginfod(p);
+    }
+
+    rc = prof_pprof_encode_info(profile, p->aggregator, &out, &info);
+
+    if (rc != 0) {
+        prof_counter_add(p->channel->diagnostics.encode_failures, 1);
+        prof_log_limited(&p->log, PROF_CAUSE_ENCODE, PROF_LOG_ERR,
+                         "profiling: encoding profile %llu failed (%s), "
+                         "profile dropped",
+                         (unsigned long long) profile->sequence,
+                         strerror(-rc));
+        goto done;
+    }
+
+    if (p->dump != NULL) {
+        rc = prof_dump_dir_write(p->dump, p->pid, profile->sequence,
+                                 out.data, out.length);
+        if (rc != 0) {
+            prof_counter_add(p->channel->diagnostics.export_failures, 1);
+            prof_log_limited(&p->log, PROF_CAUSE_FILE, PROF_LOG_ERR,
+                             "profiling: writing profile to \"%s\" failed "
+                             "(%s), profile dropped", p->dump_dir,
+                             strerror(-rc));
+
+        } else {
+            prof_counter_add(p->channel->diagnostics.profiles_exported, 1);
+            prof_counter_add(p->channel->diagnostics.bytes_exported,
+                             out.length);
+        }
+    }
+
+    if (p->uploader != NULL) {
+        prof_resolve_identity(p);
+        /* A frame in an object but without a name: the backend may have
+           the object's symbols (by its build id). */
+        prof_upload(p, profile, &out, info.unnamed_locations > 0);
+    }
+
+done:
+
+    prof_buffer_free(&out);
+    prof_profile_free(profile);
+
+    prof_warn_corrupt(p);
+}
+
+
+/* The status slot, from the loop thread: counters and the last news. */
+static void
+prof_publish_status(prof_process_t *p)
+{
+    int                   rc, kind;
+    char                  lua[PROF_STATUS_TEXT_MAX];
+    size_t                i;
+    prof_buffer_t         symbols = { NULL, 0, 0 };
+    prof_status_info_t    info;
+    const prof_object_t  *o;
+    static const char    *sources[] = {
+        "none", ".symtab", "debug file", "MiniDebugInfo", "debuginfod",
+        ".dynsym"
+    };
+
+    /* The worker's slot while it is its: released when the worker went. */
+    if (__atomic_load_n(&p->worker_gone, __ATOMIC_ACQUIRE)
+        || __atomic_load_n(&p->conf.status_slot->pid, __ATOMIC_ACQUIRE)
+           != p->pid)
+    {
+        return;
+    }
+
+    memset(&info, 0, sizeof(info));
+    info.running = 1;
+    info.profiler_pid = getpid();
+    info.started_ns = p->started_ns;
+    info.last_error_ns = p->log.last_error_ns;
+    info.last_error = p->log.last_error;
+    rc = 0;
+
+    if (p->uploader != NULL) {
+        info.last_upload = prof_uploader_last(p->uploader,
+                                              &info.last_upload_ns);
+    }
+
+    /* Where the names of the objects in its profiles come from. */
+    for (i = 0; i < prof_symbolizer_object_count(p->symbolizer); i++) {
+        kind = prof_symbolizer_symbols_loaded(p->symbolizer, i);
+        if (kind >= 0) {
+            o = prof_symbolizer_object(p->symbolizer, i);
+            rc |= prof_buffer_printf(&symbols, "%s\t%s\n", o->path,
+                                     sources[kind]);
+        }
+    }
+
+    if (rc == 0 && prof_buffer_append(&symbols, "", 1) == 0) {
+        info.symbols = (const char *) symbols.data;
+    }
+
+    if (p->lua != NULL
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+           == PROF_LUA_NOT_RECOGNIZED
+        && snprintf(lua, sizeof(lua), "not recognized, no Lua frames (%s)",
+                    p->lua->why) > 0)
+    {
+        info.lua = lua;
+
+    } else if (p->lua != NULL
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+           == PROF_LUA_FOUND
+        && snprintf(lua, sizeof(lua), "%s (%s): Lua frames in %llu "
+                        "samples, %llu cut short, %u functions met",
+                        p->lua->vm.version, p->lua->vm.library,
+                        (unsigned long long) p->lua->walks,
+                        (unsigned long long) p->lua->lost,
+                        __atomic_load_n(&p->lua->count, __ATOMIC_ACQUIRE))
+           > 0)
+    {
+        info.lua = lua;
+    }
+
+    prof_status_publish(p->conf.status_slot, &p->channel->diagnostics, &info);
+    prof_buffer_free(&symbols);
+}
+
+
+/* The identification line waits this long for the worker's first event
+   loop turn to say whether it runs LuaJIT, looking every ..._STEP_MS. */
+#define PROF_IDENTIFY_LUA_WAIT_MS  5000
+#define PROF_IDENTIFY_LUA_STEP_MS  10
+
+
+/* The file name of a path. */
+static const char *
+prof_base_name(const char *path)
+{
+    const char  *slash;
+
+    slash = strrchr(path, '/');
+
+    return slash != NULL ? slash + 1 : path;
+}
+
+
+/*
+ * Once, at NOTICE, in one line for a bug report: the version, what the
+ * unwinder and the symbolizer found, and whether the agent took the
+ * first profile (agent: its first outcome; NULL when there is none yet).
+ */
+static void
+prof_identify(prof_process_t *p, const char *agent)
+{
+    int                   rc;
+    char                  exe[PATH_MAX];
+    size_t                i, n, count[PROF_SYMBOLS_DYNSYM + 1];
+    ssize_t               len;
+    const char           *main_symbols;
+    prof_buffer_t         b = { NULL, 0, 0 },
+                          names[PROF_SYMBOLS_DYNSYM + 1];
+    prof_symbols_e        kind;
+    const prof_object_t  *o;
+    static const char    *kinds[] = {
+        "none", "all functions (.symtab)", "all functions (debug file)",
+        "all functions (MiniDebugInfo)", "all functions (debuginfod)",
+        "exported functions (.dynsym)"
+    };
+    static const char    *libraries[] = {
+        "without", "with .symtab", "with a debug file", "with MiniDebugInfo",
+        "with debuginfod's debug file", "with .dynsym only"
+    };
+
+    if (p->identified || !p->conf.identify) {
+        return;
+    }
+
+    p->identified = 1;
+
+    len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[len > 0 ? len : 0] = '\0';
+
+    if (prof_symbolizer_object_count(p->symbolizer) == 0) {
+        (void) prof_symbolizer_refresh(p->symbolizer);
+    }
+
+    memset(count, 0, sizeof(count));
+    memset(names, 0, sizeof(names));
+    main_symbols = "unknown";
+    rc = 0;
+
+    /* Where each object's names come from: the first few by name. */
+
+    n = prof_symbolizer_object_count(p->symbolizer);
+
+    for (i = 0; i < n; i++) {
+        o = prof_symbolizer_object(p->symbolizer, i);
+        kind = prof_symbolizer_symbols(p->symbolizer, i);
+
+        if (strcmp(o->path, exe) == 0) {
+            main_symbols = kinds[kind];
+            continue;
+        }
+
+        if (count[kind]++ < 8) {
+            rc |= prof_buffer_printf(&names[kind], "%s%s",
+                                     names[kind].length ? ", " : "",
+                                     prof_base_name(o->path));
+
+        } else if (count[kind] == 9) {
+            rc |= prof_buffer_append_str(&names[kind], ", ...");
+        }
+    }
+
+    rc |= prof_buffer_printf(&b, "profiling: ngx_http_profiling_module %s "
+        "(nginx %s, %s): unwind tables for %llu objects (%llu KB, %llu left "
+        "out); symbols: %s %s; libraries", PROF_VERSION,
+        p->runtime_version ? p->runtime_version : "", p->arch,
+        (unsigned long long)
+            prof_counter_get(p->channel->diagnostics.unwind_objects),
+        (unsigned long long)
+            prof_counter_get(p->channel->diagnostics.unwind_table_bytes) / 1024,
+        (unsigned long long)
+            prof_counter_get(p->channel->diagnostics.unwind_objects_skipped),
+        prof_base_name(exe), main_symbols);
+
+    for (i = PROF_SYMBOLS_SYMTAB; i <= PROF_SYMBOLS_DYNSYM + 1; i++) {
+        kind = (i <= PROF_SYMBOLS_DYNSYM) ? (prof_symbols_e) i
+                                          : PROF_SYMBOLS_NONE;
+
+        rc |= prof_buffer_printf(&b, "%s %zu %s", i > 1 ? "," : ":",
+                                 count[kind], libraries[kind]);
+
+        if (names[kind].length > 0) {
+            rc |= prof_buffer_printf(&b, " (%.*s)", (int) names[kind].length,
+                                     (char *) names[kind].data);
+        }
+
+        prof_buffer_free(&names[kind]);
+    }
+
+    if (p->lua != NULL
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+           == PROF_LUA_FOUND)
+    {
+        rc |= prof_buffer_printf(&b, "; Lua: %s (%s)", p->lua->vm.version,
+                                 p->lua->vm.library);
+
+    } else if (p->lua != NULL
+               && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+                  == PROF_LUA_NOT_RECOGNIZED)
+    {
+        rc |= prof_buffer_printf(&b, "; Lua: not recognized, no Lua "
+                                 "frames (%s)", p->lua->why);
+    }
+
+    if (p->agent_url == NULL) {
+        rc |= prof_buffer_append_str(&b, "; agent: none");
+
+    } else {
+        rc |= prof_buffer_printf(&b, "; agent %s: %s (%s)", p->agent_url,
+                                 agent == NULL ? "not tried"
+                                 : strncmp(agent, "uploaded", 8) == 0
+                                 ? "reachable" : "not reachable",
+                                 agent ? agent : "no profile yet");
+    }
+
+    if (rc == 0 && prof_buffer_append(&b, "", 1) == 0) {
+        prof_log(&p->log, PROF_LOG_NOTICE, "%s", (char *) b.data);
+    }
+
+    prof_buffer_free(&b);
+}
+
+
+/* Without an agent, the line goes once the worker said what Lua it has. */
+static void
+prof_on_identify_timer(uv_timer_t *timer)
+{
+    prof_process_t  *p = timer->data;
+
+    if (p->lua != NULL
+        && __atomic_load_n(&p->lua->state, __ATOMIC_ACQUIRE)
+           == PROF_LUA_UNKNOWN
+        && uv_now(&p->loop) - p->identify_from_ms < PROF_IDENTIFY_LUA_WAIT_MS)
+    {
+        return;
+    }
+
+    uv_timer_stop(timer);
+    prof_identify(p, NULL);
+}
+
+
+static void
+prof_identify_start(prof_process_t *p)
+{
+    /* With an agent, the line waits for its first answer. */
+    (void) uv_timer_init(&p->loop, &p->identify_timer);
+    p->identify_timer.data = p;
+
+    if (p->uploader == NULL) {
+        uv_update_time(&p->loop);
+        p->identify_from_ms = uv_now(&p->loop);
+        (void) uv_timer_start(&p->identify_timer, prof_on_identify_timer, 0,
+                              PROF_IDENTIFY_LUA_STEP_MS);
+    }
+}
+
+
+static void
+prof_identify_close(prof_process_t *p)
+{
+    prof_identify(p, NULL);
+    uv_timer_stop(&p->identify_timer);
+    uv_close((uv_handle_t *) &p->identify_timer, NULL);
+}
+
+
+#define PROF_LOOP_NICE          10
+
+/* How often the status slot is written. */
+#define PROF_STATUS_EVERY_MS    1000
+
+
+static void
+prof_on_batches_ready(uv_async_t *handle)
+{
+    prof_process_t  *p = handle->data;
+
+    prof_drain_queue(p);
+
+    if (__atomic_exchange_n(&p->status_due, 0, __ATOMIC_ACQ_REL)) {
+        prof_publish_status(p);
+    }
+}
+
+
+/* The first profile the agent took or refused completes the line; each
+   one shows on the status page at once. */
+static void
+prof_on_upload_outcome(void *data, const char *text)
+{
+    prof_process_t  *p = data;
+
+    prof_identify(p, text);
+
+    if (p->conf.status_slot != NULL) {
+        prof_publish_status(p);
+    }
+}
+
+
+static void
+prof_on_status_timer(uv_timer_t *timer)
+{
+    prof_publish_status(timer->data);
+}
+
+
+static void
+prof_close_loop_handles(void *data)
+{
+    prof_process_t  *p = data;
+
+    prof_identify_close(p);
+
+    if (p->conf.status_slot != NULL) {
+        prof_publish_status(p);
+        uv_timer_stop(&p->status_timer);
+        uv_close((uv_handle_t *) &p->status_timer, NULL);
+    }
+
+    p->uploader = NULL;
+    uv_close((uv_handle_t *) &p->batches_ready, NULL);
+    uv_close((uv_handle_t *) &p->stop_requested, NULL);
+}
+
+
+static void
+prof_on_stop_requested(uv_async_t *handle)
+{
+    int64_t          upload_ms;
+    prof_process_t  *p = handle->data;
+
+    prof_drain_queue(p);
+
+    if (p->uploader == NULL) {
+        prof_close_loop_handles(p);
+        return;
+    }
+
+    /* The last upload gets what the server allows, no more: what the
+       wait for debug files left of it (the loop's clock moved on). */
+    uv_update_time(&p->loop);
+
+    upload_ms = __atomic_load_n(&p->stop_upload_ms, __ATOMIC_ACQUIRE)
+                - (prof_clock_ns(CLOCK_MONOTONIC)
+                   - __atomic_load_n(&p->stop_started_ns, __ATOMIC_ACQUIRE))
+                  / 1000000;
+
+    prof_uploader_close(p->uploader, upload_ms > 0 ? upload_ms : 0,
+                        prof_close_loop_handles, p);
+}
+
+
+static void
+prof_loop_main(void *arg)
+{
+    prof_process_t  *p = arg;
+
+    /* Encoding and uploading yield to the workers when CPU is short. */
+    prof_thread_settle("prof-loop", PROF_LOOP_NICE);
+
+    prof_read_maps(p);
+
+    prof_identify_start(p);
+
+    (void) uv_run(&p->loop, UV_RUN_DEFAULT);
+
+    uv_mutex_lock(&p->done_mutex);
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    uv_cond_signal(&p->done_cond);
+    uv_mutex_unlock(&p->done_mutex);
+}
+
+
+static void
+prof_loop_notify(void *data)
+{
+    prof_process_t  *p = data;
+
+    (void) uv_async_send(&p->batches_ready);
+}
+
+
+static int
+prof_start_loop(prof_process_t *p)
+{
+    int                     rc;
+    prof_upload_conf_t      uc;
+    prof_aggregator_conf_t  ac;
+
+    p->symbolizer = prof_symbolizer_create();
+    if (p->symbolizer == NULL) {
+        return -ENOMEM;
+    }
+
+    prof_symbolizer_set_pid(p->symbolizer, p->pid);
+
+    if (p->debuginfod != NULL) {
+        prof_symbolizer_set_debuginfod(p->symbolizer, p->debuginfod,
+                                       p->conf.upload_timeout_ms);
+    }
+
+    memset(&ac, 0, sizeof(ac));
+    ac.symbolizer = p->symbolizer;
+    ac.diagnostics = &p->channel->diagnostics;
+    ac.period_ns = p->conf.interval_ns;
+    ac.thread_id = p->pid;              /* the worker's only thread */
+    ac.thread_name = p->thread_name;
+    ac.start_realtime_ns = p->start_realtime_ns;
+    ac.start_monotonic_ns = p->start_monotonic_ns;
+    ac.timeline = p->conf.timeline;
+    ac.lua = p->lua;
+    ac.on_profile = prof_export_profile;
+    ac.on_profile_data = p;
+
+    p->aggregator = prof_aggregator_create(&ac);
+    if (p->aggregator == NULL) {
+        return -ENOMEM;
+    }
+
+    rc = uv_loop_init(&p->loop);
+    if (rc != 0) {
+        return rc;
+    }
+
+    p->batches_ready.data = p;
+    p->stop_requested.data = p;
+
+    if (uv_mutex_init(&p->done_mutex) != 0) {
+        uv_loop_close(&p->loop);
+        return -ENOMEM;
+    }
+
+    if (uv_cond_init(&p->done_cond) != 0) {
+        uv_mutex_destroy(&p->done_mutex);
+        uv_loop_close(&p->loop);
+        return -ENOMEM;
+    }
+
+    if (p->agent_url != NULL) {
+        memset(&uc, 0, sizeof(uc));
+        uc.url = p->agent_url;
+        uc.timeout_ms = p->conf.upload_timeout_ms;
+        uc.origin = PROF_ORIGIN;
+        uc.origin_version = PROF_VERSION;
+        uc.container_id = p->container.container_id;
+        uc.entity_id = p->container.entity_id;
+        uc.diagnostics = &p->channel->diagnostics;
+        uc.log = &p->log;
+        uc.outcome = prof_on_upload_outcome;
+        uc.outcome_data = p;
+
+        p->uploader = prof_uploader_create(&p->loop, &uc);
+        if (p->uploader == NULL) {
+            uv_cond_destroy(&p->done_cond);
+            uv_mutex_destroy(&p->done_mutex);
+            uv_loop_close(&p->loop);
+            return -ENOMEM;
+        }
+    }
+
+    (void) uv_async_init(&p->loop, &p->batches_ready, prof_on_batches_ready);
+    (void) uv_async_init(&p->loop, &p->stop_requested,
+                         prof_on_stop_requested);
+
+    /* The status page's slot, once a second. */
+    p->started_ns = prof_clock_ns(CLOCK_REALTIME);
+
+    if (p->conf.status_slot != NULL) {
+        (void) uv_timer_init(&p->loop, &p->status_timer);
+        p->status_timer.data = p;
+        (void) uv_timer_start(&p->status_timer, prof_on_status_timer,
+                              PROF_STATUS_EVERY_MS, PROF_STATUS_EVERY_MS);
+    }
+
+    rc = prof_thread_create(&p->loop_thread, prof_loop_main, p);
+    if (rc != 0) {
+        if (p->uploader != NULL) {
+            prof_uploader_close(p->uploader, 0, NULL, NULL);
+            p->uploader = NULL;
+        }
+        uv_close((uv_handle_t *) &p->batches_ready, NULL);
+        uv_close((uv_handle_t *) &p->stop_requested, NULL);
+        if (p->conf.status_slot != NULL) {
+            uv_close((uv_handle_t *) &p->status_timer, NULL);
+        }
+        (void) uv_run(&p->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&p->loop);
+        uv_cond_destroy(&p->done_cond);
+        uv_mutex_destroy(&p->done_mutex);
+        return rc;
+    }
+
+    return 0;
+}
+
+
+static int
+prof_stop_loop(prof_process_t *p, int64_t timeout_ms)
+{
+    int       rc;
+    uint64_t  deadline_ns, now_ns;
+
+    (void) uv_async_send(&p->stop_requested);
+
+    deadline_ns = uv_hrtime() + (uint64_t) timeout_ms * 1000000;
+    rc = 0;
+
+    uv_mutex_lock(&p->done_mutex);
+
+    while (!p->done) {
+        now_ns = uv_hrtime();
+        if (now_ns >= deadline_ns) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        (void) uv_cond_timedwait(&p->done_cond, &p->done_mutex,
+                                 deadline_ns - now_ns);
+    }
+
+    uv_mutex_unlock(&p->done_mutex);
+
+    if (rc != 0) {
+        return rc;
+    }
+
+    (void) uv_thread_join(&p->loop_thread);
+    uv_loop_close(&p->loop);
+    uv_cond_destroy(&p->done_cond);
+    uv_mutex_destroy(&p->done_mutex);
+
+    return 0;
+}
+
+
+#define PROF_BATCH_BYTES        (64 * 1024)
+#define PROF_POOL_BATCHES       4
+#define PROF_PUSH_EVERY_NS      (1000 * 1000 * 1000LL)
+
+/* How long the profiler process finishes after a worker that crashed:
+   the last upload, then the file. */
+#define PROF_CRASH_UPLOAD_MS    1000
+#define PROF_CRASH_WAIT_MS      300
+
+/* Descriptors the server may ask the profiler process to keep. */
+#define PROF_KEEP_FDS_MAX       16
+
+
+/* One per process: the child of a worker's fork. */
+static prof_process_t  prof_process;
+
+
+/* At the start: the dump directory, once; its problem logged once. */
+static void
+prof_open_dump_dir(prof_process_t *p)
+{
+    char              error[1024];
+    prof_dump_conf_t  dc;
+
+    if (p->dump_dir == NULL) {
+        return;
+    }
+
+    memset(&dc, 0, sizeof(dc));
+    dc.service = p->service;
+    dc.keep_files = p->conf.dump_keep_files;
+    dc.keep_bytes = p->conf.dump_keep_bytes;
+    dc.files_deleted = &p->channel->diagnostics.dump_files_deleted;
+    dc.temps_removed = &p->channel->diagnostics.dump_temps_removed;
+
+    p->dump = prof_dump_dir_open(p->dump_dir, &dc, error, sizeof(error));
+
+    if (p->dump == NULL) {
+        prof_log(&p->log, PROF_LOG_ERR, "profiling: %s, profiles will not "
+                 "be written to it", error);
+    }
+}
+
+
+/* The profiler process's log: a message from its loop thread waits. */
+static void
+prof_child_log_notify(void *data)
+{
+    uint64_t         one = 1;
+    prof_process_t  *p = data;
+
+    (void) write(p->log_fd, &one, sizeof(one));
+}
+
+
+static void
+prof_child_close_listed(const int *keep, int n)
+{
+    int             fd, i;
+    DIR            *dir;
+    struct dirent  *de;
+
+    dir = opendir("/proc/self/fd");
+    if (dir == NULL) {
+        return;
+    }
+
+    while ((de = readdir(dir)) != NULL) {
+        fd = atoi(de->d_name);
+
+        if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd < 3
+            || fd == dirfd(dir))
+        {
+            continue;
+        }
+
+        for (i = 0; i < n && keep[i] != fd; i++) {
+            /* void */
+        }
+
+        if (i == n) {
+            (void) close(fd);
+        }
+    }
+
+    (void) closedir(dir);
+}
+
+
+/*
+ * Every descriptor inherited from the worker closed but 0 to 2, the pipe
+ * and what the server asked to keep (its error log): a listening socket
+ * held open here would keep its port bound and, with reuseport, take
+ * connections.
+ */
+static void
+prof_child_close_fds(prof_process_t *p, int *keep, int n)
+{
+    int  i, j, t, from;
+
+    keep[n++] = p->worker_fd;
+
+    for (i = 1; i < n; i++) {
+        for (j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+            t = keep[j];
+            keep[j] = keep[j - 1];
+            keep[j - 1] = t;
+        }
+    }
+
+    /* 0, 1 and 2 stay: libraries expect them taken (libuv asserts). */
+    from = 3;
+
+    for (i = 0; i < n; i++) {
+        if (keep[i] < from) {
+            continue;
+        }
+        if (keep[i] > from
+            && syscall(SYS_close_range, from, keep[i] - 1, 0) != 0)
+        {
+            break;
+        }
+        from = keep[i] + 1;
+    }
+
+    if (i == n && syscall(SYS_close_range, from, ~0U, 0) == 0) {
+        return;
+    }
+
+    /* Before Linux 5.9: one by one, as /proc/self/fd lists them. */
+    prof_child_close_listed(keep, n);
+}
+
+
+/*
+ * Debug files from debuginfod servers, when there are URLs (the
+ * configuration's, or DEBUGINFOD_URLS): nothing is loaded or fetched
+ * until a frame is left unnamed.
+ */
+static void
+prof_start_debuginfod(prof_process_t *p)
+{
+    prof_debuginfod_conf_t  dc;
+
+    memset(&dc, 0, sizeof(dc));
+    dc.urls = p->conf.debuginfod_urls;
+    dc.cache_dir = p->conf.debuginfod_cache;
+    dc.cache_max_bytes = p->conf.debuginfod_cache_bytes;
+    dc.timeout_ms = p->conf.upload_timeout_ms;
+    dc.retry_ms = p->conf.debuginfod_retry_ms;
+    dc.diagnostics = &p->channel->diagnostics;
+
+    if (prof_debuginfod_setenv(&dc) != 0) {
+        prof_log(&p->log, PROF_LOG_NOTICE, "profiling: no debuginfod URLs "
+                 "in the environment, no debug files are fetched");
+        return;
+    }
+
+    p->debuginfod = prof_debuginfod_create(&dc);
+}
+
+
+/* The profiler process, from its fork to its exit (handover.h). */
+void
+prof_process_main(const prof_handover_t *h)
+{
+    int                     rc, n, nfds, keep[PROF_KEEP_FDS_MAX + 1];
+    char                    line[2048];
+    int64_t                 upload_ms, wait_ms;
+    uint64_t                count;
+    sigset_t                all;
+    struct pollfd           pfd[2];
+    struct timespec         pause = { 0, 100 * 1000 * 1000 };
+    struct sigaction        sa;
+    prof_channel_t         *ch = h->channel;
+    prof_process_t         *p = &prof_process;
+    prof_ring_drain_conf_t  dc;
+
+    /* nginx's signals stay blocked: it exits when its worker has gone. */
+    sigfillset(&all);
+    (void) sigprocmask(SIG_SETMASK, &all, NULL);
+
+    /*
+     * Until it watches the pipe, a worker's death kills it: a start-up
+     * stuck on a lock another thread of the worker held at the fork
+     * leaves no orphan.
+     */
+    (void) prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != h->worker_pid) {
+        _exit(0);
+    }
+
+    p->conf = *h->conf;
+    p->pid = h->worker_pid;
+    p->thread_name = h->thread_name;
+    p->start_monotonic_ns = h->start_monotonic_ns;
+    p->start_realtime_ns = h->start_realtime_ns;
+    p->channel = h->channel;
+    p->sampler = h->sampler;
+    p->sampled = &h->sampler->sampled;
+    p->lua = h->lua;
+    p->worker_fd = h->worker_fd;
+    p->log_fd = -1;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN;
+    (void) sigaction(SIGPROF, &sa, NULL);
+
+    n = 0;
+    if (p->conf.child_init != NULL) {
+        n = p->conf.child_init(p->conf.child_init_data, keep,
+                               PROF_KEEP_FDS_MAX);
+        if (n < 0 || n > PROF_KEEP_FDS_MAX) {
+            n = 0;
+        }
+    }
+
+    prof_child_close_fds(p, keep, n);
+
+    (void) prctl(PR_SET_NAME, "nginx-profiler", 0, 0, 0);
+
+    /* Its log, on the server's handler from this thread. */
+    p->log.handler = p->conf.log;
+    p->log.data = p->conf.log_data;
+    rc = prof_log_init(&p->log);
+    p->log_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    p->log.notify = (p->log_fd >= 0) ? prof_child_log_notify : NULL;
+    p->log.notify_data = p;
+
+    if (rc != 0) {
+        goto failed;
+    }
+
+    rc = prof_process_conf_init(p);
+    if (rc != 0) {
+        goto failed;
+    }
+
+    rc = -ENOMEM;
+
+    if (p->agent_url != NULL
+        && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    {
+        goto failed;
+    }
+
+    prof_open_dump_dir(p);
+    prof_container_detect(&p->container);
+
+    rc = prof_queue_init(&p->queue, PROF_BATCH_BYTES, p->conf.memory_limit,
+                         PROF_POOL_BATCHES);
+    if (rc != 0) {
+        goto failed;
+    }
+
+    /* Its environment is libdebuginfod's: set before any thread. */
+    if (p->conf.debuginfod) {
+        prof_start_debuginfod(p);
+    }
+
+    rc = prof_start_loop(p);
+    if (rc != 0) {
+        goto failed;
+    }
+
+    memset(&dc, 0, sizeof(dc));
+    dc.push_every_ns = PROF_PUSH_EVERY_NS;
+    dc.queue = &p->queue;
+    dc.notify = prof_loop_notify;
+    dc.notify_data = p;
+
+    rc = prof_ring_drain_start(&p->drain, p->sampler, &dc);
+    if (rc != 0) {
+        (void) prof_stop_loop(p, 1000);
+        goto failed;
+    }
+
+    __atomic_store_n(&ch->profiler_state, PROF_PROFILER_RUNNING,
+                     __ATOMIC_RELEASE);
+
+    /* The status page shows it now, unwind tables and all. */
+    if (p->conf.status_slot != NULL) {
+        __atomic_store_n(&p->status_due, 1, __ATOMIC_RELEASE);
+        (void) uv_async_send(&p->batches_ready);
+    }
+
+    /* From now on the pipe tells: the last profile is finished after. */
+    (void) prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+
+    /* Its log's messages, until the worker is gone. */
+    pfd[0].fd = p->worker_fd;
+    pfd[0].events = POLLIN;
+    pfd[1].fd = p->log_fd;
+    pfd[1].events = POLLIN;
+    nfds = (p->log_fd >= 0) ? 2 : 1;
+
+    for ( ;; ) {
+        rc = poll(pfd, nfds, -1);
+
+        if (rc < 0) {
+            /* EINTR, ENOMEM: the worker is still there. */
+            (void) nanosleep(&pause, NULL);
+            continue;
+        }
+
+        if (nfds == 2 && (pfd[1].revents & POLLIN)) {
+            (void) read(p->log_fd, &count, sizeof(count));
+            prof_log_deliver(&p->log);
+
+        } else if (nfds == 2 && pfd[1].revents != 0) {
+            /* Lost: the messages wait for the end. */
+            nfds = 1;
+        }
+
+        if (pfd[0].revents != 0) {
+            break;
+        }
+    }
+
+    __atomic_store_n(&p->worker_gone, 1, __ATOMIC_RELEASE);
+
+    /* Its maps are empty, or another process's once its pid is reused. */
+    prof_symbolizer_freeze(p->symbolizer);
+
+    /* The worker's last profile, within what it allowed. */
+    prof_ring_drain_finish(p->drain);
+    p->drain = NULL;
+    p->sampler = NULL;
+
+    upload_ms = __atomic_load_n(&ch->stop_upload_ms, __ATOMIC_ACQUIRE);
+    wait_ms = __atomic_load_n(&ch->stop_wait_ms, __ATOMIC_ACQUIRE);
+    if (upload_ms < 0) {
+        /* Gone without prof_stop: it crashed or was killed. */
+        upload_ms = (p->conf.upload_timeout_ms < PROF_CRASH_UPLOAD_MS)
+                    ? p->conf.upload_timeout_ms : PROF_CRASH_UPLOAD_MS;
+        wait_ms = upload_ms + PROF_CRASH_WAIT_MS;
+    }
+
+    __atomic_store_n(&p->stop_upload_ms, upload_ms, __ATOMIC_RELEASE);
+
+    /*
+     * The last profile waits for debug files under way at most half of
+     * what its upload may take, from now (a close waiting already
+     * included); its upload gets what is left.
+     */
+    __atomic_store_n(&p->stop_started_ns, prof_clock_ns(CLOCK_MONOTONIC),
+                     __ATOMIC_RELEASE);
+
+    if (p->debuginfod != NULL) {
+        prof_debuginfod_end_waits(p->debuginfod,
+                                  prof_clock_ns(CLOCK_MONOTONIC)
+                                  + upload_ms * 1000000 / 2);
+    }
+
+    if (prof_stop_loop(p, wait_ms) != 0) {
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: the last profile of "
+                 "worker %d was not exported within %lld ms", (int) p->pid,
+                 (long long) wait_ms);
+        prof_log_deliver(&p->log);
+        _exit(0);
+    }
+
+    prof_log_deliver(&p->log);
+
+    prof_diagnostics_format(&ch->diagnostics, line, sizeof(line));
+    prof_log(&p->log, PROF_LOG_NOTICE, "profiling: stopped: %s", line);
+
+    __atomic_store_n(&ch->profiler_state, PROF_PROFILER_DONE,
+                     __ATOMIC_RELEASE);
+    _exit(0);
+
+failed:
+
+    prof_log(&p->log, PROF_LOG_ERR, "profiling: the profiler process of "
+             "worker %d could not start (%s), profiling is disabled in it",
+             (int) p->pid, strerror(rc < 0 ? -rc : rc));
+    prof_log_deliver(&p->log);
+
+    __atomic_store_n(&ch->profiler_state, PROF_PROFILER_FAILED,
+                     __ATOMIC_RELEASE);
+    _exit(1);
+}
