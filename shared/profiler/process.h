@@ -2,9 +2,11 @@
 
 /*
  * The profiler process: one per worker, forked by it (channel/handover.h,
- * prof_process_main). Its state: process.c's, for its start and exit
- * (its main thread) and the profiler loop thread (libuv); the sampler
- * thread is ring_drain.c's, with state of its own.
+ * prof_process_main). Its state, shared by the files that run in it:
+ * process.c (its start and exit, on its main thread), loop.c (the
+ * profiler loop thread, libuv), queue_drain.c, export.c, identify.c,
+ * status_publish.c (on the loop thread) and process_conf.c; the
+ * sampler thread is ring_drain.c's, with state of its own.
  *
  * Threads and fields:
  * - main thread: the process's start, the wait for its worker's exit (the
@@ -68,9 +70,9 @@ struct prof_process_s {
                                                    (lua_frames.h), shared;
                                                    NULL: none */
 
-    /* the configuration's strings and the profiles' identity: set at
-       the start, the tracer's taken by the loop thread before the first
-       upload */
+    /* the configuration's strings and the profiles' identity
+       (process_conf.c): set at the start, the tracer's taken by the loop
+       thread before the first upload */
     char                *dump_dir;
     char                *agent_url;
     char                *service;
