@@ -69,7 +69,7 @@ void prof_flush(prof_t *p);
  */
 int prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms);
 
-/* The labels of a request tag a sample carried (sampler.h). -ENOSPC:
+/* The labels of a request tag a sample carried (sampled_thread.h). -ENOSPC:
    dropped, counted. */
 int prof_label(prof_t *p, const prof_labels_t *labels);
 
