@@ -7,8 +7,8 @@
  * it forks its profiler process (so at the same address in both). Read
  * and written by the worker's side (worker/sampler.c, the signal path,
  * signal_path.c) and by the profiler process's sampler thread
- * (profiler/ring_drain.c); the server's code sees prof_sampler_t only
- * through worker/sampler.h.
+ * (profiler/ring_drain.c); the server's code uses prof_sampler_t through
+ * worker/sampler.h's functions only.
  *
  * Who writes what:
  * - the sampled thread, in its signal handler and in prof_sampler_flush /
@@ -211,7 +211,8 @@ void prof_sampler_post_flush(prof_sampler_t *s, uint64_t period, int final,
     int64_t now_ns, int64_t wall_ns, int64_t off_cpu_ns, int64_t idle_ns);
 
 
-/* signal_path.c */
+/* worker/signal_path.c: the handler and its wall accounting, for the
+   worker's side only. */
 void prof_signal_handler(int signo, siginfo_t *info, void *context);
 
 /* The wall time since the last account, split; on the sampled thread,
