@@ -29,10 +29,6 @@
 /* How often the sampler looks for objects loaded after its unwind table. */
 #define PROF_TABLE_CHECK_NS       (1000 * 1000 * 1000LL)
 
-/* How long the sampler waits for a stack it asked for. */
-#define PROF_REQUEST_WAIT_NS      (1000 * 1000 * 1000LL)
-#define PROF_REQUEST_WAIT_STEP_NS (10 * 1000 * 1000LL)
-
 /* The frames of the capturing code above an idle stack, at most. */
 #define PROF_CAPTURE_SKIP_MAX     8
 
