@@ -15,7 +15,7 @@
 #include <ngx_http.h>
 
 #include "common/clock.h"
-#include "profiler/profiler.h"
+#include "worker/profiler.h"
 
 
 extern ngx_module_t             ngx_http_profiling_module;

@@ -1,22 +1,28 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The sampler's state, shared by the sampler thread's code (sampler.c)
- * and the signal path (signal_path.c). Not a public interface: see
- * sampler.h.
+ * The sampler's state: the ring of slots between the SIGPROF handler and
+ * the sampler thread, the flush mailbox, the wall accounting and the
+ * futex words, in one anonymous MAP_SHARED mapping the worker makes before
+ * it forks its profiler process (so at the same address in both). Read
+ * and written by the worker's side (worker/sampler.c, the signal path,
+ * signal_path.c) and by the profiler process's sampler thread
+ * (profiler/ring_drain.c); the server's code uses prof_sampler_t through
+ * worker/sampler.h's functions only.
  *
  * Who writes what:
  * - the sampled thread, in its signal handler and in prof_sampler_flush /
  *   _stop (with SIGPROF blocked there): the wall accounting (point_*),
  *   the ring's slots while FREE and write_index, the flush mailbox;
- * - the sampler thread: slots back to FREE, read_index, and what it keeps
- *   for itself (batch, stacks, watchdog);
+ * - the sampler thread: slots back to FREE, read_index, requests,
+ *   flushes_taken; and the flush mailbox once the sampled thread is gone
+ *   without a last flush (it crashed);
  * - the struct, its slots and idle frames are in memory shared with the
  *   profiler process (MAP_SHARED, at the same address in both after the
  *   fork): its pointers are valid in the process that wrote them only,
  *   and futex words are process-shared (no FUTEX_PRIVATE_FLAG).
- * - sampled (prof_sampled_thread_t, sampler.h): written by the sampled
- *   thread only.
+ * - sampled (prof_sampled_thread_t, sampled_thread.h): written by the
+ *   sampled thread only.
  * Cross-thread fields are accessed with atomics; futex words wake.
  */
 
@@ -24,13 +30,33 @@
 #define PROF_SAMPLER_STATE_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
-#include <uv.h>
 
+#include "common/diagnostics.h"
 #include "channel/lua_frames.h"
-#include "worker/sampler.h"
-#include "worker/unwind.h"
+#include "channel/sampled_thread.h"
+
+
+typedef struct prof_sampler_s  prof_sampler_t;
+struct prof_unwind_table_s;
+
+
+/* The sampler of the calling thread, as prof_sampler_start takes it. */
+typedef struct {
+    int64_t                      interval_ns;
+    unsigned                     max_frames;    /* 8 ..
+                                                   PROF_MAX_FRAMES_LIMIT */
+    prof_diagnostics_t          *diagnostics;   /* shared (channel.h) */
+    int64_t                      start_monotonic_ns;    /* when the first
+                                                   profile started (0: at
+                                                   prof_sampler_start) */
+    struct prof_unwind_table_s  *unwind_table;  /* the caller's (kept by
+                                                   it), or NULL: the
+                                                   sampler builds one */
+} prof_sampler_conf_t;
 
 
 /* Slots between the handler and the sampler thread (a power of two). */
@@ -50,6 +76,14 @@ enum {
 };
 
 
+/*
+ * A slot's unwind_stop: why the walk stopped early, the walk's own status
+ * (prof_unwind_status_e, worker/unwind.h; worker/sampler.c checks that
+ * the values agree), 0 when it did not.
+ */
+#define PROF_SLOT_STOP_NO_OBJECT   2    /* a pc outside every known object */
+
+
 /* Written by the handler while FREE, read by the sampler once READY. */
 typedef struct {
     uint32_t        state;
@@ -64,7 +98,7 @@ typedef struct {
     int64_t         idle_ns;        /* wall time in the event wait */
     int64_t         handler_ns;
     int64_t         time_ns;        /* monotonic, when it was taken */
-    uint64_t        request;        /* tag (sampler.h), 0: none */
+    uint64_t        request;        /* tag (sampled_thread.h), 0: none */
     uint64_t        frames[];       /* conf.max_frames + 1 */
 } prof_slot_t;
 
@@ -94,15 +128,14 @@ struct prof_sampler_s {
     clockid_t               process_clock;  /* the process's: readable
                                                from the profiler process */
     timer_t                 cpu_timer;
-    uv_thread_t             thread;
     struct sigaction        saved_action;   /* chained for foreign ones */
     uintptr_t               stack_low;      /* the sampled thread's stack */
     uintptr_t               stack_high;
 
     /* built and replaced by the sampled thread
        (prof_sampler_maintain_table), read by the handler */
-    prof_unwind_table_t    *table;
-    prof_unwind_table_t    *borrowed;       /* conf's table: not freed */
+    struct prof_unwind_table_s  *table;
+    struct prof_unwind_table_s  *borrowed;  /* conf's table: not freed */
     prof_lua_t             *lua;            /* conf's, read by the handler */
 
     /* wall accounting: the sampled thread only (handler, flush, stop) */
@@ -144,17 +177,6 @@ struct prof_sampler_s {
     /* the sampled thread only: the unwind table's last check */
     int64_t                 table_checked_ns;
     uint64_t                period;         /* the profile being taken */
-    /* sampler thread only (in the profiler process, its own memory) */
-    uint32_t                unknown_pcs_told;   /* to conf.notify */
-    prof_batch_t           *batch;
-    int64_t                 last_push_ns;
-    unsigned                last_frame_count;   /* of the last CPU sample */
-    uint64_t                last_request;
-    uint64_t               *last_frames;
-    int64_t                 watch_ns;           /* the watchdog's last look */
-    uint32_t                watch_index;
-    uint64_t                watch_waits;
-    int64_t                 watch_cpu_ns;
 };
 
 
@@ -166,7 +188,31 @@ prof_sampler_slot(prof_sampler_t *s, uint32_t index)
 }
 
 
-/* signal_path.c */
+/*
+ * The futex words' wait and wake, process-shared (no FUTEX_PRIVATE_FLAG):
+ * syscall(SYS_futex) with FUTEX_BITSET_MATCH_ANY for FUTEX_WAIT_BITSET.
+ */
+long prof_sampler_futex(uint32_t *word, int op, uint32_t value,
+    const struct timespec *timeout);
+
+/* Wakes the sampler thread (the wake word); any thread, either process. */
+void prof_sampler_wake(prof_sampler_t *s);
+
+/*
+ * Adds to the flush mailbox a flush after the slots filled so far: taken
+ * at now_ns (CLOCK_MONOTONIC), closing period, with the wall time since
+ * the last sample (split as prof_signal_account splits it; 0 when not
+ * accounted). A mailbox full of flushes the sampler thread has not taken
+ * merges this one into the last (counted). Never blocks. Its one producer:
+ * the sampled thread with SIGPROF blocked, or, once that thread is gone
+ * without a last flush, the profiler process's side.
+ */
+void prof_sampler_post_flush(prof_sampler_t *s, uint64_t period, int final,
+    int64_t now_ns, int64_t wall_ns, int64_t off_cpu_ns, int64_t idle_ns);
+
+
+/* worker/signal_path.c: the handler and its wall accounting, for the
+   worker's side only. */
 void prof_signal_handler(int signo, siginfo_t *info, void *context);
 
 /* The wall time since the last account, split; on the sampled thread,

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "channel/endpoint_counts.h"
 #include "profiler/sample_queue.h"
 
 

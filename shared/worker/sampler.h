@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Sampler: records where the worker's main thread burns CPU and spends wall
- * time, into batches for the aggregator. One per process.
+ * Sampler, the sampled thread's side: records where the worker's main
+ * thread burns CPU and spends wall time, into the ring its profiler
+ * process drains into batches for the aggregator. One per process.
  *
  * - CPU: a timer on the thread's own CPU clock sends it SIGPROF every
  *   interval of CPU time it uses; the handler (signal_path.c) walks the
@@ -10,38 +11,30 @@
  *   A thread that uses no CPU gets no signal. Each such sample weighs
  *   interval * (1 + timer overruns).
  * - Wall: accounted on the sampled thread itself, without a ticking
- *   thread in its process. Each CPU signal takes the wall time since the last account:
- *   the part the thread spent in its event wait (timed with the TSC) goes
- *   to the event wait's stack, the rest to the stack sampled (off-CPU time
- *   = that rest - CPU: preempted or blocked there). A flush accounts the
- *   time since the last signal the same way (the wait's stack, and where
- *   the thread last ran), so a worker that sleeps for a whole period gets
- *   its wall time without one wake-up. The sampler thread (in the profiler
- *   process, profiler.h) wakes a few times a second only: it drains the
- *   ring into batches and, when the thread neither waited nor burned CPU
- *   for a while (blocked outside its event loop), asks it for its stack
- *   with a queued SIGPROF, to account the blocked time.
+ *   thread in its process. Each CPU signal takes the wall time since the
+ *   last account: the part the thread spent in its event wait (timed with
+ *   the TSC) goes to the event wait's stack, the rest to the stack sampled
+ *   (off-CPU time = that rest - CPU: preempted or blocked there). A flush
+ *   accounts the time since the last signal the same way (the wait's
+ *   stack, and where the thread last ran), so a worker that sleeps for a
+ *   whole period gets its wall time without one wake-up. The sampler
+ *   thread (in the profiler process, profiler/ring_drain.h) drains the
+ *   ring and asks a thread blocked outside its event loop for its stack.
  *
- * Two sides, in two processes or one (tests):
- * - the sampled thread (the nginx worker's only thread) calls
- *   prof_sampler_start, _stop, _flush, _maintain_table,
- *   _capture_idle_stack and the prof_sampled_thread_t functions below;
- *   none of them blocks.
- *   _maintain_table rebuilds the unwind table when the handler met code
- *   outside it and the set of loaded objects changed since (dlopen).
- * - the profiler side calls prof_sampler_run (after start, in the process
- *   forked by the sampled one, or in the same process) and _finish (once
- *   the sampled thread stopped or is gone). The sampler thread is created
- *   with every signal blocked. It takes the queue's mutex only; it waits
- *   for the handler through process-shared futex words.
- * - The SIGPROF handler runs on the sampled thread and is async-signal-
- *   safe (signal_path.c, whose undefined symbols CI checks): a table walk
- *   into a preallocated slot, clock_gettime, a futex wake. No malloc, no
- *   locks, no I/O, no read of memory not proven mapped. SIGPROF signals
- *   the sampler did not arm are handed to the action installed before it,
- *   or ignored.
- * Memory: the sampler owns its slots and current batch; batches belong to
- * the queue; endpoint logs go with their barrier.
+ * Threading: the sampled thread (the nginx worker's only thread) calls
+ * every function here and the prof_sampled_thread_t functions below; none
+ * of them blocks. _maintain_table rebuilds the unwind table when the
+ * handler met code outside it and the set of loaded objects changed since
+ * (dlopen). The SIGPROF handler runs on the sampled thread and is
+ * async-signal-safe (signal_path.c, whose undefined symbols CI checks): a
+ * table walk into a preallocated slot, clock_gettime, a futex wake. No
+ * malloc, no locks, no I/O, no read of memory not proven mapped. SIGPROF
+ * signals the sampler did not arm are handed to the action installed
+ * before it, or ignored.
+ * Memory: the sampler's state, its slots and the idle stack are one
+ * mapping shared with the profiler process (channel/sampler_state.h),
+ * made by prof_sampler_start and unmapped by prof_sampler_release; the
+ * unwind table is the sampler's unless the caller gave it.
  */
 
 #ifndef PROF_SAMPLER_H
@@ -51,98 +44,28 @@
 #include <stdint.h>
 
 #include "common/diagnostics.h"
-#include "profiler/sample_queue.h"
+#include "channel/sampled_thread.h"
+#include "channel/sampler_state.h"
 #include "worker/unwind.h"
 
 
-typedef struct prof_sampler_s  prof_sampler_t;
 struct prof_lua_s;
-
-
-typedef struct {
-    int64_t        interval_ns;
-    unsigned       max_frames;      /* 8 .. PROF_MAX_FRAMES_LIMIT */
-    int64_t        push_every_ns;   /* hand partial batches over this often */
-    prof_queue_t  *queue;
-    prof_diagnostics_t  *diagnostics;
-    void         (*notify)(void *data);   /* a batch was queued */
-    void          *notify_data;
-    int64_t        start_monotonic_ns;    /* when the first profile started
-                                             (0: at prof_sampler_start) */
-    prof_unwind_table_t  *unwind_table;   /* the caller's (kept by it), or
-                                             NULL: the sampler builds one */
-} prof_sampler_conf_t;
-
-
-/*
- * What executes, as the sampled thread publishes it to the handler: three
- * words the server gives meaning to (nginx: the request, when known; the
- * log of the event's connection; the event's data), all 0 for nothing
- * (a word of them 0 with log set: not known). Publishing is three plain
- * stores (the handler runs on the same thread).
- */
-typedef struct {
-    uint64_t       request;
-    uint64_t       log;             /* 0: nothing executes */
-    uint64_t       object;
-} prof_running_t;
-
-/*
- * The handler and the sampled thread share these, on one thread:
- * - running: written by the thread (prof_publish), read by the handler.
- * - pending: the first sample that finds something running takes a new
- *   tag (epoch + 1) and copies running into pending, with the stamp of
- *   its object when the object is one of the array below (a word at
- *   stamp_offset, e.g. a connection's number: is it still the same one?),
- *   then stores pending_tag. Later samples of the same running words
- *   carry the same tag; others, while a tag is pending, carry none. The
- *   thread resolves the pending tag into labels, off the signal path, and
- *   clears it (prof_pending_clear); a pending that names a request must be
- *   taken before that request is freed (the server unpublishes it first).
- * - waiting, wait_start, wait_ticks: the event wait (prof_wait_begin).
- */
-typedef struct {
-    prof_running_t running;
-    prof_running_t pending;
-    uint64_t       pending_stamp;   /* the object's stamp, 0: not known */
-    uint64_t       pending_tag;     /* 0: none */
-    uint64_t       epoch;           /* the last tag issued */
-    uint64_t       objects;         /* the array of stamped objects */
-    uint64_t       objects_end;
-    uint64_t       object_size;
-    uint64_t       stamp_offset;
-    uint32_t       waiting;         /* in the event wait */
-    uint64_t       wait_start;      /* TSC when the wait began */
-    uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
-    uint32_t       unknown_pcs;     /* walks that left the unwind table */
-    uint32_t       unknown_pcs_seen;    /* by prof_sampler_maintain_table */
-} prof_sampled_thread_t;
 
 
 /* Samples the calling thread. 0 or -errno (-EBUSY: one is running). */
 int prof_sampler_start(prof_sampler_t **sampler,
     const prof_sampler_conf_t *conf);
 
-/* The sampler thread, in the calling process: 0 or -errno. */
-int prof_sampler_run(prof_sampler_t *s);
-
 /*
  * Stops sampling: the wall time since the last sample, a final flush
  * barrier closing period, SIGPROF restored. The sampler thread finishes
- * on its own side (prof_sampler_finish). Never blocks.
+ * on its own side (prof_ring_drain_finish). Never blocks.
  */
 void prof_sampler_stop(prof_sampler_t *s, uint64_t period);
 
 /* A stopped (and, in one process, finished) sampler's mapping unmapped in
    the calling process (the other process keeps its own). */
 void prof_sampler_release(prof_sampler_t *s);
-
-/*
- * On the profiler side: a final barrier when the sampled thread went
- * without one (it crashed), then the thread joined. The mapping stays
- * (prof_sampler_release): other threads may still read its fields.
- */
-void prof_sampler_finish(prof_sampler_t *s);
 
 /*
  * Closes profile number period now: the barrier follows every sample

@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "channel/endpoint_counts.h"
 #include "worker/sampler.h"
+#include "profiler/ring_drain.h"
 #include "profiler/symbolizer.h"
 
 
@@ -36,6 +37,7 @@ typedef struct {
     prof_queue_t        queue;
     prof_diagnostics_t  diagnostics;
     prof_sampler_t     *sampler;
+    prof_ring_drain_t  *drain;
     int64_t             started_ns;     /* before prof_sampler_start */
 } fixture_t;
 
@@ -101,8 +103,9 @@ burn_until_pending(prof_sampled_thread_t *sampled)
 static int
 setup(void **state)
 {
-    fixture_t            *f;
-    prof_sampler_conf_t   conf;
+    fixture_t               *f;
+    prof_sampler_conf_t      conf;
+    prof_ring_drain_conf_t   dc;
 
     f = calloc(1, sizeof(fixture_t));
     assert_non_null(f);
@@ -112,13 +115,15 @@ setup(void **state)
     memset(&conf, 0, sizeof(conf));
     conf.interval_ns = INTERVAL_NS;
     conf.max_frames = 64;
-    conf.push_every_ns = 50 * 1000 * 1000LL;
-    conf.queue = &f->queue;
     conf.diagnostics = &f->diagnostics;
+
+    memset(&dc, 0, sizeof(dc));
+    dc.push_every_ns = 50 * 1000 * 1000LL;
+    dc.queue = &f->queue;
 
     f->started_ns = prof_clock_ns(CLOCK_MONOTONIC);
     assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
-    assert_int_equal(prof_sampler_run(f->sampler), 0);
+    assert_int_equal(prof_ring_drain_start(&f->drain, f->sampler, &dc), 0);
 
     *state = f;
     return 0;
@@ -130,9 +135,10 @@ static void
 stop_sampler(fixture_t *f, uint64_t period)
 {
     prof_sampler_stop(f->sampler, period);
-    prof_sampler_finish(f->sampler);
+    prof_ring_drain_finish(f->drain);
     prof_sampler_release(f->sampler);
     f->sampler = NULL;
+    f->drain = NULL;
 }
 
 
@@ -740,9 +746,10 @@ on_foreign_sigprof(int signo)
 static void
 test_foreign_sigprof_is_not_a_sample(void **state)
 {
-    fixture_t          *f = *state;
-    prof_sampler_conf_t conf;
-    struct sigaction    sa, saved;
+    fixture_t              *f = *state;
+    prof_sampler_conf_t     conf;
+    prof_ring_drain_conf_t  dc;
+    struct sigaction        sa, saved;
 
     /* A SIGPROF sent to the process: ignored, never fatal. */
     assert_int_equal(kill(getpid(), SIGPROF), 0);
@@ -760,11 +767,12 @@ test_foreign_sigprof_is_not_a_sample(void **state)
     memset(&conf, 0, sizeof(conf));
     conf.interval_ns = INTERVAL_NS;
     conf.max_frames = 64;
-    conf.push_every_ns = 50 * 1000 * 1000LL;
-    conf.queue = &f->queue;
     conf.diagnostics = &f->diagnostics;
+    memset(&dc, 0, sizeof(dc));
+    dc.push_every_ns = 50 * 1000 * 1000LL;
+    dc.queue = &f->queue;
     assert_int_equal(prof_sampler_start(&f->sampler, &conf), 0);
-    assert_int_equal(prof_sampler_run(f->sampler), 0);
+    assert_int_equal(prof_ring_drain_start(&f->drain, f->sampler, &dc), 0);
 
     foreign_signals = 0;
     assert_int_equal(raise(SIGPROF), 0);
@@ -794,7 +802,6 @@ test_second_sampler_is_refused(void **state)
     memset(&conf, 0, sizeof(conf));
     conf.interval_ns = INTERVAL_NS;
     conf.max_frames = 64;
-    conf.queue = &f->queue;
     conf.diagnostics = &f->diagnostics;
 
     assert_int_equal(prof_sampler_start(&other, &conf), -16 /* EBUSY */);

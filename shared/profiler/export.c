@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * A closed profile's export: encoded (pprof), written to the dump
+ * directory and submitted for upload with its intake documents.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profiler/export.h"
+#include "profiler/pprof.h"
+#include "profiler/process_conf.h"
+
+
+/* The upload of an encoded profile: event.json, pprof, provenance. */
+static void
+prof_upload(prof_process_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
+    int remote_symbols)
+{
+    int                     rc;
+    size_t                  i, n;
+    prof_upload_t          *up;
+    const char            **names;
+    prof_intake_profile_t   ip;
+    const prof_object_t   **objects;
+    static const char      *attachments[] = {
+        "profile.pprof", "code-provenance.json"
+    };
+
+    /* Every profile meant for the agent ends in one outcome (upload.h). */
+    prof_counter_add(p->channel->diagnostics.uploads_submitted, 1);
+
+    up = calloc(1, sizeof(prof_upload_t));
+    if (up == NULL) {
+        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
+        return;
+    }
+
+    up->sequence = profile->sequence;
+    up->pprof = *pprof;                     /* moved */
+    memset(pprof, 0, sizeof(prof_buffer_t));
+
+    memset(&ip, 0, sizeof(ip));
+    ip.sequence = profile->sequence;
+    ip.start_realtime_ns = profile->start_realtime_ns;
+    ip.duration_ns = profile->duration_ns;
+    ip.remote_symbols = remote_symbols;
+
+    n = prof_endpoint_counts_size(profile->endpoint_counts);
+    names = calloc(n + 1, sizeof(char *));
+
+    if (names == NULL) {
+        rc = -ENOMEM;
+
+    } else {
+        for (i = 0; i < n; i++) {
+            names[i] = prof_endpoint_counts_name(profile->endpoint_counts, i);
+        }
+
+        ip.endpoints = names;
+        ip.endpoint_counts = n ? profile->endpoint_counts->counts : NULL;
+        ip.endpoint_count = n;
+
+        rc = prof_intake_event_json(&up->event, &p->intake, &ip,
+                                    attachments, 2);
+        free(names);
+    }
+
+    n = prof_symbolizer_object_count(p->symbolizer);
+    objects = calloc(n + 1, sizeof(prof_object_t *));
+
+    if (rc == 0 && objects != NULL) {
+        for (i = 0; i < n; i++) {
+            objects[i] = prof_symbolizer_object(p->symbolizer, i);
+        }
+        rc = prof_intake_provenance_json(&up->provenance, objects, n);
+
+    } else {
+        rc = -ENOMEM;
+    }
+
+    free(objects);
+
+    if (rc != 0) {
+        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
+        prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
+                         "profiling: out of memory, profile %llu not "
+                         "uploaded", (unsigned long long) up->sequence);
+        prof_upload_free(up);
+        return;
+    }
+
+    prof_uploader_submit(p->uploader, up);
+}
+
+
+/* Objects whose ELF data is malformed: one warning each. */
+static void
+prof_warn_corrupt(prof_process_t *p)
+{
+    const prof_object_t  *o;
+
+    while ((o = prof_symbolizer_corrupt_object(p->symbolizer)) != NULL) {
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: \"%s\" has malformed "
+                 "ELF data, its functions are not named", o->path);
+    }
+}
+
+
+/* What debuginfod brought, or why it could not: a line each. */
+static void
+prof_report_debuginfod(prof_process_t *p)
+{
+    const char           *why;
+    const prof_object_t  *o;
+
+    why = prof_debuginfod_load_error(p->debuginfod);
+    if (why != NULL) {
+        prof_log(&p->log, PROF_LOG_WARN, "profiling: libdebuginfod could "
+                 "not be loaded (%s): no debug files are fetched", why);
+    }
+
+    while ((o = prof_symbolizer_fetched_object(p->symbolizer)) != NULL) {
+        prof_log(&p->log, PROF_LOG_NOTICE, "profiling: \"%s\": all "
+                 "functions named by the debug file of build id %s from "
+                 "debuginfod", o->path, o->build_id);
+    }
+}
+
+
+void
+prof_export_profile(void *data, prof_profile_t *profile)
+{
+    int                 rc;
+    prof_process_t     *p = data;
+    prof_buffer_t       out = { NULL, 0, 0 };
+    prof_pprof_info_t   info;
+
+    if (p->debuginfod != NULL) {
+        prof_report_debuginfod(p);
+    }
+
+    rc = prof_pprof_encode_info(profile, p->aggregator, &out, &info);
+
+    if (rc != 0) {
+        prof_counter_add(p->channel->diagnostics.encode_failures, 1);
+        prof_log_limited(&p->log, PROF_CAUSE_ENCODE, PROF_LOG_ERR,
+                         "profiling: encoding profile %llu failed (%s), "
+                         "profile dropped",
+                         (unsigned long long) profile->sequence,
+                         strerror(-rc));
+        goto done;
+    }
+
+    if (p->dump != NULL) {
+        rc = prof_dump_dir_write(p->dump, p->pid, profile->sequence,
+                                 out.data, out.length);
+        if (rc != 0) {
+            prof_counter_add(p->channel->diagnostics.export_failures, 1);
+            prof_log_limited(&p->log, PROF_CAUSE_FILE, PROF_LOG_ERR,
+                             "profiling: writing profile to \"%s\" failed "
+                             "(%s), profile dropped", p->dump_dir,
+                             strerror(-rc));
+
+        } else {
+            prof_counter_add(p->channel->diagnostics.profiles_exported, 1);
+            prof_counter_add(p->channel->diagnostics.bytes_exported,
+                             out.length);
+        }
+    }
+
+    if (p->uploader != NULL) {
+        prof_resolve_identity(p);
+        /* A frame in an object but without a name: the backend may have
+           the object's symbols (by its build id). */
+        prof_upload(p, profile, &out, info.unnamed_locations > 0);
+    }
+
+done:
+
+    prof_buffer_free(&out);
+    prof_profile_free(profile);
+
+    prof_warn_corrupt(p);
+}

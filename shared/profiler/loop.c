@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The profiler loop thread (libuv): started and stopped by the process's
+ * main thread; batches handed over drained, the status slot written, the
+ * last upload bounded at the stop.
+ */
+
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "common/clock.h"
+#include "profiler/export.h"
+#include "profiler/identify.h"
+#include "profiler/loop.h"
+#include "profiler/queue_drain.h"
+#include "profiler/status_publish.h"
+#include "profiler/thread.h"
+
+
+#define PROF_LOOP_NICE          10
+
+/* How often the status slot is written. */
+#define PROF_STATUS_EVERY_MS    1000
+
+
+static void
+prof_on_batches_ready(uv_async_t *handle)
+{
+    prof_process_t  *p = handle->data;
+
+    prof_drain_queue(p);
+
+    if (__atomic_exchange_n(&p->status_due, 0, __ATOMIC_ACQ_REL)) {
+        prof_publish_status(p);
+    }
+}
+
+
+/* The first profile the agent took or refused completes the line; each
+   one shows on the status page at once. */
+static void
+prof_on_upload_outcome(void *data, const char *text)
+{
+    prof_process_t  *p = data;
+
+    prof_identify(p, text);
+
+    if (p->conf.status_slot != NULL) {
+        prof_publish_status(p);
+    }
+}
+
+
+static void
+prof_on_status_timer(uv_timer_t *timer)
+{
+    prof_publish_status(timer->data);
+}
+
+
+static void
+prof_close_loop_handles(void *data)
+{
+    prof_process_t  *p = data;
+
+    prof_identify_close(p);
+
+    if (p->conf.status_slot != NULL) {
+        prof_publish_status(p);
+        uv_timer_stop(&p->status_timer);
+        uv_close((uv_handle_t *) &p->status_timer, NULL);
+    }
+
+    p->uploader = NULL;
+    uv_close((uv_handle_t *) &p->batches_ready, NULL);
+    uv_close((uv_handle_t *) &p->stop_requested, NULL);
+}
+
+
+static void
+prof_on_stop_requested(uv_async_t *handle)
+{
+    int64_t          upload_ms;
+    prof_process_t  *p = handle->data;
+
+    prof_drain_queue(p);
+
+    if (p->uploader == NULL) {
+        prof_close_loop_handles(p);
+        return;
+    }
+
+    /* The last upload gets what the server allows, no more: what the
+       wait for debug files left of it (the loop's clock moved on). */
+    uv_update_time(&p->loop);
+
+    upload_ms = __atomic_load_n(&p->stop_upload_ms, __ATOMIC_ACQUIRE)
+                - (prof_clock_ns(CLOCK_MONOTONIC)
+                   - __atomic_load_n(&p->stop_started_ns, __ATOMIC_ACQUIRE))
+                  / 1000000;
+
+    prof_uploader_close(p->uploader, upload_ms > 0 ? upload_ms : 0,
+                        prof_close_loop_handles, p);
+}
+
+
+static void
+prof_loop_main(void *arg)
+{
+    prof_process_t  *p = arg;
+
+    /* Encoding and uploading yield to the workers when CPU is short. */
+    prof_thread_settle("prof-loop", PROF_LOOP_NICE);
+
+    prof_read_maps(p);
+
+    prof_identify_start(p);
+
+    (void) uv_run(&p->loop, UV_RUN_DEFAULT);
+
+    uv_mutex_lock(&p->done_mutex);
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    uv_cond_signal(&p->done_cond);
+    uv_mutex_unlock(&p->done_mutex);
+}
+
+
+void
+prof_loop_notify(void *data)
+{
+    prof_process_t  *p = data;
+
+    (void) uv_async_send(&p->batches_ready);
+}
+
+
+int
+prof_start_loop(prof_process_t *p)
+{
+    int                     rc;
+    prof_upload_conf_t      uc;
+    prof_aggregator_conf_t  ac;
+
+    p->symbolizer = prof_symbolizer_create();
+    if (p->symbolizer == NULL) {
+        return -ENOMEM;
+    }
+
+    prof_symbolizer_set_pid(p->symbolizer, p->pid);
+
+    if (p->debuginfod != NULL) {
+        prof_symbolizer_set_debuginfod(p->symbolizer, p->debuginfod,
+                                       p->conf.upload_timeout_ms);
+    }
+
+    memset(&ac, 0, sizeof(ac));
+    ac.symbolizer = p->symbolizer;
+    ac.diagnostics = &p->channel->diagnostics;
+    ac.period_ns = p->conf.interval_ns;
+    ac.thread_id = p->pid;              /* the worker's only thread */
+    ac.thread_name = p->thread_name;
+    ac.start_realtime_ns = p->start_realtime_ns;
+    ac.start_monotonic_ns = p->start_monotonic_ns;
+    ac.timeline = p->conf.timeline;
+    ac.lua = p->lua;
+    ac.on_profile = prof_export_profile;
+    ac.on_profile_data = p;
+
+    p->aggregator = prof_aggregator_create(&ac);
+    if (p->aggregator == NULL) {
+        return -ENOMEM;
+    }
+
+    rc = uv_loop_init(&p->loop);
+    if (rc != 0) {
+        return rc;
+    }
+
+    p->batches_ready.data = p;
+    p->stop_requested.data = p;
+
+    if (uv_mutex_init(&p->done_mutex) != 0) {
+        uv_loop_close(&p->loop);
+        return -ENOMEM;
+    }
+
+    if (uv_cond_init(&p->done_cond) != 0) {
+        uv_mutex_destroy(&p->done_mutex);
+        uv_loop_close(&p->loop);
+        return -ENOMEM;
+    }
+
+    if (p->agent_url != NULL) {
+        memset(&uc, 0, sizeof(uc));
+        uc.url = p->agent_url;
+        uc.timeout_ms = p->conf.upload_timeout_ms;
+        uc.origin = PROF_ORIGIN;
+        uc.origin_version = PROF_VERSION;
+        uc.container_id = p->container.container_id;
+        uc.entity_id = p->container.entity_id;
+        uc.diagnostics = &p->channel->diagnostics;
+        uc.log = &p->log;
+        uc.outcome = prof_on_upload_outcome;
+        uc.outcome_data = p;
+
+        p->uploader = prof_uploader_create(&p->loop, &uc);
+        if (p->uploader == NULL) {
+            uv_cond_destroy(&p->done_cond);
+            uv_mutex_destroy(&p->done_mutex);
+            uv_loop_close(&p->loop);
+            return -ENOMEM;
+        }
+    }
+
+    (void) uv_async_init(&p->loop, &p->batches_ready, prof_on_batches_ready);
+    (void) uv_async_init(&p->loop, &p->stop_requested,
+                         prof_on_stop_requested);
+
+    /* The status page's slot, once a second. */
+    p->started_ns = prof_clock_ns(CLOCK_REALTIME);
+
+    if (p->conf.status_slot != NULL) {
+        (void) uv_timer_init(&p->loop, &p->status_timer);
+        p->status_timer.data = p;
+        (void) uv_timer_start(&p->status_timer, prof_on_status_timer,
+                              PROF_STATUS_EVERY_MS, PROF_STATUS_EVERY_MS);
+    }
+
+    rc = prof_thread_create(&p->loop_thread, prof_loop_main, p);
+    if (rc != 0) {
+        if (p->uploader != NULL) {
+            prof_uploader_close(p->uploader, 0, NULL, NULL);
+            p->uploader = NULL;
+        }
+        uv_close((uv_handle_t *) &p->batches_ready, NULL);
+        uv_close((uv_handle_t *) &p->stop_requested, NULL);
+        if (p->conf.status_slot != NULL) {
+            uv_close((uv_handle_t *) &p->status_timer, NULL);
+        }
+        (void) uv_run(&p->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&p->loop);
+        uv_cond_destroy(&p->done_cond);
+        uv_mutex_destroy(&p->done_mutex);
+        return rc;
+    }
+
+    return 0;
+}
+
+
+int
+prof_stop_loop(prof_process_t *p, int64_t timeout_ms)
+{
+    int       rc;
+    uint64_t  deadline_ns, now_ns;
+
+    (void) uv_async_send(&p->stop_requested);
+
+    deadline_ns = uv_hrtime() + (uint64_t) timeout_ms * 1000000;
+    rc = 0;
+
+    uv_mutex_lock(&p->done_mutex);
+
+    while (!p->done) {
+        now_ns = uv_hrtime();
+        if (now_ns >= deadline_ns) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        (void) uv_cond_timedwait(&p->done_cond, &p->done_mutex,
+                                 deadline_ns - now_ns);
+    }
+
+    uv_mutex_unlock(&p->done_mutex);
+
+    if (rc != 0) {
+        return rc;
+    }
+
+    (void) uv_thread_join(&p->loop_thread);
+    uv_loop_close(&p->loop);
+    uv_cond_destroy(&p->done_cond);
+    uv_mutex_destroy(&p->done_mutex);
+
+    return 0;
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The loop thread's drain: the batches the sampler thread queued and the
+ * labels the worker wrote, into the aggregator, with the endpoint counts
+ * of the periods each barrier closes; the worker's maps read again when
+ * its walks left its unwind tables.
+ */
+
+#include <uv.h>
+
+#include "profiler/queue_drain.h"
+
+
+/* How often the worker's maps may be read again for walks that left its
+   unwind tables (JIT code leaves them all the time). */
+#define PROF_MAPS_EVERY_MS      200
+
+
+/*
+ * The endpoint counts of the periods a barrier closes (up to period):
+ * taken from the worker's tables, which go back to it for later periods.
+ */
+static prof_endpoint_counts_t *
+prof_close_periods(prof_process_t *p, uint64_t period)
+{
+    prof_endpoint_counts_t  *counts;
+
+    counts = prof_endpoint_counts_create();
+
+    for ( /* void */ ; p->open_period <= period; p->open_period++) {
+        (void) prof_endpoint_table_take(
+                         &p->channel->endpoints[p->open_period & 1],
+                         p->open_period, counts);
+    }
+
+    if (counts != NULL) {
+        prof_counter_add(p->channel->diagnostics.endpoints_dropped,
+                         counts->dropped);
+    }
+
+    return counts;
+}
+
+
+/*
+ * The worker's maps, read while it lives (its maps are empty once it has
+ * exited, when its last profile is named): at the start, and again when
+ * the worker's walks left its unwind tables (objects loaded since, or JIT
+ * code: then at most every PROF_MAPS_EVERY_MS) or it rebuilt them.
+ */
+void
+prof_read_maps(prof_process_t *p)
+{
+    uint32_t  unknown;
+    uint64_t  tables, now;
+
+    if (__atomic_load_n(&p->worker_gone, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+
+    tables = prof_counter_get(p->channel->diagnostics.unwind_tables);
+    unknown = __atomic_load_n(&p->sampled->unknown_pcs, __ATOMIC_RELAXED);
+    now = uv_now(&p->loop);
+
+    if (p->maps_read
+        && ((tables == p->maps_tables && unknown == p->maps_unknown)
+            || now - p->maps_read_ms < PROF_MAPS_EVERY_MS))
+    {
+        return;
+    }
+
+    if (prof_symbolizer_refresh(p->symbolizer) == 0) {
+        p->maps_read = 1;
+        p->maps_tables = tables;
+        p->maps_unknown = unknown;
+        p->maps_read_ms = now;
+    }
+}
+
+
+void
+prof_drain_queue(prof_process_t *p)
+{
+    prof_batch_t            *b, *next;
+    prof_labels_t           *l;
+    prof_endpoint_counts_t  *counts;
+
+    prof_read_maps(p);
+
+    /*
+     * The batches first: what the server handed over before it asked
+     * for a barrier taken now is in the rings by then.
+     */
+    b = prof_queue_pop_all(&p->queue);
+
+    while ((l = prof_spsc_peek(&p->channel->labels)) != NULL) {
+        (void) prof_aggregator_add_labels(p->aggregator, l);
+        prof_spsc_release(&p->channel->labels);
+    }
+
+    for ( /* void */ ; b != NULL; b = next) {
+        next = b->next;
+
+        counts = b->flush_after ? prof_close_periods(p, b->flush_period)
+                                : NULL;
+
+        if (prof_aggregator_consume(p->aggregator, b, counts) != 0) {
+            prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
+                             "profiling: out of memory while aggregating, "
+                             "samples dropped");
+        }
+
+        prof_queue_release(&p->queue, b);
+    }
+}

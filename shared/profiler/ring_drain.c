@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The sampler thread: turns the ring's slots into samples, closes
+ * profiles at the flushes the sampled thread asks for, asks a thread
+ * blocked outside its event loop for its stack.
+ */
+
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/clock.h"
+#include "profiler/ring_drain.h"
+#include "profiler/thread.h"
+
+
+/*
+ * How often the sampler thread looks at the sampled thread: while it runs
+ * (to find it blocked outside its event loop), and while it waits there.
+ */
+#define PROF_WATCH_BUSY_NS        (100 * 1000 * 1000LL)
+#define PROF_WATCH_IDLE_NS        (250 * 1000 * 1000LL)
+
+/* How long the sampler waits for a stack it asked for. */
+#define PROF_REQUEST_WAIT_NS      (1000 * 1000 * 1000LL)
+#define PROF_REQUEST_WAIT_STEP_NS (10 * 1000 * 1000LL)
+
+
+struct prof_ring_drain_s {
+    prof_sampler_t          *sampler;       /* the shared state drained */
+    prof_ring_drain_conf_t   conf;
+    uv_thread_t              thread;
+
+    /* the sampler thread only */
+    uint32_t                 unknown_pcs_told;  /* to conf.notify */
+    prof_batch_t            *batch;
+    int64_t                  last_push_ns;
+    unsigned                 last_frame_count;  /* of the last CPU sample */
+    uint64_t                *last_frames;
+    int64_t                  watch_ns;          /* the watchdog's last look */
+    uint32_t                 watch_index;
+    uint64_t                 watch_waits;
+    int64_t                  watch_cpu_ns;
+};
+
+
+static void
+prof_sampler_notify(prof_ring_drain_t *drain)
+{
+    if (drain->conf.notify != NULL) {
+        drain->conf.notify(drain->conf.notify_data);
+    }
+}
+
+
+static void
+prof_sampler_push(prof_ring_drain_t *drain, int64_t now_ns)
+{
+    prof_queue_push(drain->conf.queue, drain->batch);
+    drain->batch = NULL;
+    drain->last_push_ns = now_ns;
+    prof_sampler_notify(drain);
+}
+
+
+/* Room for a sample of size bytes in the current batch, or NULL. */
+static unsigned char *
+prof_sampler_reserve(prof_ring_drain_t *drain, size_t size, int64_t now_ns)
+{
+    prof_batch_t        *next;
+    prof_diagnostics_t  *d = drain->sampler->conf.diagnostics;
+
+    if (drain->batch == NULL) {
+        drain->batch = prof_queue_acquire(drain->conf.queue);
+        if (drain->batch == NULL) {
+            return NULL;
+        }
+    }
+
+    if (drain->batch->used + size > drain->batch->capacity) {
+        next = prof_queue_acquire(drain->conf.queue);
+
+        if (next == NULL) {
+            /* The ceiling: drop this whole batch and reuse it. */
+            prof_counter_add(d->dropped_batches, 1);
+            prof_counter_add(d->dropped_samples, drain->batch->sample_count);
+            drain->batch->used = 0;
+            drain->batch->sample_count = 0;
+
+        } else {
+            prof_sampler_push(drain, now_ns);
+            drain->batch = next;
+        }
+    }
+
+    if (drain->batch->used + size > drain->batch->capacity) {
+        return NULL;
+    }
+
+    return drain->batch->data + drain->batch->used;
+}
+
+
+/* The sampling intervals a wall time covers. */
+static uint32_t
+prof_sampler_intervals(prof_sampler_t *s, int64_t wall_ns)
+{
+    int64_t  n;
+
+    n = (wall_ns + s->conf.interval_ns / 2) / s->conf.interval_ns;
+
+    return (n > UINT32_MAX) ? UINT32_MAX : (uint32_t) n;
+}
+
+
+/* 0: recorded; -1: dropped (and counted). */
+static int
+prof_sampler_append(prof_ring_drain_t *drain, const prof_sample_t *values,
+    const uint64_t *frames, int64_t now_ns)
+{
+    size_t               size;
+    unsigned char       *p;
+    prof_diagnostics_t  *d = drain->sampler->conf.diagnostics;
+
+    size = prof_sample_size(values->frame_count);
+
+    p = prof_sampler_reserve(drain, size, now_ns);
+    if (p == NULL) {
+        prof_counter_add(d->dropped_samples, 1);
+        return -1;
+    }
+
+    memcpy(p, values, sizeof(prof_sample_t));
+    memcpy(p + sizeof(prof_sample_t), frames,
+           values->frame_count * sizeof(uint64_t));
+
+    drain->batch->used += size;
+    drain->batch->sample_count++;
+
+    prof_counter_add(d->samples_recorded, 1);
+
+    return 0;
+}
+
+
+/* Wall time without CPU at a stack: the wait's, or where it last ran. */
+static void
+prof_sampler_append_wall(prof_ring_drain_t *drain, int idle, int64_t wall_ns,
+    int64_t off_cpu_ns, int64_t time_ns, int64_t now_ns)
+{
+    prof_sample_t        values;
+    const uint64_t      *frames;
+    prof_sampler_t      *s = drain->sampler;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    if (wall_ns <= 0) {
+        return;
+    }
+
+    memset(&values, 0, sizeof(values));
+    values.wall_ns = wall_ns;
+    values.off_cpu_ns = off_cpu_ns;
+    values.wall_samples = prof_sampler_intervals(s, wall_ns);
+    values.time_ns = time_ns;
+
+    if (idle && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE)) {
+        values.frame_count = s->idle_frame_count;
+        frames = s->idle_frames;
+        prof_counter_add(d->idle_samples, 1);
+
+    } else if (drain->last_frame_count > 0) {
+        values.frame_count = drain->last_frame_count;
+        frames = drain->last_frames;
+
+    } else {
+        prof_counter_add(d->wall_dropped, 1);
+        prof_counter_add(d->wall_dropped_ns, wall_ns);
+        return;
+    }
+
+    (void) prof_sampler_append(drain, &values, frames, now_ns);
+}
+
+
+/* A slot the handler filled: its samples. */
+static void
+prof_sampler_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
+    int64_t now_ns)
+{
+    prof_sample_t        values;
+    prof_sampler_t      *s = drain->sampler;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    prof_histogram_add(&d->handler_ns, slot->handler_ns);
+
+    if (slot->frame_count > 0
+        && slot->frames[slot->frame_count - 1] == PROF_FRAME_TRUNCATED)
+    {
+        prof_counter_add(d->truncated_stacks, 1);
+    }
+
+    if (slot->unwind_stop != 0) {
+        prof_counter_add(d->unwind_stops, 1);
+        if (slot->unwind_stop == PROF_SLOT_STOP_NO_OBJECT) {
+            prof_counter_add(d->unwind_stops_unknown_code, 1);
+        }
+    }
+
+    prof_counter_add(d->scanned_frames, slot->scanned);
+
+    memset(&values, 0, sizeof(values));
+    values.wall_ns = slot->wall_ns;
+    values.off_cpu_ns = slot->off_cpu_ns;
+    values.wall_samples = prof_sampler_intervals(s, slot->wall_ns);
+    values.request = slot->request;
+    values.time_ns = slot->time_ns;
+    values.frame_count = slot->frame_count;
+
+    if (slot->kind == PROF_SLOT_CPU) {
+        values.cpu_ns = s->conf.interval_ns * slot->weight;
+        values.cpu_samples = slot->weight;
+        prof_counter_add(d->cpu_samples, 1);
+
+        memcpy(drain->last_frames, slot->frames,
+               slot->frame_count * sizeof(uint64_t));
+        drain->last_frame_count = slot->frame_count;
+
+    } else {
+        prof_counter_add(d->blocked_samples, 1);
+    }
+
+    (void) prof_sampler_append(drain, &values, slot->frames, now_ns);
+
+    prof_sampler_append_wall(drain, 1, slot->idle_ns, slot->idle_ns,
+                             slot->time_ns, now_ns);
+}
+
+
+/* A barrier closes the profile after every sample taken before it. */
+static void
+prof_sampler_barrier(prof_ring_drain_t *drain, prof_flush_t *f,
+    int64_t now_ns)
+{
+    prof_batch_t  *b;
+
+    prof_sampler_append_wall(drain, 0, f->wall_ns, f->off_cpu_ns,
+                             f->monotonic_ns, now_ns);
+    prof_sampler_append_wall(drain, 1, f->idle_ns, f->idle_ns, f->monotonic_ns,
+                             now_ns);
+
+    b = drain->batch;
+    if (b == NULL) {
+        b = prof_queue_acquire(drain->conf.queue);
+    }
+    if (b == NULL) {
+        b = prof_queue_acquire_barrier(drain->conf.queue);
+    }
+    if (b == NULL) {
+        /* No memory at all: the next barrier closes both. */
+        return;
+    }
+
+    b->flush_after = 1;
+    b->flush_monotonic_ns = f->monotonic_ns;
+    b->flush_realtime_ns = f->realtime_ns;
+    b->flush_last_tag = f->last_tag;
+    b->flush_period = f->period;
+
+    drain->batch = b;
+    prof_sampler_push(drain, now_ns);
+}
+
+
+/* The slots filled so far, and the flushes between them, in order. */
+static void
+prof_sampler_drain(prof_ring_drain_t *drain, int64_t now_ns)
+{
+    uint32_t         limit, added;
+    prof_slot_t     *slot;
+    prof_flush_t    *f;
+    prof_sampler_t  *s = drain->sampler;
+
+    for ( ;; ) {
+        added = __atomic_load_n(&s->flushes_added, __ATOMIC_ACQUIRE);
+        f = (s->flushes_taken != added)
+            ? &s->flushes[s->flushes_taken % PROF_FLUSHES] : NULL;
+
+        limit = f ? f->write_index
+                  : __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
+
+        while (s->read_index != limit) {
+            slot = prof_sampler_slot(s, s->read_index);
+
+            if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE)
+                != PROF_SLOT_READY)
+            {
+                break;
+            }
+
+            prof_sampler_take_slot(drain, slot, now_ns);
+
+            __atomic_store_n(&slot->state, PROF_SLOT_FREE, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->read_index, s->read_index + 1,
+                             __ATOMIC_RELEASE);
+        }
+
+        if (f == NULL || s->read_index != f->write_index) {
+            return;
+        }
+
+        prof_sampler_barrier(drain, f, now_ns);
+        __atomic_store_n(&s->flushes_taken, s->flushes_taken + 1,
+                         __ATOMIC_RELEASE);
+    }
+}
+
+
+/*
+ * SIGPROF to the sampled thread, marked as the sampler's (a queued signal
+ * carrying the sampler), so that the handler tells it from a tgkill() or
+ * raise() of the process's own.
+ */
+static int
+prof_sampler_signal(prof_sampler_t *s)
+{
+    siginfo_t  si;
+
+    memset(&si, 0, sizeof(si));
+    si.si_signo = SIGPROF;
+    si.si_code = SI_QUEUE;
+    si.si_pid = s->pid;
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = s;
+
+    return (int) syscall(SYS_rt_tgsigqueueinfo, s->pid, s->tid, SIGPROF, &si);
+}
+
+
+/*
+ * Asks the handler for the sampled thread's stack; the slot comes in the
+ * ring. The signal is sent again at every step: a SIGPROF already pending
+ * (from the CPU timer) would have absorbed it.
+ */
+static void
+prof_sampler_request_stack(prof_sampler_t *s)
+{
+    int64_t              waited_ns;
+    uint32_t             request, served;
+    struct timespec      step;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    request = __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELEASE);
+
+    step.tv_sec = 0;
+    step.tv_nsec = PROF_REQUEST_WAIT_STEP_NS;
+
+    for (waited_ns = 0; waited_ns < PROF_REQUEST_WAIT_NS;
+         waited_ns += PROF_REQUEST_WAIT_STEP_NS)
+    {
+        if (prof_sampler_signal(s) != 0) {
+            __atomic_store_n(&s->served, request, __ATOMIC_RELEASE);
+            prof_counter_add(d->signal_failures, 1);
+            return;
+        }
+
+        prof_counter_add(d->signals_sent, 1);
+
+        served = __atomic_load_n(&s->served, __ATOMIC_ACQUIRE);
+        if (served == request) {
+            return;
+        }
+
+        (void) prof_sampler_futex(&s->served, FUTEX_WAIT, served, &step);
+
+        if (__atomic_load_n(&s->served, __ATOMIC_ACQUIRE) == request
+            || __atomic_load_n(&s->stop, __ATOMIC_RELAXED))
+        {
+            return;
+        }
+    }
+}
+
+
+/*
+ * A thread that neither waited in its event loop nor filled a slot since
+ * the last look, and used less than half the time on CPU, is blocked
+ * outside the loop: its stack is asked for, to account the time there.
+ */
+static void
+prof_sampler_watch(prof_ring_drain_t *drain, int64_t now_ns)
+{
+    int              waiting;
+    int64_t          cpu_ns;
+    uint32_t         index;
+    uint64_t         waits;
+    prof_sampler_t  *s = drain->sampler;
+
+    waiting = __atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED);
+
+    if (now_ns - drain->watch_ns < (waiting ? PROF_WATCH_IDLE_NS
+                                        : PROF_WATCH_BUSY_NS))
+    {
+        return;
+    }
+
+    /* A new wait has a new start. */
+    waits = __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED);
+    index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
+    cpu_ns = waiting ? -1 : prof_clock_ns(s->process_clock);
+
+    if (!waiting && cpu_ns >= 0 && drain->watch_cpu_ns >= 0
+        && waits == drain->watch_waits && index == drain->watch_index
+        && cpu_ns - drain->watch_cpu_ns < (now_ns - drain->watch_ns) / 2)
+    {
+        prof_sampler_request_stack(s);
+    }
+
+    drain->watch_ns = now_ns;
+    drain->watch_waits = waits;
+    drain->watch_index = index;
+    drain->watch_cpu_ns = cpu_ns;
+}
+
+
+static void
+prof_sampler_main(void *arg)
+{
+    int                 stopping;
+    uint32_t            unknown;
+    prof_sampler_t     *s;
+    int64_t             now_ns, next_ns;
+    uint32_t            wake;
+    struct timespec     deadline;
+    prof_ring_drain_t  *drain = arg;
+
+    s = drain->sampler;
+
+    prof_thread_settle("prof-sampler", 0);
+
+    drain->watch_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    drain->watch_cpu_ns = -1;
+
+    for ( ;; ) {
+        wake = __atomic_load_n(&s->wake, __ATOMIC_ACQUIRE);
+        stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
+
+        prof_sampler_drain(drain, now_ns);
+
+        if (stopping
+            && s->flushes_taken
+               == __atomic_load_n(&s->flushes_added, __ATOMIC_ACQUIRE))
+        {
+            break;
+        }
+
+        prof_sampler_watch(drain, now_ns);
+
+        /* Walks left the tables (new objects, or JIT code): the other
+           side reads the worker's maps while it lives. */
+        unknown = __atomic_load_n(&s->sampled.unknown_pcs, __ATOMIC_RELAXED);
+        if (unknown != drain->unknown_pcs_told) {
+            drain->unknown_pcs_told = unknown;
+            prof_sampler_notify(drain);
+        }
+
+        /* The next look: when prof_sampler_watch() will take it */
+        next_ns = drain->watch_ns
+                  + (__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
+                     ? PROF_WATCH_IDLE_NS : PROF_WATCH_BUSY_NS);
+
+        if (drain->batch != NULL && drain->batch->sample_count > 0) {
+            if (now_ns - drain->last_push_ns >= drain->conf.push_every_ns) {
+                prof_sampler_push(drain, now_ns);
+
+            } else if (drain->last_push_ns + drain->conf.push_every_ns
+                       < next_ns)
+            {
+                next_ns = drain->last_push_ns + drain->conf.push_every_ns;
+            }
+        }
+
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
+        if (next_ns <= now_ns) {
+            continue;
+        }
+
+        deadline.tv_sec = next_ns / 1000000000;
+        deadline.tv_nsec = next_ns % 1000000000;
+        (void) prof_sampler_futex(&s->wake, FUTEX_WAIT_BITSET, wake,
+                                  &deadline);
+    }
+
+    if (drain->batch != NULL && drain->batch->sample_count > 0) {
+        prof_sampler_push(drain, prof_clock_ns(CLOCK_MONOTONIC));
+    }
+}
+
+
+static void
+prof_ring_drain_free(prof_ring_drain_t *drain)
+{
+    free(drain->last_frames);
+    free(drain);
+}
+
+
+int
+prof_ring_drain_start(prof_ring_drain_t **drain, prof_sampler_t *s,
+    const prof_ring_drain_conf_t *conf)
+{
+    int                 rc;
+    prof_ring_drain_t  *d;
+
+    d = calloc(1, sizeof(prof_ring_drain_t));
+    if (d == NULL) {
+        return -ENOMEM;
+    }
+
+    d->sampler = s;
+    d->conf = *conf;
+
+    d->last_frames = calloc(s->conf.max_frames + 1, sizeof(uint64_t));
+    if (d->last_frames == NULL) {
+        prof_ring_drain_free(d);
+        return -ENOMEM;
+    }
+
+    d->last_push_ns = prof_clock_ns(CLOCK_MONOTONIC);
+
+    rc = prof_thread_create(&d->thread, prof_sampler_main, d);
+    if (rc != 0) {
+        prof_ring_drain_free(d);
+        return rc;
+    }
+
+    *drain = d;
+    return 0;
+}
+
+
+void
+prof_ring_drain_finish(prof_ring_drain_t *drain)
+{
+    prof_sampler_t  *s = drain->sampler;
+
+    /* Its sampled thread is gone without a final barrier: one now. */
+    if (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        prof_sampler_post_flush(s, __atomic_load_n(&s->period,
+                                                   __ATOMIC_RELAXED), 1,
+                                prof_clock_ns(CLOCK_MONOTONIC), 0, 0, 0);
+        __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    }
+
+    prof_sampler_wake(s);
+    (void) uv_thread_join(&drain->thread);
+
+    if (drain->batch != NULL) {
+        prof_queue_release(drain->conf.queue, drain->batch);
+        drain->batch = NULL;
+    }
+
+    prof_ring_drain_free(drain);
+}
