@@ -38,11 +38,23 @@ $(GEN): $(TOP)/shared/profiler/profile.proto
 	mkdir -p $(BUILD_DIR)/gen
 	cd $(TOP)/shared/profiler && nanopb_generator.py -q -D $(BUILD_DIR)/gen profile.proto
 
-$(BUILD_DIR)/nginx/objs/Makefile: $(TOP)/module/config $(BUILD_DIR)/config.mk
+# nginx's build lists the files module/config found when it ran: run it
+# again when a file of shared/ comes or goes (this list changes then).
+SHARED_LIST = $(BUILD_DIR)/shared-files
+$(SHARED_LIST): FORCE
+	@mkdir -p $(BUILD_DIR)
+	@echo '$(SHARED_SRCS) $(SHARED_HDRS)' | cmp -s - $@ \
+	    || echo '$(SHARED_SRCS) $(SHARED_HDRS)' > $@
+
+.PHONY: FORCE
+FORCE:
+
+$(BUILD_DIR)/nginx/objs/Makefile: $(TOP)/module/config $(BUILD_DIR)/config.mk \
+        $(SHARED_LIST)
 	$(BUILD_DIR)/configure-nginx.sh $(BUILD_DIR)/nginx $(TOP)/module
 
 $(BUILD_DIR)/nginx-test/objs/Makefile: $(TOP)/module/config \
-        $(TOP)/t/burn/config $(BUILD_DIR)/config.mk
+        $(TOP)/t/burn/config $(BUILD_DIR)/config.mk $(SHARED_LIST)
 	$(BUILD_DIR)/configure-nginx.sh $(BUILD_DIR)/nginx-test $(TOP)/module \
 	    $(TOP)/t/burn
 

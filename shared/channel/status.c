@@ -299,23 +299,6 @@ prof_status_read(const prof_status_slot_t *slot, prof_status_slot_t *copy)
 }
 
 
-/* UTC RFC 3339 with nanoseconds and 'Z', into buf[64] (as the intake
-   documents write times). */
-static void
-prof_status_rfc3339(char *buf, int64_t realtime_ns)
-{
-    time_t     sec;
-    struct tm  tm;
-
-    sec = (time_t) (realtime_ns / 1000000000);
-    gmtime_r(&sec, &tm);
-
-    snprintf(buf, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ",
-             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec,
-             (long long) (realtime_ns % 1000000000));
-}
-
 
 static int
 prof_status_json_time(prof_buffer_t *out, const char *key, int64_t ns)
@@ -326,7 +309,7 @@ prof_status_json_time(prof_buffer_t *out, const char *key, int64_t ns)
         return prof_buffer_printf(out, "\"%s\":null", key);
     }
 
-    prof_status_rfc3339(t, ns);
+    prof_rfc3339(t, ns);
 
     return prof_buffer_printf(out, "\"%s\":\"%s\"", key, t);
 }
@@ -541,7 +524,7 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
                                  (unsigned long long) s.handler_p99_ns);
 
         if (s.last_upload_ns != 0) {
-            prof_status_rfc3339(t, s.last_upload_ns);
+            prof_rfc3339(t, s.last_upload_ns);
             rc |= prof_buffer_printf(out, "  last upload: %s %s\n", t,
                                      s.last_upload);
         }
@@ -553,7 +536,7 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
         }
 
         if (s.last_error_ns != 0) {
-            prof_status_rfc3339(t, s.last_error_ns);
+            prof_rfc3339(t, s.last_error_ns);
             rc |= prof_buffer_printf(out, "  last error: %s ", t);
             rc |= prof_utf8_append(out, s.last_error, strlen(s.last_error));
             rc |= prof_buffer_append_str(out, "\n");

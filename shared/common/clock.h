@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Clocks in nanoseconds: the one conversion of a struct timespec, and a
- * clock read with it. clock_gettime only, so async-signal-safe (the signal
- * path uses it); any thread, never blocks.
+ * Clocks in nanoseconds: the one conversion of a struct timespec, a clock
+ * read with it, and the one way times are written out. The inline
+ * functions call clock_gettime only, so they are async-signal-safe (the
+ * signal path uses them); prof_rfc3339 is not. Any thread, never blocks.
  */
 
 #ifndef PROF_CLOCK_H
@@ -35,6 +36,11 @@ prof_clock_ns(clockid_t clock)
 
     return prof_timespec_ns(&ts);
 }
+
+
+/* UTC RFC 3339 with nanoseconds and 'Z', into buf[64], as the intake
+   documents and the status page write times. */
+void prof_rfc3339(char *buf, int64_t realtime_ns);
 
 
 #endif /* PROF_CLOCK_H */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "profiler/intake.h"
+#include "common/clock.h"
 #include "common/intern.h"
 #include "common/utf8.h"
 
@@ -157,21 +158,6 @@ prof_intake_tags(prof_buffer_t *out, const prof_intake_conf_t *conf,
 }
 
 
-void
-prof_intake_rfc3339(char *buf, int64_t realtime_ns)
-{
-    time_t     sec;
-    struct tm  tm;
-
-    sec = (time_t) (realtime_ns / 1000000000);
-    gmtime_r(&sec, &tm);
-
-    snprintf(buf, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ",
-             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec,
-             (long long) (realtime_ns % 1000000000));
-}
-
 
 /*
  * endpoint_counts: {"name":count,...}, or null. Names are written as the
@@ -260,8 +246,8 @@ prof_intake_event_json(prof_buffer_t *out, const prof_intake_conf_t *conf,
         return -ENOMEM;
     }
 
-    prof_intake_rfc3339(start, profile->start_realtime_ns);
-    prof_intake_rfc3339(end, profile->start_realtime_ns
+    prof_rfc3339(start, profile->start_realtime_ns);
+    prof_rfc3339(end, profile->start_realtime_ns
                              + profile->duration_ns);
 
     rc = prof_buffer_append_str(out, "{\"attachments\":[");

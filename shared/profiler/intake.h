@@ -71,8 +71,6 @@ int prof_intake_provenance_json(prof_buffer_t *out,
 /* 36-character random UUID (version 4) into uuid[37]. 0 or -errno. */
 int prof_intake_uuid(char *uuid);
 
-/* UTC RFC 3339 with nanoseconds and 'Z', into buf[64]. */
-void prof_intake_rfc3339(char *buf, int64_t realtime_ns);
 
 
 #endif /* PROF_INTAKE_H */

@@ -23,6 +23,13 @@
 
 #include <curl/curl.h>
 
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define PROF_HAVE_VALGRIND_H  1
+#endif
+#endif
+
 #include "common/clock.h"
 #include "channel/handover.h"
 #include "profiler/loop.h"
@@ -42,12 +49,28 @@
 /* Descriptors the server may ask the profiler process to keep. */
 #define PROF_KEEP_FDS_MAX       16
 
+/* How long the last profile is awaited under valgrind. */
+#define PROF_VALGRIND_WAIT_MS   120000
+
 
 /* One per process: the child of a worker's fork. */
 static prof_process_t  prof_process;
 
 
 /* At the start: the dump directory, once; its problem logged once. */
+/* Whether this process runs under valgrind (its client request: a few
+   instructions natively); 0 where its header was not there to build with. */
+static int
+prof_under_valgrind(void)
+{
+#ifdef PROF_HAVE_VALGRIND_H
+    return RUNNING_ON_VALGRIND != 0;
+#else
+    return 0;
+#endif
+}
+
+
 static void
 prof_open_dump_dir(prof_process_t *p)
 {
@@ -382,6 +405,16 @@ prof_process_main(const prof_handover_t *h)
         prof_debuginfod_end_waits(p->debuginfod,
                                   prof_clock_ns(CLOCK_MONOTONIC)
                                   + upload_ms * 1000000 / 2);
+    }
+
+    /*
+     * Under valgrind code runs some fifty times slower: a deadline that
+     * bounds the last export natively would bound only valgrind's speed
+     * (ci/bench-instructions counts what the export costs), so it is
+     * awaited there.
+     */
+    if (prof_under_valgrind()) {
+        wait_ms = PROF_VALGRIND_WAIT_MS;
     }
 
     if (prof_stop_loop(p, wait_ms) != 0) {

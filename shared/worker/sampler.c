@@ -72,7 +72,7 @@ prof_sampler_add_flush(prof_sampler_t *s, uint64_t period, int final)
     idle_ns = 0;
 
     cpu_ns = prof_clock_ns(s->cpu_clock);
-    prof_signal_account(s, now_ns, __builtin_ia32_rdtsc(),
+    prof_signal_account(s, now_ns, prof_arch_ticks(),
                         (cpu_ns >= 0) ? cpu_ns - s->point_cpu_ns : 0,
                         &wall_ns, &off_cpu_ns, &idle_ns);
 
@@ -309,7 +309,7 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     s->point_wall_ns = conf->start_monotonic_ns
                        ? conf->start_monotonic_ns
                        : prof_clock_ns(CLOCK_MONOTONIC);
-    s->point_tsc = __builtin_ia32_rdtsc();
+    s->point_tsc = prof_arch_ticks();
 
     rc = prof_sampler_start_timer(s);
     if (rc != 0) {

@@ -46,6 +46,7 @@
 #include "common/diagnostics.h"
 #include "channel/sampled_thread.h"
 #include "channel/sampler_state.h"
+#include "worker/arch.h"
 #include "worker/unwind.h"
 
 
@@ -179,7 +180,7 @@ prof_pending_clear(prof_sampled_thread_t *h)
 static inline void
 prof_wait_begin(prof_sampled_thread_t *h)
 {
-    __atomic_store_n(&h->wait_start, __builtin_ia32_rdtsc(), __ATOMIC_RELAXED);
+    __atomic_store_n(&h->wait_start, prof_arch_ticks(), __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&h->waiting, 1, __ATOMIC_RELAXED);
 }
@@ -188,7 +189,7 @@ prof_wait_begin(prof_sampled_thread_t *h)
 static inline void
 prof_wait_end(prof_sampled_thread_t *h)
 {
-    h->wait_ticks += __builtin_ia32_rdtsc() - h->wait_start;
+    h->wait_ticks += prof_arch_ticks() - h->wait_start;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&h->waiting, 0, __ATOMIC_RELAXED);
 }
