@@ -18,7 +18,10 @@
  * - What names a frame is copied into the table below by the handler the
  *   first time it meets a function (bounded), so that the profiler
  *   process names it without reading the worker's memory, even after the
- *   function was collected. A Lua frame is PROF_FRAME_LUA(id, line).
+ *   function was collected. A Lua frame is PROF_FRAME_LUA(id, line). The
+ *   table is the channel's (lua_frames.c: made, read and named by either
+ *   side); finding LuaJIT is the worker's (worker/lua.c), the walk its
+ *   handler's (worker/signal_lua.c).
  */
 
 #ifndef PROF_LUA_FRAMES_H
