@@ -69,6 +69,42 @@ typedef struct {
 } ngx_http_profiling_loc_conf_t;
 
 
+/* The bounds of a time directive (its command's post). */
+typedef struct {
+    ngx_msec_t     min;
+    ngx_msec_t     max;
+    const char    *range;
+} ngx_http_profiling_time_bounds_t;
+
+
+/*
+ * ngx_http_profiling_directives.c: the directives' handlers, called while
+ * nginx reads the configuration (in the master, or by nginx -t).
+ */
+char *ngx_http_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_time(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_max_frames(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_memory_limit(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_dump_dir(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_dump_keep(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_debuginfod(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_debuginfod_cache(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+
+/* An agent's URL: NULL when valid, else why not. */
+const char *ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url);
+
+
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
