@@ -105,6 +105,17 @@ char *ngx_http_profiling_debuginfod_cache(ngx_conf_t *cf,
 const char *ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url);
 
 
+/*
+ * ngx_http_profiling_environment.c: the defaults the environment gives,
+ * read in the master when the http block's configuration is complete
+ * (init_main_conf, postconfiguration).
+ */
+ngx_int_t ngx_http_profiling_environment_defaults(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf);
+ngx_int_t ngx_http_profiling_debuginfod_path(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf);
+
+
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
