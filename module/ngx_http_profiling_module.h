@@ -116,6 +116,15 @@ ngx_int_t ngx_http_profiling_debuginfod_path(ngx_conf_t *cf,
     ngx_http_profiling_main_conf_t *pmcf);
 
 
+/*
+ * ngx_http_profiling_master.c: in the master at each cycle's init_module
+ * (or in nginx without one), and the table read by a worker at its start.
+ */
+void ngx_http_profiling_share_unwind_table(ngx_cycle_t *cycle);
+void ngx_http_profiling_make_dump_dir(ngx_cycle_t *cycle, u_char *path);
+prof_unwind_table_t *ngx_http_profiling_inherited_unwind_table(void);
+
+
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
