@@ -273,8 +273,6 @@ static ngx_msec_t                ngx_http_profiling_upload_ms;
 static ngx_cycle_t              *ngx_http_profiling_cycle;
 static prof_status_slot_t       *ngx_http_profiling_status_slot;
 
-/* The profiler's thread wakes the event loop to log its messages. */
-static ngx_uint_t                ngx_http_profiling_in_child;
 
 
 static void *
@@ -498,67 +496,6 @@ ngx_http_profiling_init_module(ngx_cycle_t *cycle)
 }
 
 
-/*
- * The profiler's messages: the worker's own, and in its profiler process
- * those of that process's main thread (nginx's logs are not thread-safe),
- * with nginx's time cache, frozen there since the fork, brought up to date.
- */
-static void
-ngx_http_profiling_log(void *data, int level, const char *message)
-{
-    static const ngx_uint_t  levels[] = {
-        NGX_LOG_ERR, NGX_LOG_WARN, NGX_LOG_NOTICE, NGX_LOG_INFO
-    };
-
-    if (ngx_http_profiling_in_child) {
-        ngx_time_update();
-    }
-
-    ngx_log_error(levels[level], ngx_cycle->log, 0, "%s", message);
-}
-
-
-/*
- * The first thing in the profiler process forked by the worker: its
- * title ("nginx: profiler of worker 1234") and the descriptors of the
- * error log (files, syslog sockets), which it keeps; it closes the others. Its log lines carry
- * the worker's pid (ngx_pid, unchanged) and its own as the thread id.
- */
-static int
-ngx_http_profiling_child_init(void *data, int *keep, int max)
-{
-    int                  n;
-    u_char               title[64];
-    ngx_log_t           *log;
-    ngx_syslog_peer_t   *peer;
-
-    ngx_http_profiling_in_child = 1;
-
-    (void) ngx_snprintf(title, sizeof(title), "profiler of worker %P%Z",
-                        ngx_pid);
-    ngx_setproctitle((char *) title);
-
-
-    n = 0;
-
-    for (log = ngx_cycle->log; log != NULL && n < max; log = log->next) {
-        if (log->writer == ngx_syslog_writer) {
-            /* Its socket, if nginx opened it already: kept too, lest the
-               number be reused by one of the profiler's own. */
-            peer = log->wdata;
-            if (peer->conn.fd != (ngx_socket_t) -1) {
-                keep[n++] = peer->conn.fd;
-            }
-
-        } else if (log->file != NULL && log->file->fd != NGX_INVALID_FILE) {
-            keep[n++] = log->file->fd;
-        }
-    }
-
-    return n;
-}
-
-
 /* A NUL-terminated copy, NULL for an empty or unset string. */
 static char *
 ngx_http_profiling_cstr(ngx_pool_t *pool, ngx_str_t *s)
@@ -672,7 +609,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     conf.tracer_identity = 1;
     conf.runtime_version = NGINX_VERSION;
     conf.upload_timeout_ms = pmcf->upload_timeout;
-    conf.log = ngx_http_profiling_log;
+    conf.log = ngx_http_profiling_log_message;
     conf.unwind_table = ngx_http_profiling_inherited_unwind_table();
 
     /* The line for a bug report: from one worker, not from every one. */
@@ -683,7 +620,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
                                                  &pmcf->agent_url);
     }
 
-    conf.child_init = ngx_http_profiling_child_init;
+    conf.child_init = ngx_http_profiling_profiler_process_init;
 
     if (ngx_strcmp(pmcf->debuginfod.data, "off") != 0) {
         conf.debuginfod = 1;

@@ -125,6 +125,16 @@ void ngx_http_profiling_make_dump_dir(ngx_cycle_t *cycle, u_char *path);
 prof_unwind_table_t *ngx_http_profiling_inherited_unwind_table(void);
 
 
+/*
+ * ngx_http_profiling_log.c: the profiler's log handler (prof_conf_t's log),
+ * called in the worker and in its profiler process, and the first call in
+ * that process (prof_conf_t's child_init).
+ */
+void ngx_http_profiling_log_message(void *data, int level,
+    const char *message);
+int ngx_http_profiling_profiler_process_init(void *data, int *keep, int max);
+
+
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
