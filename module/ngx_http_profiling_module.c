@@ -9,7 +9,6 @@
 
 #include "ngx_http_profiling_module.h"
 #include "profiler/file_export.h"
-#include "channel/lua_frames.h"
 #include "channel/status.h"
 
 #include <sys/eventfd.h>
@@ -426,7 +425,6 @@ ngx_http_profiling_postconfiguration(ngx_conf_t *cf)
 static ngx_int_t ngx_http_profiling_start(ngx_cycle_t *cycle);
 static void ngx_http_profiling_stop(void);
 static void ngx_http_profiling_cycle_gone(void *data);
-static void *ngx_http_profiling_lua_state(ngx_cycle_t *cycle);
 
 /* init_process ran without a master: reloads reach init_module only. */
 static ngx_uint_t                ngx_http_profiling_single;
@@ -669,7 +667,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 
     ngx_http_profiling_request_start(cycle, traced);
     ngx_http_profiling_events_start(cycle, pmcf->period);
-    ngx_http_profiling_find_lua(cycle);
+    ngx_http_profiling_find_lua(cycle, ngx_http_profiling_profiler);
 
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "profiling: sampling every %Mms, a profile every %Mms, "
@@ -679,72 +677,6 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
                   conf.agent_url ? conf.agent_url : "");
 
     return NGX_OK;
-}
-
-
-/*
- * The lua module's LuaJIT state (lua-nginx-module, OpenResty's and
- * Debian's): the first field of its main configuration. NULL: none.
- */
-static void *
-ngx_http_profiling_lua_state(ngx_cycle_t *cycle)
-{
-    void                **lmcf;
-    ngx_uint_t            i;
-    ngx_module_t         *m;
-    ngx_http_conf_ctx_t  *ctx;
-
-    ctx = (ngx_http_conf_ctx_t *) cycle->conf_ctx[ngx_http_module.index];
-    if (ctx == NULL) {
-        return NULL;
-    }
-
-    for (i = 0; cycle->modules[i]; i++) {
-        m = cycle->modules[i];
-
-        if (m->type == NGX_HTTP_MODULE
-            && ngx_strcmp(m->name, "ngx_http_lua_module") == 0)
-        {
-            lmcf = ctx->main_conf[m->ctx_index];
-            return (lmcf != NULL) ? *lmcf : NULL;
-        }
-    }
-
-    return NULL;
-}
-
-
-/*
- * The lua module's LuaJIT, created with its configuration: its frames go
- * into the samples once its layout checked out; otherwise that is said
- * once, and the stacks stay native.
- */
-void
-ngx_http_profiling_find_lua(ngx_cycle_t *cycle)
-{
-    char                  err[128];
-    void                 *L;
-    static prof_lua_vm_t  vm;
-
-    if (ngx_http_profiling_profiler == NULL) {
-        return;
-    }
-
-    L = ngx_http_profiling_lua_state(cycle);
-    if (L == NULL) {
-        prof_lua_found(ngx_http_profiling_profiler, NULL, NULL);
-        return;
-    }
-
-    if (prof_lua_find(L, &vm, err, sizeof(err)) != 0) {
-        ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
-                      "profiling: the lua module's LuaJIT is not one the "
-                      "profiler knows, %s: stacks without Lua frames", err);
-        prof_lua_found(ngx_http_profiling_profiler, NULL, err);
-        return;
-    }
-
-    prof_lua_found(ngx_http_profiling_profiler, &vm, NULL);
 }
 
 

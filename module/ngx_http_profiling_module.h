@@ -135,6 +135,13 @@ void ngx_http_profiling_log_message(void *data, int level,
 int ngx_http_profiling_profiler_process_init(void *data, int *keep, int max);
 
 
+/*
+ * ngx_http_profiling_lua.c: in a worker, once, when its profiler starts.
+ */
+void *ngx_http_profiling_lua_state(ngx_cycle_t *cycle);
+void ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler);
+
+
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
@@ -252,8 +259,6 @@ ngx_http_complex_value_t *ngx_http_profiling_tracer_resource(
     ngx_http_request_t *r);
 ngx_uint_t ngx_http_profiling_tracer_identity(ngx_cycle_t *cycle,
     ngx_str_t *service, ngx_str_t *env, ngx_str_t *version);
-
-void ngx_http_profiling_find_lua(ngx_cycle_t *cycle);
 
 
 #pragma GCC visibility pop
