@@ -142,6 +142,16 @@ void *ngx_http_profiling_lua_state(ngx_cycle_t *cycle);
 void ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler);
 
 
+/*
+ * ngx_http_profiling_worker.c: the modules' init_module (in the master, or
+ * in nginx without one, at each cycle), init_process and exit_process (in
+ * a worker, or in nginx without a master).
+ */
+ngx_int_t ngx_http_profiling_init_module(ngx_cycle_t *cycle);
+ngx_int_t ngx_http_profiling_init_process(ngx_cycle_t *cycle);
+void ngx_http_profiling_exit_process(ngx_cycle_t *cycle);
+
+
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
