@@ -152,6 +152,20 @@ ngx_int_t ngx_http_profiling_init_process(ngx_cycle_t *cycle);
 void ngx_http_profiling_exit_process(ngx_cycle_t *cycle);
 
 
+/*
+ * ngx_http_profiling_request_ctx.c: a main request's context, created in
+ * its handlers (only when the handlers are timed or a tracer runs beside).
+ */
+typedef struct {
+    uint64_t                 cpu_ns;            /* its handlers' CPU time */
+    ngx_uint_t               continues_trace;   /* a caller's trace */
+} ngx_http_profiling_ctx_t;
+
+ngx_http_profiling_ctx_t *ngx_http_profiling_find_ctx(ngx_http_request_t *r,
+    ngx_uint_t create);
+ngx_uint_t ngx_http_profiling_request_continues_trace(ngx_http_request_t *r);
+
+
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
@@ -246,8 +260,6 @@ ngx_http_profiling_publish(prof_sampled_thread_t *sampled,
     ngx_http_profiling_publish_fast(sampled, r, log, object);
 }
 
-/* Whether the request came with a caller's trace context (a tracer runs). */
-ngx_uint_t ngx_http_profiling_request_caller(ngx_http_request_t *r);
 
 /* ngx_http_profiling_status.c */
 char *ngx_http_profiling_status(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -262,7 +274,7 @@ void ngx_http_profiling_status_release(struct prof_status_slot_s *slot);
 void *ngx_http_profiling_tracer_create(ngx_conf_t *cf);
 ngx_uint_t ngx_http_profiling_tracer_use(void *tracer);
 ngx_uint_t ngx_http_profiling_tracer_found(void *tracer);
-ngx_uint_t ngx_http_profiling_tracer_caller(ngx_http_request_t *r);
+ngx_uint_t ngx_http_profiling_tracer_continues_trace(ngx_http_request_t *r);
 ngx_int_t ngx_http_profiling_tracer_ids(ngx_http_request_t *r,
     uint64_t *span_id, uint64_t *root_id);
 ngx_http_complex_value_t *ngx_http_profiling_tracer_resource(

@@ -13,16 +13,6 @@
 #include "worker/trace_context.h"
 
 
-/*
- * Only when $profiling_request_cpu is used (the time in its handlers) or a
- * tracer runs (whether the request came with a caller's trace context).
- */
-typedef struct {
-    uint64_t                 cpu_ns;
-    ngx_uint_t               caller;
-} ngx_http_profiling_ctx_t;
-
-
 static ngx_int_t ngx_http_profiling_post_read_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_profiling_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
@@ -68,67 +58,6 @@ static uint64_t
 ngx_http_profiling_now_ns(void)
 {
     return (uint64_t) prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-}
-
-
-static void
-ngx_http_profiling_ctx_cleanup(void *data)
-{
-}
-
-
-/*
- * The main request's accounting context. Internal redirects and
- * error_page zero the module contexts: the pool cleanup finds it again.
- */
-static ngx_http_profiling_ctx_t *
-ngx_http_profiling_find_ctx(ngx_http_request_t *r, ngx_uint_t create)
-{
-    ngx_pool_cleanup_t        *cln;
-    ngx_http_profiling_ctx_t  *ctx;
-
-    r = r->main;
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_profiling_module);
-    if (ctx != NULL) {
-        return ctx;
-    }
-
-    for (cln = r->pool->cleanup; cln != NULL; cln = cln->next) {
-        if (cln->handler == ngx_http_profiling_ctx_cleanup) {
-            ctx = cln->data;
-            ngx_http_set_ctx(r, ctx, ngx_http_profiling_module);
-            return ctx;
-        }
-    }
-
-    if (!create) {
-        return NULL;
-    }
-
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_profiling_ctx_t));
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (ctx == NULL || cln == NULL) {
-        return NULL;
-    }
-
-    cln->handler = ngx_http_profiling_ctx_cleanup;
-    cln->data = ctx;
-    ngx_http_set_ctx(r, ctx, ngx_http_profiling_module);
-
-    return ctx;
-}
-
-
-/* Whether the request came with a caller's trace context (a tracer runs). */
-ngx_uint_t
-ngx_http_profiling_request_caller(ngx_http_request_t *r)
-{
-    ngx_http_profiling_ctx_t  *ctx;
-
-    ctx = ngx_http_profiling_find_ctx(r, 0);
-
-    return ctx != NULL && ctx->caller;
 }
 
 
@@ -695,11 +624,11 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 
     /* Before a tracer adds its own trace headers for the upstreams. */
     if (ngx_http_profiling_traced && r == r->main
-        && ngx_http_profiling_tracer_caller(r))
+        && ngx_http_profiling_tracer_continues_trace(r))
     {
         ctx = ngx_http_profiling_find_ctx(r, 1);
         if (ctx != NULL) {
-            ctx->caller = 1;
+            ctx->continues_trace = 1;
         }
     }
 

@@ -231,7 +231,7 @@ ngx_http_profiling_hex_variable(ngx_http_request_t *r, ngx_int_t index)
  * the tracer would continue (Datadog, W3C or B3 headers).
  */
 ngx_uint_t
-ngx_http_profiling_tracer_caller(ngx_http_request_t *r)
+ngx_http_profiling_tracer_continues_trace(ngx_http_request_t *r)
 {
     static const char  *names[] = {
         "traceparent", "x-datadog-trace-id", "b3", "x-b3-traceid", NULL
@@ -310,7 +310,7 @@ ngx_http_profiling_tracer_ids(ngx_http_request_t *r, uint64_t *span_id,
 
     trace = ngx_http_profiling_hex_variable(r, t->trace_id);
 
-    *root_id = (trace != 0 && !ngx_http_profiling_request_caller(r))
+    *root_id = (trace != 0 && !ngx_http_profiling_request_continues_trace(r))
                ? trace : 0;
 
     return NGX_OK;
