@@ -166,6 +166,21 @@ ngx_http_profiling_ctx_t *ngx_http_profiling_find_ctx(ngx_http_request_t *r,
 ngx_uint_t ngx_http_profiling_request_continues_trace(ngx_http_request_t *r);
 
 
+/*
+ * ngx_http_profiling_labels.c: in a worker, for the request a sample
+ * carried, for a request's endpoint counted in its log phase, and for
+ * $profiling_span_id.
+ */
+void ngx_http_profiling_resolve_ids(ngx_http_request_t *r,
+    ngx_http_profiling_loc_conf_t *plcf, uint64_t *span_id,
+    uint64_t *root_id);
+ngx_http_complex_value_t *ngx_http_profiling_endpoint_value(
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf);
+size_t ngx_http_profiling_endpoint(ngx_http_request_t *r,
+    ngx_http_profiling_loc_conf_t *plcf, u_char *buf);
+void ngx_http_profiling_resolve_labels(ngx_http_request_t *r, uint64_t tag);
+
+
 /* The profiler of this worker process; all NULL when it does not sample. */
 extern prof_t                  *ngx_http_profiling_profiler;
 extern prof_sampler_t          *ngx_http_profiling_sampler;
