@@ -101,9 +101,9 @@ ngx_http_profiling_header_ids(ngx_http_request_t *r, uint64_t *span_id)
  * else the configured values, else the caller's headers. 0: none.
  */
 void
-ngx_http_profiling_resolve_ids(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf, uint64_t *span_id,
-    uint64_t *root_id)
+ngx_http_profiling_resolve_ids(ngx_http_profiling_tracer_t *tracer,
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf,
+    uint64_t *span_id, uint64_t *root_id)
 {
     uint64_t   trace, span, root;
     ngx_int_t  rc;
@@ -127,7 +127,9 @@ ngx_http_profiling_resolve_ids(ngx_http_request_t *r,
             root = span;
         }
 
-    } else if (ngx_http_profiling_tracer_ids(r, &span, &root) != NGX_OK) {
+    } else if (ngx_http_profiling_tracer_ids(tracer, r, &span, &root)
+               != NGX_OK)
+    {
         ngx_http_profiling_header_ids(r, &span);
         root = span;
     }
@@ -139,15 +141,15 @@ ngx_http_profiling_resolve_ids(ngx_http_request_t *r,
 
 /* The endpoint's formula when it is not "$request_method $uri". */
 ngx_http_complex_value_t *
-ngx_http_profiling_endpoint_value(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf)
+ngx_http_profiling_endpoint_value(ngx_http_profiling_tracer_t *tracer,
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf)
 {
     if (plcf->endpoint != NULL) {
         return plcf->endpoint;
     }
 
     /* The resource name of the tracer's spans. */
-    return ngx_http_profiling_tracer_resource(r);
+    return ngx_http_profiling_tracer_resource(tracer, r);
 }
 
 
@@ -156,8 +158,8 @@ ngx_http_profiling_endpoint_value(ngx_http_request_t *r,
  * "$request_method $uri".
  */
 size_t
-ngx_http_profiling_endpoint(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf, u_char *buf)
+ngx_http_profiling_endpoint(ngx_http_profiling_tracer_t *tracer,
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf, u_char *buf)
 {
     u_char                    *p, *last;
     ngx_str_t                  value;
@@ -166,7 +168,7 @@ ngx_http_profiling_endpoint(ngx_http_request_t *r,
     p = buf;
     last = buf + PROF_ENDPOINT_MAX;
 
-    cv = ngx_http_profiling_endpoint_value(r, plcf);
+    cv = ngx_http_profiling_endpoint_value(tracer, r, plcf);
 
     if (cv != NULL) {
         if (ngx_http_complex_value(r, cv, &value) != NGX_OK) {
@@ -194,7 +196,8 @@ ngx_http_profiling_endpoint(ngx_http_request_t *r,
  * thread: never on the signal path, never for a request freed.
  */
 void
-ngx_http_profiling_resolve_labels(ngx_http_request_t *r, uint64_t tag)
+ngx_http_profiling_resolve_labels(ngx_http_profiling_worker_t *w,
+    ngx_http_request_t *r, uint64_t tag)
 {
     ngx_connection_t               *c;
     prof_labels_t                   labels;
@@ -212,7 +215,7 @@ ngx_http_profiling_resolve_labels(ngx_http_request_t *r, uint64_t tag)
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
 
     /* "profiling off" there: its samples are counted, not labelled. */
-    if (!plcf->enable || ngx_http_profiling_profiler == NULL) {
+    if (!plcf->enable || w->profiler == NULL) {
         return;
     }
 
@@ -220,10 +223,10 @@ ngx_http_profiling_resolve_labels(ngx_http_request_t *r, uint64_t tag)
 
     labels.tag = tag;
     labels.request = ((uint64_t) c->number << 32) | (uint32_t) c->requests;
-    ngx_http_profiling_resolve_ids(r, plcf, &labels.span_id,
+    ngx_http_profiling_resolve_ids(&w->tracer, r, plcf, &labels.span_id,
                                    &labels.local_root_span_id);
-    labels.endpoint_length = ngx_http_profiling_endpoint(r, plcf,
+    labels.endpoint_length = ngx_http_profiling_endpoint(&w->tracer, r, plcf,
                                                  (u_char *) labels.endpoint);
 
-    (void) prof_label(ngx_http_profiling_profiler, &labels);
+    (void) prof_label(w->profiler, &labels);
 }

@@ -15,8 +15,8 @@ static ngx_int_t ngx_http_profiling_post_read_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_profiling_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static ngx_int_t ngx_http_profiling_log_handler(ngx_http_request_t *r);
-static void ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf);
+static void ngx_http_profiling_count_endpoint(ngx_http_profiling_worker_t *w,
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf);
 static ngx_int_t ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_profiling_request_cpu_variable(
@@ -37,15 +37,15 @@ static ngx_http_variable_t  ngx_http_profiling_vars[] = {
 };
 
 
-prof_sampler_t                   *ngx_http_profiling_sampler;
-prof_sampled_thread_t               *ngx_http_profiling_sampled;
-prof_endpoint_table_t           **ngx_http_profiling_endpoints;
+/*
+ * The worker's state, handed at each cycle's init_module: for the handlers
+ * and variables nginx calls with a request only.
+ */
+static ngx_http_profiling_worker_t  *ngx_http_profiling_request_worker;
 
-ngx_uint_t                        ngx_http_profiling_slow;
-
-static ngx_uint_t                 ngx_http_profiling_account;
-static ngx_uint_t                 ngx_http_profiling_traced;
-static uint64_t                   ngx_http_profiling_since_ns;
+/* The handlers are timed: since when what is published runs. */
+static ngx_uint_t                    ngx_http_profiling_account;
+static uint64_t                      ngx_http_profiling_since_ns;
 
 static ngx_http_output_body_filter_pt  ngx_http_next_body_filter;
 
@@ -105,7 +105,8 @@ ngx_http_profiling_quic_ran(ngx_http_request_t *r)
  * and its log still names it), else NULL.
  */
 ngx_http_request_t *
-ngx_http_profiling_quic_request(ngx_event_t *ev)
+ngx_http_profiling_quic_request(ngx_http_profiling_worker_t *w,
+    ngx_event_t *ev)
 {
     ngx_uint_t                       i;
     ngx_connection_t                *c, *sc;
@@ -129,7 +130,7 @@ ngx_http_profiling_quic_request(ngx_event_t *ev)
 
     if (sc == NULL || sc->number != last->number
         || sc->fd == (ngx_socket_t) -1 || sc->destroyed
-        || sc->log->handler != ngx_http_profiling_http_log
+        || sc->log->handler != w->http_log
         || ((ngx_http_log_ctx_t *) sc->log->data)->request != last->request)
     {
         return NULL;
@@ -147,14 +148,14 @@ ngx_http_profiling_quic_request(ngx_event_t *ev)
  * and the request are alive), else NULL.
  */
 static ngx_http_request_t *
-ngx_http_profiling_connection_request(ngx_log_t *log, ngx_connection_t *c,
-    ngx_atomic_uint_t number)
+ngx_http_profiling_connection_request(ngx_http_profiling_worker_t *w,
+    ngx_log_t *log, ngx_connection_t *c, ngx_atomic_uint_t number)
 {
     ngx_http_request_t  *r;
 
     if (log == NULL || number == 0 || !ngx_http_profiling_real_connection(c)
         || c->number != number || c->fd == (ngx_socket_t) -1 || c->destroyed
-        || c->log != log || log->handler != ngx_http_profiling_http_log)
+        || c->log != log || log->handler != w->http_log)
     {
         return NULL;
     }
@@ -175,11 +176,13 @@ ngx_http_profiling_connection_request(ngx_log_t *log, ngx_connection_t *c,
  * the one its connection has now.
  */
 void
-ngx_http_profiling_resolve_pending(prof_sampled_thread_t *sampled,
+ngx_http_profiling_resolve_pending(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r)
 {
-    uint64_t  tag;
+    uint64_t                tag;
+    prof_sampled_thread_t  *sampled;
 
+    sampled = w->sampled;
     tag = prof_pending_tag(sampled);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 
@@ -188,14 +191,14 @@ ngx_http_profiling_resolve_pending(prof_sampled_thread_t *sampled,
     }
 
     if (r == NULL) {
-        r = ngx_http_profiling_connection_request(
+        r = ngx_http_profiling_connection_request(w,
                 (ngx_log_t *) (uintptr_t) sampled->pending.log,
                 (ngx_connection_t *) (uintptr_t) sampled->pending.object,
                 (ngx_atomic_uint_t) sampled->pending_stamp);
     }
 
     if (r != NULL) {
-        ngx_http_profiling_resolve_labels(r, tag);
+        ngx_http_profiling_resolve_labels(w, r, tag);
     }
 
     prof_pending_clear(sampled);
@@ -213,11 +216,14 @@ static ngx_atomic_uint_t   ngx_http_profiling_slow_number;
 
 /* What was published ends: its time; an HTTP/3 request made in it. */
 static void
-ngx_http_profiling_published_end(prof_sampled_thread_t *sampled)
+ngx_http_profiling_published_end(ngx_http_profiling_worker_t *w)
 {
     ngx_connection_t          *c;
     ngx_http_request_t        *r;
+    prof_sampled_thread_t     *sampled;
     ngx_http_profiling_ctx_t  *ctx;
+
+    sampled = w->sampled;
 
     if (sampled->running.log == 0) {
         return;
@@ -245,7 +251,7 @@ ngx_http_profiling_published_end(prof_sampled_thread_t *sampled)
     if (ngx_http_profiling_quic_last != NULL
         && ngx_http_profiling_real_connection(c) && c->quic != NULL)
     {
-        r = ngx_http_profiling_connection_request(
+        r = ngx_http_profiling_connection_request(w,
                 (ngx_log_t *) (uintptr_t) sampled->running.log, c,
                 ngx_http_profiling_slow_number);
 
@@ -260,17 +266,20 @@ ngx_http_profiling_published_end(prof_sampled_thread_t *sampled)
 
 
 void
-ngx_http_profiling_publish_slow(prof_sampled_thread_t *sampled,
+ngx_http_profiling_publish_slow(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r, ngx_log_t *log, void *object)
 {
-    ngx_connection_t  *c;
+    ngx_connection_t       *c;
+    prof_sampled_thread_t  *sampled;
 
-    ngx_http_profiling_published_end(sampled);
+    ngx_http_profiling_published_end(w);
+
+    sampled = w->sampled;
 
     prof_publish(sampled, r, log, object);
 
     if (prof_pending_tag(sampled) != 0) {
-        ngx_http_profiling_resolve_pending(sampled, NULL);
+        ngx_http_profiling_resolve_pending(w, NULL);
     }
 
     if (log == NULL) {
@@ -298,11 +307,10 @@ ngx_http_profiling_publish_slow(prof_sampled_thread_t *sampled,
 
 /* Nothing executes any more: at the event wait, or when stopping. */
 void
-ngx_http_profiling_request_stop(void)
+ngx_http_profiling_request_stop(ngx_http_profiling_worker_t *w)
 {
-    if (ngx_http_profiling_sampled != NULL) {
-        ngx_http_profiling_publish(ngx_http_profiling_sampled,
-                                   NULL, NULL, NULL);
+    if (w->sampled != NULL) {
+        ngx_http_profiling_publish(w, w->sampled, NULL, NULL, NULL);
     }
 }
 
@@ -316,10 +324,12 @@ ngx_http_profiling_request_stop(void)
 static ngx_int_t
 ngx_http_profiling_log_handler(ngx_http_request_t *r)
 {
-    prof_sampled_thread_t             *sampled;
+    prof_sampled_thread_t          *sampled;
+    ngx_http_profiling_worker_t    *w;
     ngx_http_profiling_loc_conf_t  *plcf;
 
-    sampled = ngx_http_profiling_sampled;
+    w = ngx_http_profiling_request_worker;
+    sampled = w->sampled;
 
     if (r != r->main || sampled == NULL) {
         return NGX_OK;
@@ -327,7 +337,7 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
 
     /* What runs after it in this event is no request's. */
     if (sampled->running.request == (uintptr_t) r) {
-        ngx_http_profiling_publish(sampled, NULL, NULL, NULL);
+        ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);
     }
 
     if (prof_pending_tag(sampled) != 0
@@ -335,7 +345,7 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
             || (sampled->pending.request == 0
                 && sampled->pending.log == (uintptr_t) r->connection->log)))
     {
-        ngx_http_profiling_resolve_pending(sampled, r);
+        ngx_http_profiling_resolve_pending(w, r);
     }
 
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
@@ -344,16 +354,15 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
         return NGX_OK;
     }
 
-    if (plcf->endpoint == NULL && !ngx_http_profiling_traced) {
+    if (plcf->endpoint == NULL && !w->traced) {
         /* A method nginx knows is known by its bit. */
-        prof_count_endpoint(ngx_http_profiling_profiler,
-                            ngx_http_profiling_endpoints,
+        prof_count_endpoint(w->profiler, w->endpoints,
                             (r->method != NGX_HTTP_UNKNOWN) ? r->method : 0,
                             r->method_name.data, r->method_name.len,
                             r->uri.data, r->uri.len);
 
     } else {
-        ngx_http_profiling_count_endpoint(r, plcf);
+        ngx_http_profiling_count_endpoint(w, r, plcf);
     }
 
     return NGX_OK;
@@ -365,17 +374,17 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
  * its buffer would make every request's log handler save and set up more.
  */
 static __attribute__((noinline)) void
-ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf)
+ngx_http_profiling_count_endpoint(ngx_http_profiling_worker_t *w,
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf)
 {
     u_char                     buf[PROF_ENDPOINT_MAX];
     ngx_str_t                  value;
     ngx_http_complex_value_t  *cv;
 
-    cv = ngx_http_profiling_endpoint_value(r, plcf);
+    cv = ngx_http_profiling_endpoint_value(&w->tracer, r, plcf);
 
     if (cv == NULL) {
-        value.len = ngx_http_profiling_endpoint(r, plcf, buf);
+        value.len = ngx_http_profiling_endpoint(&w->tracer, r, plcf, buf);
         value.data = buf;
 
     } else if (cv->lengths == NULL) {
@@ -385,8 +394,7 @@ ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
         value.len = 0;
     }
 
-    prof_count_endpoint(ngx_http_profiling_profiler,
-                        ngx_http_profiling_endpoints, 0, NULL, 0,
+    prof_count_endpoint(w->profiler, w->endpoints, 0, NULL, 0,
                         value.data, value.len);
 }
 
@@ -400,11 +408,14 @@ static ngx_int_t
 ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 {
     prof_sampled_thread_t        *sampled;
-    ngx_http_profiling_ctx_t  *ctx;
+    ngx_http_profiling_ctx_t     *ctx;
+    ngx_http_profiling_worker_t  *w;
+
+    w = ngx_http_profiling_request_worker;
 
     /* Before a tracer adds its own trace headers for the upstreams. */
-    if (ngx_http_profiling_traced && r == r->main
-        && ngx_http_profiling_tracer_continues_trace(r))
+    if (w->traced && r == r->main
+        && ngx_http_profiling_tracer_continues_trace(&w->tracer, r))
     {
         ctx = ngx_http_profiling_find_ctx(r, 1);
         if (ctx != NULL) {
@@ -412,13 +423,13 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
         }
     }
 
-    sampled = ngx_http_profiling_sampled;
+    sampled = w->sampled;
 
     if (sampled == NULL || sampled->running.request == (uintptr_t) r->main) {
         return NGX_DECLINED;
     }
 
-    ngx_http_profiling_publish(sampled, r->main, r->main->connection->log,
+    ngx_http_profiling_publish(w, sampled, r->main, r->main->connection->log,
                                r->main->connection);
 
     return NGX_DECLINED;
@@ -432,11 +443,13 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
-    ngx_int_t            rc;
-    prof_sampled_thread_t  *sampled;
-    ngx_http_request_t  *mr;
+    ngx_int_t                     rc;
+    ngx_http_request_t           *mr;
+    prof_sampled_thread_t        *sampled;
+    ngx_http_profiling_worker_t  *w;
 
-    sampled = ngx_http_profiling_sampled;
+    w = ngx_http_profiling_request_worker;
+    sampled = w->sampled;
     mr = r->main;
 
     if (sampled == NULL || r->stream == NULL
@@ -445,14 +458,14 @@ ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_http_next_body_filter(r, in);
     }
 
-    ngx_http_profiling_publish(sampled, mr, mr->connection->log,
+    ngx_http_profiling_publish(w, sampled, mr, mr->connection->log,
                                mr->connection);
 
     rc = ngx_http_next_body_filter(r, in);
 
     /* The rest of the connection's event is no request's (one finished
        meanwhile is no longer published). */
-    ngx_http_profiling_request_stop();
+    ngx_http_profiling_request_stop(w);
 
     return rc;
 }
@@ -467,7 +480,8 @@ ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
     ngx_http_profiling_loc_conf_t  *plcf;
 
     plcf = ngx_http_get_module_loc_conf(r->main, ngx_http_profiling_module);
-    ngx_http_profiling_resolve_ids(r->main, plcf, &span, &root);
+    ngx_http_profiling_resolve_ids(&ngx_http_profiling_request_worker->tracer,
+                                   r->main, plcf, &span, &root);
 
     if (span == 0) {
         v->not_found = 1;
@@ -495,9 +509,12 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
 {
     u_char                    *p;
     uint64_t                   ns;
+    prof_sampled_thread_t     *sampled;
     ngx_http_profiling_ctx_t  *ctx;
 
-    if (!ngx_http_profiling_account || ngx_http_profiling_sampled == NULL) {
+    sampled = ngx_http_profiling_request_worker->sampled;
+
+    if (!ngx_http_profiling_account || sampled == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
@@ -505,7 +522,7 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     ctx = ngx_http_profiling_find_ctx(r, 0);
     ns = (ctx != NULL) ? ctx->cpu_ns : 0;
 
-    if (ngx_http_profiling_sampled->running.request == (uintptr_t) r->main) {
+    if (sampled->running.request == (uintptr_t) r->main) {
         ns += ngx_http_profiling_now_ns() - ngx_http_profiling_since_ns;
     }
 
@@ -661,10 +678,15 @@ ngx_http_profiling_request_init(ngx_conf_t *cf, ngx_uint_t traced)
 void
 ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
 {
+    ngx_http_profiling_worker_t  *w;
 #if (NGX_QUIC)
-    ngx_uint_t        i;
-    ngx_listening_t  *ls;
+    ngx_uint_t                    i;
+    ngx_listening_t              *ls;
+#endif
 
+    w = ngx_http_profiling_request_worker;
+
+#if (NGX_QUIC)
     /* Without it (no memory), QUIC's own events are no request's. */
     ngx_http_profiling_quic_last = NULL;
     ls = cycle->listening.elts;
@@ -685,12 +707,12 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
     }
 #endif
 
-    ngx_http_profiling_traced = traced;
+    w->traced = traced;
 #if (NGX_QUIC)
-    ngx_http_profiling_slow = ngx_http_profiling_account
-                              || ngx_http_profiling_quic_last != NULL;
+    w->slow = ngx_http_profiling_account
+              || ngx_http_profiling_quic_last != NULL;
 #else
-    ngx_http_profiling_slow = ngx_http_profiling_account;
+    w->slow = ngx_http_profiling_account;
 #endif
     ngx_http_profiling_slow_connection = NULL;
     ngx_http_profiling_slow_number = 0;
@@ -703,23 +725,26 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
      * and nothing is published.
      */
     if (cycle->connections != NULL) {
-        prof_sampler_set_objects(ngx_http_profiling_sampled, cycle->connections,
+        prof_sampler_set_objects(w->sampled, cycle->connections,
                                  sizeof(ngx_connection_t),
                                  cycle->connection_n,
                                  offsetof(ngx_connection_t, number));
     }
-
 }
 
 
 /*
- * The handlers are timed (the thread's CPU clock) only when
- * $profiling_request_cpu is used, e.g. in a log_format.
+ * init_module: the worker's state, kept for the handlers. The handlers are
+ * timed (the thread's CPU clock) only when $profiling_request_cpu is used,
+ * e.g. in a log_format.
  */
 void
-ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle)
+ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle,
+    ngx_http_profiling_worker_t *w)
 {
     ngx_http_core_main_conf_t  *cmcf;
+
+    ngx_http_profiling_request_worker = w;
 
     cmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module);
 

@@ -25,18 +25,17 @@ static void ngx_http_profiling_stop(void);
 static void ngx_http_profiling_cycle_gone(void *data);
 
 
-prof_t                          *ngx_http_profiling_profiler;
-
-static ngx_msec_t                ngx_http_profiling_upload_ms;
-static ngx_cycle_t              *ngx_http_profiling_cycle;
-static prof_status_slot_t       *ngx_http_profiling_status_slot;
-
-/* init_process ran without a master: reloads reach init_module only. */
-static ngx_uint_t                ngx_http_profiling_single;
+/*
+ * The worker's state: this file's, handed to the others (the request
+ * hooks at init_module, the event loop wrapper when it starts, the tracer
+ * and the labels through their callers).
+ */
+static ngx_http_profiling_worker_t  ngx_http_profiling_worker;
 
 
 /*
- * In the master, as root: build the unwind tables, create the dump
+ * In the master, as root: hand the worker's state to the request hooks
+ * (the workers inherit it), build the unwind tables, create the dump
  * directory for the workers' user. Without a master, a new cycle (a
  * reload) restarts the profiler with its settings.
  */
@@ -48,7 +47,7 @@ ngx_http_profiling_init_module(ngx_cycle_t *cycle)
     ngx_pool_cleanup_t              *cln;
     ngx_http_profiling_main_conf_t  *pmcf;
 
-    ngx_http_profiling_request_init_cycle(cycle);
+    ngx_http_profiling_request_init_cycle(cycle, &ngx_http_profiling_worker);
 
     pmcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                ngx_http_profiling_module);
@@ -68,7 +67,7 @@ ngx_http_profiling_init_module(ngx_cycle_t *cycle)
         cln->handler = ngx_http_profiling_cycle_gone;
         cln->data = cycle;
 
-        if (ngx_http_profiling_single) {
+        if (ngx_http_profiling_worker.master_process_off) {
             ngx_http_profiling_stop();
             reload = 1;
         }
@@ -128,6 +127,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     ngx_str_t                       *tag, service, env, version;
     ngx_uint_t                       i, traced;
     prof_conf_t                      conf;
+    ngx_http_profiling_worker_t     *w;
     ngx_http_profiling_main_conf_t  *pmcf;
 
     pmcf = ngx_http_cycle_get_module_main_conf(cycle,
@@ -136,6 +136,8 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     if (pmcf == NULL || !pmcf->enabled_anywhere) {
         return NGX_OK;
     }
+
+    w = &ngx_http_profiling_worker;
 
     ngx_memzero(&conf, sizeof(prof_conf_t));
 
@@ -162,7 +164,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
      * configured with (its spans carry it), else what the tracer says at
      * run time (prof_conf_t), else the environment's.
      */
-    traced = ngx_http_profiling_tracer_use(pmcf->tracer);
+    traced = ngx_http_profiling_tracer_use(&w->tracer, pmcf->tracer);
 
     service = pmcf->service;
     env = pmcf->env;
@@ -177,8 +179,8 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
         ngx_str_null(&env);
         ngx_str_null(&version);
 
-        (void) ngx_http_profiling_tracer_identity(cycle, &service, &env,
-                                                  &version);
+        (void) ngx_http_profiling_tracer_identity(&w->tracer, cycle, &service,
+                                                  &env, &version);
 
         if (pmcf->service_set || service.len == 0) {
             service = pmcf->service;
@@ -237,10 +239,10 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 
     conf.lua = pmcf->lua && ngx_http_profiling_lua_state(cycle) != NULL;
 
-    ngx_http_profiling_status_slot = ngx_http_profiling_status_claim(pmcf);
-    conf.status_slot = ngx_http_profiling_status_slot;
+    w->status_slot = ngx_http_profiling_status_claim(pmcf);
+    conf.status_slot = w->status_slot;
 
-    rc = prof_start(&ngx_http_profiling_profiler, &conf);
+    rc = prof_start(&w->profiler, &conf);
 
     if (rc != 0) {
         /* Never fail the worker: it serves without the profiler. */
@@ -248,31 +250,29 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
                       "profiling: the sampler could not start, "
                       "profiling is disabled in this process");
 
-        if (ngx_http_profiling_status_slot != NULL) {
-            prof_status_publish_stopped(ngx_http_profiling_status_slot,
+        if (w->status_slot != NULL) {
+            prof_status_publish_stopped(w->status_slot,
                                         "the sampler could not start",
                                         -rc);
         }
 
-        ngx_http_profiling_profiler = NULL;
+        w->profiler = NULL;
         return NGX_OK;
     }
 
-    ngx_http_profiling_cycle = cycle;
-    ngx_http_profiling_sampler = prof_get_sampler(ngx_http_profiling_profiler);
-    ngx_http_profiling_sampled =
-        prof_sampler_sampled_thread(ngx_http_profiling_sampler);
-    ngx_http_profiling_endpoints =
-                   prof_get_endpoint_table(ngx_http_profiling_profiler);
+    w->cycle = cycle;
+    w->sampler = prof_get_sampler(w->profiler);
+    w->sampled = prof_sampler_sampled_thread(w->sampler);
+    w->endpoints = prof_get_endpoint_table(w->profiler);
 
-    ngx_http_profiling_upload_ms = pmcf->upload_timeout;
+    w->upload_ms = pmcf->upload_timeout;
 
     /* From now: the profile started in prof_start, nginx's clock earlier. */
     ngx_time_update();
 
     ngx_http_profiling_request_start(cycle, traced);
-    ngx_http_profiling_events_start(cycle, pmcf->period);
-    ngx_http_profiling_find_lua(cycle, ngx_http_profiling_profiler);
+    ngx_http_profiling_events_start(cycle, w, pmcf->period);
+    ngx_http_profiling_find_lua(cycle, w->profiler);
 
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "profiling: sampling every %Mms, a profile every %Mms, "
@@ -289,7 +289,7 @@ ngx_int_t
 ngx_http_profiling_init_process(ngx_cycle_t *cycle)
 {
     if (ngx_process == NGX_PROCESS_SINGLE) {
-        ngx_http_profiling_single = 1;
+        ngx_http_profiling_worker.master_process_off = 1;
 
     } else if (ngx_process != NGX_PROCESS_WORKER) {
         return NGX_OK;
@@ -308,35 +308,37 @@ ngx_http_profiling_init_process(ngx_cycle_t *cycle)
 static void
 ngx_http_profiling_stop(void)
 {
-    int64_t  upload_ms, wait_ms;
+    int64_t                       upload_ms, wait_ms;
+    ngx_http_profiling_worker_t  *w;
 
-    if (ngx_http_profiling_profiler == NULL) {
-        ngx_http_profiling_status_release(ngx_http_profiling_status_slot);
-        ngx_http_profiling_status_slot = NULL;
+    w = &ngx_http_profiling_worker;
+
+    if (w->profiler == NULL) {
+        ngx_http_profiling_status_release(w->status_slot);
+        w->status_slot = NULL;
         return;
     }
 
-    ngx_http_profiling_request_stop();
+    ngx_http_profiling_request_stop(w);
     ngx_http_profiling_events_stop();
-    ngx_http_profiling_sampled = NULL;
-    ngx_http_profiling_sampler = NULL;
-    ngx_http_profiling_endpoints = NULL;
+    w->sampled = NULL;
+    w->sampler = NULL;
+    w->endpoints = NULL;
 
     if (ngx_terminate) {
         upload_ms = 0;
         wait_ms = NGX_HTTP_PROFILING_TERM_WAIT_MS;
 
     } else {
-        upload_ms = ngx_min(ngx_http_profiling_upload_ms,
-                            NGX_HTTP_PROFILING_EXIT_UPLOAD_MS);
+        upload_ms = ngx_min(w->upload_ms, NGX_HTTP_PROFILING_EXIT_UPLOAD_MS);
         wait_ms = upload_ms + NGX_HTTP_PROFILING_TERM_WAIT_MS;
     }
 
-    (void) prof_stop(ngx_http_profiling_profiler, upload_ms, wait_ms);
-    ngx_http_profiling_status_release(ngx_http_profiling_status_slot);
+    (void) prof_stop(w->profiler, upload_ms, wait_ms);
+    ngx_http_profiling_status_release(w->status_slot);
 
-    ngx_http_profiling_profiler = NULL;
-    ngx_http_profiling_status_slot = NULL;
+    w->profiler = NULL;
+    w->status_slot = NULL;
 }
 
 
@@ -351,8 +353,8 @@ ngx_http_profiling_exit_process(ngx_cycle_t *cycle)
 static void
 ngx_http_profiling_cycle_gone(void *data)
 {
-    if (data == ngx_http_profiling_cycle) {
+    if (data == ngx_http_profiling_worker.cycle) {
         ngx_http_profiling_stop();
-        ngx_http_profiling_cycle = NULL;
+        ngx_http_profiling_worker.cycle = NULL;
     }
 }
