@@ -223,9 +223,9 @@ char *ngx_http_profiling_status(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_http_profiling_status_init(ngx_conf_t *cf,
     ngx_http_profiling_main_conf_t *pmcf);
-struct prof_status_slot_s *ngx_http_profiling_status_claim(
+struct prof_status_slot_s *ngx_http_profiling_status_take_slot(
     ngx_http_profiling_main_conf_t *pmcf);
-void ngx_http_profiling_status_release(struct prof_status_slot_s *slot);
+void ngx_http_profiling_status_release_slot(struct prof_status_slot_s *slot);
 
 
 /* ngx_http_profiling_tracer.c */

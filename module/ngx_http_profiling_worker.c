@@ -239,7 +239,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 
     conf.lua = pmcf->lua && ngx_http_profiling_lua_state(cycle) != NULL;
 
-    w->status_slot = ngx_http_profiling_status_claim(pmcf);
+    w->status_slot = ngx_http_profiling_status_take_slot(pmcf);
     conf.status_slot = w->status_slot;
 
     rc = prof_start(&w->profiler, &conf);
@@ -314,7 +314,7 @@ ngx_http_profiling_stop(void)
     w = &ngx_http_profiling_worker;
 
     if (w->profiler == NULL) {
-        ngx_http_profiling_status_release(w->status_slot);
+        ngx_http_profiling_status_release_slot(w->status_slot);
         w->status_slot = NULL;
         return;
     }
@@ -335,7 +335,7 @@ ngx_http_profiling_stop(void)
     }
 
     (void) prof_stop(w->profiler, upload_ms, wait_ms);
-    ngx_http_profiling_status_release(w->status_slot);
+    ngx_http_profiling_status_release_slot(w->status_slot);
 
     w->profiler = NULL;
     w->status_slot = NULL;
