@@ -56,7 +56,11 @@ typedef struct {
 } ngx_http_profiling_tracer_t;
 
 
-/* The configuration (ngx_http_profiling_module.c, _directives.c). */
+/*
+ * The configuration: created and merged in ngx_http_profiling_module.c,
+ * set by the directives' handlers and completed with the environment's
+ * defaults, in the process that reads it.
+ */
 
 typedef struct {
     ngx_flag_t     enabled_anywhere;
@@ -114,8 +118,8 @@ typedef struct {
 typedef struct {
     prof_t                       *profiler;
     prof_sampler_t               *sampler;
-    prof_sampled_thread_t        *sampled;      /* its words the worker
-                                                   publishes to */
+    prof_sampled_thread_t        *sampled;      /* the words the worker
+                                                   publishes what runs to */
     prof_endpoint_table_t       **endpoints;
 
     /* Publications do more (see ngx_http_profiling_publish). */
@@ -123,6 +127,8 @@ typedef struct {
 
     /* A tracer runs beside: its resource names, its callers' contexts. */
     ngx_uint_t                    traced;
+
+    /* The tracer of the cycle the profiler started with (kind 0: none). */
     ngx_http_profiling_tracer_t   tracer;
 
     /*
@@ -138,14 +144,14 @@ typedef struct {
     ngx_uint_t                    master_process_off;
 
     ngx_cycle_t                  *cycle;        /* the profiler's */
-    ngx_msec_t                    upload_ms;
-    struct prof_status_slot_s    *status_slot;  /* NULL: none */
+    ngx_msec_t                    upload_ms;    /* its upload timeout */
+    struct prof_status_slot_s    *status_slot;  /* its status, NULL: none */
 } ngx_http_profiling_worker_t;
 
 
 /*
  * ngx_http_profiling_directives.c: the directives' handlers, called while
- * nginx reads the configuration (in the master, or by nginx -t).
+ * nginx reads the configuration (the master, nginx without one, nginx -t).
  */
 char *ngx_http_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_http_profiling_time(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -212,13 +218,18 @@ int ngx_http_profiling_profiler_process_init(void *data, int *keep, int max);
 
 
 /*
- * ngx_http_profiling_lua.c: in a worker, once, when its profiler starts.
+ * ngx_http_profiling_lua.c: in a worker (or nginx without a master), when
+ * its profiler starts.
  */
 void *ngx_http_profiling_lua_state(ngx_cycle_t *cycle);
 void ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler);
 
 
-/* ngx_http_profiling_status.c */
+/*
+ * ngx_http_profiling_status.c: the profiling_status directive, and its
+ * zone added at postconfiguration, while nginx reads the configuration;
+ * a slot taken when a worker's profiler starts, released when it stops.
+ */
 char *ngx_http_profiling_status(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_http_profiling_status_init(ngx_conf_t *cf,
@@ -228,7 +239,12 @@ struct prof_status_slot_s *ngx_http_profiling_status_take_slot(
 void ngx_http_profiling_status_release_slot(struct prof_status_slot_s *slot);
 
 
-/* ngx_http_profiling_tracer.c */
+/*
+ * ngx_http_profiling_tracer.c: the configuration's tracer found at
+ * postconfiguration; the running one copied into the worker's state when
+ * its profiler starts; then read for a request (in its first phase, for
+ * its labels and endpoint).
+ */
 ngx_http_profiling_tracer_t *ngx_http_profiling_tracer_create(
     ngx_conf_t *cf);
 ngx_uint_t ngx_http_profiling_tracer_found(
@@ -280,20 +296,28 @@ void ngx_http_profiling_resolve_labels(ngx_http_profiling_worker_t *w,
 
 /*
  * ngx_http_profiling_events.c: the wrapper of the event module, which also
- * closes a profile every period (no timer of ours in nginx's tree).
+ * closes a profile every period (no timer of ours in nginx's tree):
+ * installed when a worker's profiler starts, removed when it stops (or
+ * left to pass through, when another module wrapped it since); it runs
+ * every turn of the event loop, and publishes for every event.
  */
 void ngx_http_profiling_events_start(ngx_cycle_t *cycle,
     ngx_http_profiling_worker_t *w, ngx_msec_t period);
 void ngx_http_profiling_events_stop(void);
 
 
-/* ngx_http_profiling_request.c */
+/*
+ * ngx_http_profiling_request.c: the variables (added at postconfiguration
+ * in any case) and the request hooks (registered there when profiling is
+ * on somewhere), the worker's state handed at each cycle's init_module,
+ * the publication set up when a worker's profiler starts (traced: a
+ * tracer runs beside). Then, in the worker, what runs for each event and
+ * each request: the hooks, and the publication below.
+ */
 ngx_int_t ngx_http_profiling_request_vars(ngx_conf_t *cf);
 ngx_int_t ngx_http_profiling_request_init(ngx_conf_t *cf, ngx_uint_t traced);
 void ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle,
     ngx_http_profiling_worker_t *w);
-
-/* init_process: whether a tracer runs beside (its resource names). */
 void ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced);
 
 #if (NGX_QUIC)
@@ -325,6 +349,11 @@ ngx_http_profiling_real_connection(ngx_connection_t *c)
  * Slow (w->slow): the handlers of each request are timed
  * ($profiling_request_cpu), or HTTP/3 (a QUIC connection's own events run
  * for its last request): then every publication does more.
+ *
+ * The publication (ngx_http_profiling_request.c, and the two functions
+ * below) is called by the event loop wrapper for every event and by the
+ * request hooks: the request path, whose cost is counted in instructions
+ * (ci/bench-instructions).
  */
 void ngx_http_profiling_publish_slow(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r, ngx_log_t *log, void *object);
