@@ -2,7 +2,7 @@
 
 /*
  * profiling_status: every worker's profiler state, from a shared memory
- * zone of slots (shared/status.h) that each worker's profiler writes.
+ * zone of slots (shared/channel/status.h) that each worker's profiler writes.
  */
 
 #include <ngx_config.h>

@@ -4,7 +4,8 @@
  * The profiler's life in a worker process: started in init_process, a
  * profile closed every period (by the event loop wrapper), the last one
  * written in exit_process within nginx's deadlines; without a master,
- * restarted with each new cycle.
+ * restarted with each new cycle (init_module). The worker's state is
+ * this file's, handed to the files that need it.
  */
 
 #include "ngx_http_profiling_module.h"
