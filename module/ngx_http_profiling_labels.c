@@ -3,7 +3,8 @@
 /*
  * The labels of a request: its span ids (a tracer's, the configured
  * values, or the caller's trace headers) and its endpoint, resolved for
- * the profiler only when a sample carried the request.
+ * the profiler only when a sample carried the request; an endpoint other
+ * than the default, counted for every request.
  */
 
 #include "ngx_http_profiling_module.h"
@@ -140,7 +141,7 @@ ngx_http_profiling_resolve_ids(ngx_http_profiling_tracer_t *tracer,
 
 
 /* The endpoint's formula when it is not "$request_method $uri". */
-ngx_http_complex_value_t *
+static ngx_http_complex_value_t *
 ngx_http_profiling_endpoint_value(ngx_http_profiling_tracer_t *tracer,
     ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf)
 {
@@ -157,7 +158,7 @@ ngx_http_profiling_endpoint_value(ngx_http_profiling_tracer_t *tracer,
  * The endpoint: profiling_endpoint, else the tracer's resource name, else
  * "$request_method $uri".
  */
-size_t
+static size_t
 ngx_http_profiling_endpoint(ngx_http_profiling_tracer_t *tracer,
     ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf, u_char *buf)
 {
@@ -188,6 +189,37 @@ ngx_http_profiling_endpoint(ngx_http_profiling_tracer_t *tracer,
     }
 
     return p - buf;
+}
+
+
+/*
+ * A request's endpoint other than the default, counted in its log phase:
+ * static, or evaluated. A function of its own, not inlined: its buffer
+ * would make every request's log handler save and set up more.
+ */
+__attribute__((noinline)) void
+ngx_http_profiling_count_endpoint(ngx_http_profiling_worker_t *w,
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf)
+{
+    u_char                     buf[PROF_ENDPOINT_MAX];
+    ngx_str_t                  value;
+    ngx_http_complex_value_t  *cv;
+
+    cv = ngx_http_profiling_endpoint_value(&w->tracer, r, plcf);
+
+    if (cv == NULL) {
+        value.len = ngx_http_profiling_endpoint(&w->tracer, r, plcf, buf);
+        value.data = buf;
+
+    } else if (cv->lengths == NULL) {
+        value = cv->value;
+
+    } else if (ngx_http_complex_value(r, cv, &value) != NGX_OK) {
+        value.len = 0;
+    }
+
+    prof_count_endpoint(w->profiler, w->endpoints, 0, NULL, 0,
+                        value.data, value.len);
 }
 
 

@@ -285,11 +285,8 @@ ngx_uint_t ngx_http_profiling_request_continues_trace(ngx_http_request_t *r);
 void ngx_http_profiling_resolve_ids(ngx_http_profiling_tracer_t *tracer,
     ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf,
     uint64_t *span_id, uint64_t *root_id);
-ngx_http_complex_value_t *ngx_http_profiling_endpoint_value(
-    ngx_http_profiling_tracer_t *tracer, ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf);
-size_t ngx_http_profiling_endpoint(ngx_http_profiling_tracer_t *tracer,
-    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf, u_char *buf);
+void ngx_http_profiling_count_endpoint(ngx_http_profiling_worker_t *w,
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf);
 void ngx_http_profiling_resolve_labels(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r, uint64_t tag);
 

@@ -15,8 +15,6 @@ static ngx_int_t ngx_http_profiling_post_read_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_profiling_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static ngx_int_t ngx_http_profiling_log_handler(ngx_http_request_t *r);
-static void ngx_http_profiling_count_endpoint(ngx_http_profiling_worker_t *w,
-    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf);
 static ngx_int_t ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_profiling_request_cpu_variable(
@@ -366,36 +364,6 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
     }
 
     return NGX_OK;
-}
-
-
-/*
- * An endpoint other than the default: static, or evaluated. Not inlined:
- * its buffer would make every request's log handler save and set up more.
- */
-static __attribute__((noinline)) void
-ngx_http_profiling_count_endpoint(ngx_http_profiling_worker_t *w,
-    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf)
-{
-    u_char                     buf[PROF_ENDPOINT_MAX];
-    ngx_str_t                  value;
-    ngx_http_complex_value_t  *cv;
-
-    cv = ngx_http_profiling_endpoint_value(&w->tracer, r, plcf);
-
-    if (cv == NULL) {
-        value.len = ngx_http_profiling_endpoint(&w->tracer, r, plcf, buf);
-        value.data = buf;
-
-    } else if (cv->lengths == NULL) {
-        value = cv->value;
-
-    } else if (ngx_http_complex_value(r, cv, &value) != NGX_OK) {
-        value.len = 0;
-    }
-
-    prof_count_endpoint(w->profiler, w->endpoints, 0, NULL, 0,
-                        value.data, value.len);
 }
 
 
