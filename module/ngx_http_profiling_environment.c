@@ -351,6 +351,7 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
     return NGX_OK;
 }
 
+
 /*
  * What the environment says where no directive did: DD_SERVICE, DD_ENV,
  * DD_VERSION, DD_TAGS, and the agent's address.

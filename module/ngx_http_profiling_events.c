@@ -154,6 +154,7 @@ ngx_http_profiling_dispatch(ngx_http_profiling_worker_t *w,
     ev->handler(ev);
 }
 
+
 /*
  * The event wait is over: its bracket closed. After a dlopen the handler
  * met code outside its tables: rebuilt.
