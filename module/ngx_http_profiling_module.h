@@ -128,7 +128,8 @@ typedef struct {
     /* A tracer runs beside: its resource names, its callers' contexts. */
     ngx_uint_t                    traced;
 
-    /* The tracer of the cycle the profiler started with (kind 0: none). */
+    /* The running tracer: the configuration's, copied when the profiler
+       starts (kind 0: none). */
     ngx_http_profiling_tracer_t   tracer;
 
     /*
