@@ -21,11 +21,11 @@ static ngx_int_t (*ngx_http_profiling_orig_process_events)(
 static u_char *ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf,
     size_t len);
 
-ngx_log_handler_pt  ngx_http_profiling_http_log =
-                        ngx_http_profiling_no_log_handler;
+/* The worker's state, handed when the wrapper starts. */
+static ngx_http_profiling_worker_t  *ngx_http_profiling_events_worker;
 
 /* The sampler's shared words, from the first turn of the loop on. */
-static prof_sampled_thread_t  *ngx_http_profiling_loop_sampled;
+static prof_sampled_thread_t        *ngx_http_profiling_loop_sampled;
 
 /* When the next profile closes, and how often (nginx's clock). */
 static ngx_msec_t  ngx_http_profiling_flush_at;
@@ -71,11 +71,12 @@ ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf, size_t len)
  * one ngx_http_init_connection() made. Whether ev's log is one now.
  */
 static ngx_uint_t
-ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
+ngx_http_profiling_learn(ngx_http_profiling_worker_t *w, ngx_event_t *ev,
+    ngx_log_t *log)
 {
     ngx_connection_t  *c;
 
-    if (ngx_http_profiling_http_log != ngx_http_profiling_no_log_handler
+    if (w->http_log != ngx_http_profiling_no_log_handler
         || log->handler == NULL)
     {
         return 0;
@@ -91,7 +92,7 @@ ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
         return 0;
     }
 
-    ngx_http_profiling_http_log = log->handler;
+    w->http_log = log->handler;
 
     return 1;
 }
@@ -99,14 +100,15 @@ ngx_http_profiling_learn(ngx_event_t *ev, ngx_log_t *log)
 
 /* ngx_http_profiling_publish(), known not slow when plain. */
 static ngx_inline __attribute__((always_inline)) void
-ngx_http_profiling_publish_plain(prof_sampled_thread_t *sampled,
-    ngx_http_request_t *r, ngx_log_t *log, void *object, ngx_uint_t plain)
+ngx_http_profiling_publish_plain(ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled, ngx_http_request_t *r, ngx_log_t *log,
+    void *object, ngx_uint_t plain)
 {
     if (plain) {
-        ngx_http_profiling_publish_fast(sampled, r, log, object);
+        ngx_http_profiling_publish_fast(w, sampled, r, log, object);
 
     } else {
-        ngx_http_profiling_publish(sampled, r, log, object);
+        ngx_http_profiling_publish(w, sampled, r, log, object);
     }
 }
 
@@ -121,8 +123,8 @@ ngx_http_profiling_publish_plain(prof_sampled_thread_t *sampled,
  * freed. Plain: not slow (see ngx_http_profiling_turn).
  */
 static ngx_inline __attribute__((always_inline)) void
-ngx_http_profiling_dispatch(prof_sampled_thread_t *sampled, ngx_event_t *ev,
-    ngx_uint_t plain)
+ngx_http_profiling_dispatch(ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled, ngx_event_t *ev, ngx_uint_t plain)
 {
     ngx_log_t           *log;
     ngx_http_request_t  *r;
@@ -131,16 +133,15 @@ ngx_http_profiling_dispatch(prof_sampled_thread_t *sampled, ngx_event_t *ev,
     r = NULL;
 
     if (log != NULL
-        && (log->handler == ngx_http_profiling_http_log
-            || (ngx_http_profiling_http_log
-                == ngx_http_profiling_no_log_handler
-                && ngx_http_profiling_learn(ev, log))))
+        && (log->handler == w->http_log
+            || (w->http_log == ngx_http_profiling_no_log_handler
+                && ngx_http_profiling_learn(w, ev, log))))
     {
         r = ((ngx_http_log_ctx_t *) log->data)->request;
 
 #if (NGX_QUIC)
-        if (r == NULL && ngx_http_profiling_slow) {
-            r = ngx_http_profiling_quic_request(ev);
+        if (r == NULL && w->slow) {
+            r = ngx_http_profiling_quic_request(w, ev);
         }
 #endif
 
@@ -148,22 +149,24 @@ ngx_http_profiling_dispatch(prof_sampled_thread_t *sampled, ngx_event_t *ev,
         log = NULL;
     }
 
-    ngx_http_profiling_publish_plain(sampled, r, log, ev->data, plain);
+    ngx_http_profiling_publish_plain(w, sampled, r, log, ev->data, plain);
 
     ev->handler(ev);
 }
+
 
 /*
  * The event wait is over: its bracket closed. After a dlopen the handler
  * met code outside its tables: rebuilt.
  */
 static ngx_inline void
-ngx_http_profiling_waited(prof_sampled_thread_t *sampled)
+ngx_http_profiling_waited(ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled)
 {
     prof_wait_end(sampled);
 
     if (prof_sampler_left_table(sampled)) {
-        prof_sampler_maintain_table(ngx_http_profiling_sampler,
+        prof_sampler_maintain_table(w->sampler,
                                     (int64_t) ngx_current_msec * 1000000);
     }
 }
@@ -181,8 +184,9 @@ ngx_http_profiling_waited(prof_sampled_thread_t *sampled)
  * events.
  */
 static ngx_inline __attribute__((always_inline)) ngx_int_t
-ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
-    ngx_msec_t timer, ngx_uint_t flags, ngx_uint_t plain)
+ngx_http_profiling_epoll(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled, ngx_msec_t timer, ngx_uint_t flags,
+    ngx_uint_t plain)
 {
     int                 events;
     uint32_t            revents;
@@ -212,7 +216,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
         ngx_time_update();
     }
 
-    ngx_http_profiling_waited(sampled);
+    ngx_http_profiling_waited(w, sampled);
 
     if (err) {
         if (err == NGX_EINTR) {
@@ -301,7 +305,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
                 ngx_post_event(rev, queue);
 
             } else {
-                ngx_http_profiling_dispatch(sampled, rev, plain);
+                ngx_http_profiling_dispatch(w, sampled, rev, plain);
             }
         }
 
@@ -329,7 +333,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
                 ngx_post_event(wev, &ngx_posted_events);
 
             } else {
-                ngx_http_profiling_dispatch(sampled, wev, plain);
+                ngx_http_profiling_dispatch(w, sampled, wev, plain);
             }
         }
     }
@@ -400,8 +404,8 @@ ngx_http_profiling_find_epoll(ngx_cycle_t *cycle)
 
 /* The posted events, as ngx_event_process_posted() runs them. */
 static ngx_inline __attribute__((always_inline)) void
-ngx_http_profiling_run_posted(prof_sampled_thread_t *sampled,
-    ngx_queue_t *posted, ngx_uint_t plain)
+ngx_http_profiling_run_posted(ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled, ngx_queue_t *posted, ngx_uint_t plain)
 {
     ngx_queue_t  *q;
     ngx_event_t  *ev;
@@ -413,7 +417,7 @@ ngx_http_profiling_run_posted(prof_sampled_thread_t *sampled,
 
         ngx_delete_posted_event(ev);
 
-        ngx_http_profiling_dispatch(sampled, ev, plain);
+        ngx_http_profiling_dispatch(w, sampled, ev, plain);
     }
 }
 
@@ -423,7 +427,8 @@ ngx_http_profiling_run_posted(prof_sampled_thread_t *sampled,
  * delayed by limit_req, or resumed after ngx.sleep, resumes here).
  */
 static void
-ngx_http_profiling_run_timers(prof_sampled_thread_t *sampled)
+ngx_http_profiling_run_timers(ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled)
 {
     ngx_event_t        *ev;
     ngx_rbtree_node_t  *node, *root, *sentinel;
@@ -459,13 +464,13 @@ ngx_http_profiling_run_timers(prof_sampled_thread_t *sampled)
 
         ev->timedout = 1;
 
-        ngx_http_profiling_dispatch(sampled, ev, 0);
+        ngx_http_profiling_dispatch(w, sampled, ev, 0);
     }
 }
 
 
 static void
-ngx_http_profiling_capture_idle(void)
+ngx_http_profiling_capture_idle(ngx_http_profiling_worker_t *w)
 {
     ngx_uint_t  n;
     uint64_t    leaf[2];
@@ -486,7 +491,7 @@ ngx_http_profiling_capture_idle(void)
     }
 
     /* Skip the capturing function and this one. */
-    prof_sampler_capture_idle_stack(ngx_http_profiling_sampler, leaf, n, 2);
+    prof_sampler_capture_idle_stack(w->sampler, leaf, n, 2);
 }
 
 
@@ -494,8 +499,9 @@ ngx_http_profiling_capture_idle(void)
  * A turn of the loop, from the profile's period to the posted events.
  */
 static ngx_inline __attribute__((always_inline)) ngx_int_t
-ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
-    ngx_msec_t timer, ngx_uint_t flags, ngx_uint_t plain)
+ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled, ngx_msec_t timer, ngx_uint_t flags,
+    ngx_uint_t plain)
 {
     ngx_int_t   rc;
     ngx_msec_t  left, timers_due;
@@ -508,7 +514,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
     if (!plain
         && (sampled->running.log != 0 || prof_pending_tag(sampled) != 0))
     {
-        ngx_http_profiling_request_stop();
+        ngx_http_profiling_request_stop(w);
     }
 
     /*
@@ -522,9 +528,9 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
         /* What nginx ran after the last turn (OpenResty's delayed posted
            events) may have published a request: its tag resolved first
            (else the next event's publication resolves it). */
-        ngx_http_profiling_request_stop();
+        ngx_http_profiling_request_stop(w);
 
-        prof_flush(ngx_http_profiling_profiler);
+        prof_flush(w->profiler);
         ngx_http_profiling_flush_at = ngx_current_msec
                                       + ngx_http_profiling_period;
         left = ngx_http_profiling_period;
@@ -547,7 +553,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
 
 #if (NGX_HAVE_EPOLL)
     if (plain || ngx_http_profiling_ep != -1) {
-        rc = ngx_http_profiling_epoll(cycle, sampled, ngx_min(timer, left),
+        rc = ngx_http_profiling_epoll(cycle, w, sampled, ngx_min(timer, left),
                                       flags, plain);
     } else
 #endif
@@ -556,7 +562,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
         rc = ngx_http_profiling_orig_process_events(cycle,
                                                     ngx_min(timer, left),
                                                     flags | NGX_POST_EVENTS);
-        ngx_http_profiling_waited(sampled);
+        ngx_http_profiling_waited(w, sampled);
     }
 
     /* Accept events are queued, and the accept mutex held, only with
@@ -564,8 +570,8 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
        never in a plain turn. */
     if (!plain) {
         if (!ngx_queue_empty(&ngx_posted_accept_events)) {
-            ngx_http_profiling_run_posted(sampled, &ngx_posted_accept_events,
-                                          plain);
+            ngx_http_profiling_run_posted(w, sampled,
+                                          &ngx_posted_accept_events, plain);
         }
 
         if (ngx_accept_mutex_held) {
@@ -574,14 +580,14 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, prof_sampled_thread_t *sampled,
     }
 
     if ((ngx_msec_int_t) (ngx_current_msec - timers_due) >= 0) {
-        ngx_http_profiling_run_timers(sampled);
+        ngx_http_profiling_run_timers(w, sampled);
     }
 
-    ngx_http_profiling_run_posted(sampled, &ngx_posted_events, plain);
+    ngx_http_profiling_run_posted(w, sampled, &ngx_posted_events, plain);
 
     /* What nginx runs after us (events those handlers posted) is no
        request's that we know of. */
-    ngx_http_profiling_publish_plain(sampled, NULL, NULL, NULL, plain);
+    ngx_http_profiling_publish_plain(w, sampled, NULL, NULL, NULL, plain);
 
     return rc;
 }
@@ -604,12 +610,14 @@ static ngx_int_t
 ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_uint_t flags)
 {
-    prof_sampled_thread_t  *sampled;
+    prof_sampled_thread_t        *sampled;
+    ngx_http_profiling_worker_t  *w;
 
+    w = ngx_http_profiling_events_worker;
     sampled = ngx_http_profiling_loop_sampled;
 
     if (sampled == NULL) {
-        sampled = ngx_http_profiling_sampled;
+        sampled = w->sampled;
 
         if (sampled == NULL) {
             /* Stopped, under a wrapper installed after ours. */
@@ -619,20 +627,20 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
         /* The first turn. */
         ngx_http_profiling_loop_sampled = sampled;
-        ngx_http_profiling_capture_idle();
+        ngx_http_profiling_capture_idle(w);
 
         /* Every module's init_process has run: a tracer is there now;
            a module started after the profiler may have installed its own
            action for SIGPROF or SIGSEGV over the profiler's. */
-        prof_take_tracer_identity(ngx_http_profiling_profiler);
-        prof_sampler_retake_signals(ngx_http_profiling_sampler);
+        prof_take_tracer_identity(w->profiler);
+        prof_sampler_retake_signals(w->sampler);
     }
 
     if (ngx_http_profiling_plain && !(flags & NGX_POST_EVENTS)) {
-        return ngx_http_profiling_turn(cycle, sampled, timer, flags, 1);
+        return ngx_http_profiling_turn(cycle, w, sampled, timer, flags, 1);
     }
 
-    return ngx_http_profiling_turn(cycle, sampled, timer, flags, 0);
+    return ngx_http_profiling_turn(cycle, w, sampled, timer, flags, 0);
 }
 
 
@@ -713,12 +721,17 @@ ngx_http_profiling_use_epoll(ngx_cycle_t *cycle)
 #endif
 
 
-/* The first profile closes a period from now (nginx's clock, updated). */
+/*
+ * The first profile closes a period from now (nginx's clock, updated);
+ * nginx's HTTP log handler is learned again.
+ */
 void
-ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period)
+ngx_http_profiling_events_start(ngx_cycle_t *cycle,
+    ngx_http_profiling_worker_t *w, ngx_msec_t period)
 {
+    ngx_http_profiling_events_worker = w;
     ngx_http_profiling_period = period;
-    ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
+    w->http_log = ngx_http_profiling_no_log_handler;
     ngx_http_profiling_loop_sampled = NULL;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
 
@@ -728,7 +741,7 @@ ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period)
     }
 
     ngx_http_profiling_plain = (ngx_http_profiling_ep != -1
-                                && !ngx_http_profiling_slow
+                                && !w->slow
 #if (NGX_DEBUG)
                                 && !(cycle->log->log_level
                                      & NGX_LOG_DEBUG_EVENT)
@@ -749,8 +762,8 @@ ngx_http_profiling_events_start(ngx_cycle_t *cycle, ngx_msec_t period)
 
 /*
  * Restores the event module's function unless another module wrapped ours
- * since: then ours stays, and passes through (ngx_http_profiling_sampled is
- * NULL by now).
+ * since: then ours stays, and passes through (the worker's sampled words
+ * are NULL by now).
  */
 void
 ngx_http_profiling_events_stop(void)

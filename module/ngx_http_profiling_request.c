@@ -2,33 +2,19 @@
 
 /*
  * Code hotspots: which request the worker executes, published to the
- * sampler at the cost of a few stores an event; the labels of a request
- * (ids, endpoint) resolved only when a sample carried it; the endpoint of
- * every request counted in the table shared with the profiler process;
- * $profiling_span_id and $profiling_request_cpu.
+ * sampler at the cost of a few stores an event; the request a sample
+ * carried found for its labels (ngx_http_profiling_labels.c); the
+ * endpoint of every request counted in the table shared with the profiler
+ * process; $profiling_span_id and $profiling_request_cpu.
  */
 
 #include "ngx_http_profiling_module.h"
-
-#include "worker/trace_context.h"
-
-
-/*
- * Only when $profiling_request_cpu is used (the time in its handlers) or a
- * tracer runs (whether the request came with a caller's trace context).
- */
-typedef struct {
-    uint64_t                 cpu_ns;
-    ngx_uint_t               caller;
-} ngx_http_profiling_ctx_t;
 
 
 static ngx_int_t ngx_http_profiling_post_read_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_profiling_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static ngx_int_t ngx_http_profiling_log_handler(ngx_http_request_t *r);
-static void ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf);
 static ngx_int_t ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_profiling_request_cpu_variable(
@@ -49,15 +35,15 @@ static ngx_http_variable_t  ngx_http_profiling_vars[] = {
 };
 
 
-prof_sampler_t                   *ngx_http_profiling_sampler;
-prof_sampled_thread_t               *ngx_http_profiling_sampled;
-prof_endpoint_table_t           **ngx_http_profiling_endpoints;
+/*
+ * The worker's state, handed at each cycle's init_module: for the handlers
+ * and variables nginx calls with a request only.
+ */
+static ngx_http_profiling_worker_t  *ngx_http_profiling_request_worker;
 
-ngx_uint_t                        ngx_http_profiling_slow;
-
-static ngx_uint_t                 ngx_http_profiling_account;
-static ngx_uint_t                 ngx_http_profiling_traced;
-static uint64_t                   ngx_http_profiling_since_ns;
+/* The handlers are timed: since when what is published runs. */
+static ngx_uint_t                    ngx_http_profiling_account;
+static uint64_t                      ngx_http_profiling_since_ns;
 
 static ngx_http_output_body_filter_pt  ngx_http_next_body_filter;
 
@@ -68,285 +54,6 @@ static uint64_t
 ngx_http_profiling_now_ns(void)
 {
     return (uint64_t) prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-}
-
-
-static void
-ngx_http_profiling_ctx_cleanup(void *data)
-{
-}
-
-
-/*
- * The main request's accounting context. Internal redirects and
- * error_page zero the module contexts: the pool cleanup finds it again.
- */
-static ngx_http_profiling_ctx_t *
-ngx_http_profiling_find_ctx(ngx_http_request_t *r, ngx_uint_t create)
-{
-    ngx_pool_cleanup_t        *cln;
-    ngx_http_profiling_ctx_t  *ctx;
-
-    r = r->main;
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_profiling_module);
-    if (ctx != NULL) {
-        return ctx;
-    }
-
-    for (cln = r->pool->cleanup; cln != NULL; cln = cln->next) {
-        if (cln->handler == ngx_http_profiling_ctx_cleanup) {
-            ctx = cln->data;
-            ngx_http_set_ctx(r, ctx, ngx_http_profiling_module);
-            return ctx;
-        }
-    }
-
-    if (!create) {
-        return NULL;
-    }
-
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_profiling_ctx_t));
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (ctx == NULL || cln == NULL) {
-        return NULL;
-    }
-
-    cln->handler = ngx_http_profiling_ctx_cleanup;
-    cln->data = ctx;
-    ngx_http_set_ctx(r, ctx, ngx_http_profiling_module);
-
-    return ctx;
-}
-
-
-/* Whether the request came with a caller's trace context (a tracer runs). */
-ngx_uint_t
-ngx_http_profiling_request_caller(ngx_http_request_t *r)
-{
-    ngx_http_profiling_ctx_t  *ctx;
-
-    ctx = ngx_http_profiling_find_ctx(r, 0);
-
-    return ctx != NULL && ctx->caller;
-}
-
-
-/* A request header by (lowercase) name. */
-static ngx_table_elt_t *
-ngx_http_profiling_header(ngx_http_request_t *r, const char *name)
-{
-    size_t            len;
-    ngx_uint_t        i;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h;
-
-    len = ngx_strlen(name);
-    part = &r->headers_in.headers.part;
-    h = part->elts;
-
-    for (i = 0; /* void */ ; i++) {
-
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                return NULL;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].key.len == len
-            && ngx_strncasecmp(h[i].key.data, (u_char *) name, len) == 0)
-        {
-            return &h[i];
-        }
-    }
-}
-
-
-/* An id from a complex value: -1 when set and invalid, 0 unset, 1 ok. */
-static ngx_int_t
-ngx_http_profiling_eval_id(ngx_http_request_t *r,
-    ngx_http_complex_value_t *cv, uint64_t *id)
-{
-    ngx_str_t  value;
-
-    if (cv == NULL) {
-        return 0;
-    }
-
-    if (ngx_http_complex_value(r, cv, &value) != NGX_OK
-        || prof_parse_id((char *) value.data, value.len, id) != 0)
-    {
-        return -1;
-    }
-
-    return 1;
-}
-
-
-/* Span ids from traceparent, else x-datadog-*: 0 when there are none. */
-static void
-ngx_http_profiling_header_ids(ngx_http_request_t *r, uint64_t *span_id)
-{
-    uint64_t          high, low, parent, trace;
-    ngx_table_elt_t  *h, *t;
-
-    h = ngx_http_profiling_header(r, "traceparent");
-
-    if (h != NULL
-        && prof_parse_traceparent((char *) h->value.data, h->value.len,
-                                  &high, &low, &parent) == 0)
-    {
-        *span_id = parent;
-        return;
-    }
-
-    t = ngx_http_profiling_header(r, "x-datadog-trace-id");
-    h = ngx_http_profiling_header(r, "x-datadog-parent-id");
-
-    if (t != NULL && h != NULL
-        && prof_parse_datadog_id((char *) t->value.data, t->value.len,
-                                 &trace) == 0
-        && prof_parse_datadog_id((char *) h->value.data, h->value.len,
-                                 &parent) == 0)
-    {
-        *span_id = parent;
-    }
-}
-
-
-/*
- * A request's span ids: a tracer's when one runs (never a caller's then),
- * else the configured values, else the caller's headers. 0: none.
- */
-static void
-ngx_http_profiling_resolve_ids(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf, uint64_t *span_id,
-    uint64_t *root_id)
-{
-    uint64_t   trace, span, root;
-    ngx_int_t  rc;
-
-    span = 0;
-    root = 0;
-
-    if (plcf->trace_id != NULL || plcf->span_id != NULL
-        || plcf->root_span_id != NULL)
-    {
-        /* The configured values: any invalid one means no ids. */
-        if (ngx_http_profiling_eval_id(r, plcf->trace_id, &trace) < 0
-            || (rc = ngx_http_profiling_eval_id(r, plcf->span_id, &span)) < 0
-            || ngx_http_profiling_eval_id(r, plcf->root_span_id, &root) < 0
-            || rc == 0)
-        {
-            span = 0;
-            root = 0;
-
-        } else if (root == 0) {
-            root = span;
-        }
-
-    } else if (ngx_http_profiling_tracer_ids(r, &span, &root) != NGX_OK) {
-        ngx_http_profiling_header_ids(r, &span);
-        root = span;
-    }
-
-    *span_id = span;
-    *root_id = (span != 0) ? root : 0;
-}
-
-
-/* The endpoint's formula when it is not "$request_method $uri". */
-static ngx_http_complex_value_t *
-ngx_http_profiling_endpoint_value(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf)
-{
-    if (plcf->endpoint != NULL) {
-        return plcf->endpoint;
-    }
-
-    /* The resource name of the tracer's spans. */
-    return ngx_http_profiling_tracer_resource(r);
-}
-
-
-/*
- * The endpoint: profiling_endpoint, else the tracer's resource name, else
- * "$request_method $uri".
- */
-static size_t
-ngx_http_profiling_endpoint(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf, u_char *buf)
-{
-    u_char                    *p, *last;
-    ngx_str_t                  value;
-    ngx_http_complex_value_t  *cv;
-
-    p = buf;
-    last = buf + PROF_ENDPOINT_MAX;
-
-    cv = ngx_http_profiling_endpoint_value(r, plcf);
-
-    if (cv != NULL) {
-        if (ngx_http_complex_value(r, cv, &value) != NGX_OK) {
-            value.len = 0;
-        }
-        p = ngx_cpymem(p, value.data, ngx_min(value.len, (size_t) (last - p)));
-
-    } else {
-        /* "$request_method $uri": never the query string. */
-        p = ngx_cpymem(p, r->method_name.data,
-                       ngx_min(r->method_name.len, (size_t) (last - p)));
-        if (p < last) {
-            *p++ = ' ';
-        }
-        p = ngx_cpymem(p, r->uri.data, ngx_min(r->uri.len,
-                                               (size_t) (last - p)));
-    }
-
-    return p - buf;
-}
-
-
-/*
- * The labels of a request a sample carried under tag, for the profiler's
- * thread: never on the signal path, never for a request freed.
- */
-static void
-ngx_http_profiling_resolve(ngx_http_request_t *r, uint64_t tag)
-{
-    ngx_connection_t               *c;
-    prof_labels_t                   labels;
-    ngx_http_profiling_loc_conf_t  *plcf;
-
-    /*
-     * Still reading its header (no phase has run): its location, which
-     * may say "profiling off", is not known yet. Its samples until then
-     * stay unlabelled.
-     */
-    if (!r->valid_location) {
-        return;
-    }
-
-    plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
-
-    /* "profiling off" there: its samples are counted, not labelled. */
-    if (!plcf->enable || ngx_http_profiling_profiler == NULL) {
-        return;
-    }
-
-    c = r->connection;
-
-    labels.tag = tag;
-    labels.request = ((uint64_t) c->number << 32) | (uint32_t) c->requests;
-    ngx_http_profiling_resolve_ids(r, plcf, &labels.span_id,
-                                   &labels.local_root_span_id);
-    labels.endpoint_length = ngx_http_profiling_endpoint(r, plcf,
-                                                 (u_char *) labels.endpoint);
-
-    (void) prof_label(ngx_http_profiling_profiler, &labels);
 }
 
 
@@ -396,7 +103,8 @@ ngx_http_profiling_quic_ran(ngx_http_request_t *r)
  * and its log still names it), else NULL.
  */
 ngx_http_request_t *
-ngx_http_profiling_quic_request(ngx_event_t *ev)
+ngx_http_profiling_quic_request(ngx_http_profiling_worker_t *w,
+    ngx_event_t *ev)
 {
     ngx_uint_t                       i;
     ngx_connection_t                *c, *sc;
@@ -420,7 +128,7 @@ ngx_http_profiling_quic_request(ngx_event_t *ev)
 
     if (sc == NULL || sc->number != last->number
         || sc->fd == (ngx_socket_t) -1 || sc->destroyed
-        || sc->log->handler != ngx_http_profiling_http_log
+        || sc->log->handler != w->http_log
         || ((ngx_http_log_ctx_t *) sc->log->data)->request != last->request)
     {
         return NULL;
@@ -438,14 +146,14 @@ ngx_http_profiling_quic_request(ngx_event_t *ev)
  * and the request are alive), else NULL.
  */
 static ngx_http_request_t *
-ngx_http_profiling_connection_request(ngx_log_t *log, ngx_connection_t *c,
-    ngx_atomic_uint_t number)
+ngx_http_profiling_connection_request(ngx_http_profiling_worker_t *w,
+    ngx_log_t *log, ngx_connection_t *c, ngx_atomic_uint_t number)
 {
     ngx_http_request_t  *r;
 
     if (log == NULL || number == 0 || !ngx_http_profiling_real_connection(c)
         || c->number != number || c->fd == (ngx_socket_t) -1 || c->destroyed
-        || c->log != log || log->handler != ngx_http_profiling_http_log)
+        || c->log != log || log->handler != w->http_log)
     {
         return NULL;
     }
@@ -466,11 +174,13 @@ ngx_http_profiling_connection_request(ngx_log_t *log, ngx_connection_t *c,
  * the one its connection has now.
  */
 void
-ngx_http_profiling_resolve_pending(prof_sampled_thread_t *sampled,
+ngx_http_profiling_resolve_pending(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r)
 {
-    uint64_t  tag;
+    uint64_t                tag;
+    prof_sampled_thread_t  *sampled;
 
+    sampled = w->sampled;
     tag = prof_pending_tag(sampled);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 
@@ -479,14 +189,14 @@ ngx_http_profiling_resolve_pending(prof_sampled_thread_t *sampled,
     }
 
     if (r == NULL) {
-        r = ngx_http_profiling_connection_request(
+        r = ngx_http_profiling_connection_request(w,
                 (ngx_log_t *) (uintptr_t) sampled->pending.log,
                 (ngx_connection_t *) (uintptr_t) sampled->pending.object,
                 (ngx_atomic_uint_t) sampled->pending_stamp);
     }
 
     if (r != NULL) {
-        ngx_http_profiling_resolve(r, tag);
+        ngx_http_profiling_resolve_labels(w, r, tag);
     }
 
     prof_pending_clear(sampled);
@@ -504,11 +214,14 @@ static ngx_atomic_uint_t   ngx_http_profiling_slow_number;
 
 /* What was published ends: its time; an HTTP/3 request made in it. */
 static void
-ngx_http_profiling_published_end(prof_sampled_thread_t *sampled)
+ngx_http_profiling_published_end(ngx_http_profiling_worker_t *w)
 {
     ngx_connection_t          *c;
     ngx_http_request_t        *r;
+    prof_sampled_thread_t     *sampled;
     ngx_http_profiling_ctx_t  *ctx;
+
+    sampled = w->sampled;
 
     if (sampled->running.log == 0) {
         return;
@@ -536,7 +249,7 @@ ngx_http_profiling_published_end(prof_sampled_thread_t *sampled)
     if (ngx_http_profiling_quic_last != NULL
         && ngx_http_profiling_real_connection(c) && c->quic != NULL)
     {
-        r = ngx_http_profiling_connection_request(
+        r = ngx_http_profiling_connection_request(w,
                 (ngx_log_t *) (uintptr_t) sampled->running.log, c,
                 ngx_http_profiling_slow_number);
 
@@ -551,17 +264,20 @@ ngx_http_profiling_published_end(prof_sampled_thread_t *sampled)
 
 
 void
-ngx_http_profiling_publish_slow(prof_sampled_thread_t *sampled,
+ngx_http_profiling_publish_slow(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r, ngx_log_t *log, void *object)
 {
-    ngx_connection_t  *c;
+    ngx_connection_t       *c;
+    prof_sampled_thread_t  *sampled;
 
-    ngx_http_profiling_published_end(sampled);
+    ngx_http_profiling_published_end(w);
+
+    sampled = w->sampled;
 
     prof_publish(sampled, r, log, object);
 
     if (prof_pending_tag(sampled) != 0) {
-        ngx_http_profiling_resolve_pending(sampled, NULL);
+        ngx_http_profiling_resolve_pending(w, NULL);
     }
 
     if (log == NULL) {
@@ -589,11 +305,10 @@ ngx_http_profiling_publish_slow(prof_sampled_thread_t *sampled,
 
 /* Nothing executes any more: at the event wait, or when stopping. */
 void
-ngx_http_profiling_request_stop(void)
+ngx_http_profiling_request_stop(ngx_http_profiling_worker_t *w)
 {
-    if (ngx_http_profiling_sampled != NULL) {
-        ngx_http_profiling_publish(ngx_http_profiling_sampled,
-                                   NULL, NULL, NULL);
+    if (w->sampled != NULL) {
+        ngx_http_profiling_publish(w, w->sampled, NULL, NULL, NULL);
     }
 }
 
@@ -607,10 +322,12 @@ ngx_http_profiling_request_stop(void)
 static ngx_int_t
 ngx_http_profiling_log_handler(ngx_http_request_t *r)
 {
-    prof_sampled_thread_t             *sampled;
+    prof_sampled_thread_t          *sampled;
+    ngx_http_profiling_worker_t    *w;
     ngx_http_profiling_loc_conf_t  *plcf;
 
-    sampled = ngx_http_profiling_sampled;
+    w = ngx_http_profiling_request_worker;
+    sampled = w->sampled;
 
     if (r != r->main || sampled == NULL) {
         return NGX_OK;
@@ -618,7 +335,7 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
 
     /* What runs after it in this event is no request's. */
     if (sampled->running.request == (uintptr_t) r) {
-        ngx_http_profiling_publish(sampled, NULL, NULL, NULL);
+        ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);
     }
 
     if (prof_pending_tag(sampled) != 0
@@ -626,7 +343,7 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
             || (sampled->pending.request == 0
                 && sampled->pending.log == (uintptr_t) r->connection->log)))
     {
-        ngx_http_profiling_resolve_pending(sampled, r);
+        ngx_http_profiling_resolve_pending(w, r);
     }
 
     plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
@@ -635,50 +352,18 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
         return NGX_OK;
     }
 
-    if (plcf->endpoint == NULL && !ngx_http_profiling_traced) {
+    if (plcf->endpoint == NULL && !w->traced) {
         /* A method nginx knows is known by its bit. */
-        prof_count_endpoint(ngx_http_profiling_profiler,
-                            ngx_http_profiling_endpoints,
+        prof_count_endpoint(w->profiler, w->endpoints,
                             (r->method != NGX_HTTP_UNKNOWN) ? r->method : 0,
                             r->method_name.data, r->method_name.len,
                             r->uri.data, r->uri.len);
 
     } else {
-        ngx_http_profiling_count_endpoint(r, plcf);
+        ngx_http_profiling_count_endpoint(w, r, plcf);
     }
 
     return NGX_OK;
-}
-
-
-/*
- * An endpoint other than the default: static, or evaluated. Not inlined:
- * its buffer would make every request's log handler save and set up more.
- */
-static __attribute__((noinline)) void
-ngx_http_profiling_count_endpoint(ngx_http_request_t *r,
-    ngx_http_profiling_loc_conf_t *plcf)
-{
-    u_char                     buf[PROF_ENDPOINT_MAX];
-    ngx_str_t                  value;
-    ngx_http_complex_value_t  *cv;
-
-    cv = ngx_http_profiling_endpoint_value(r, plcf);
-
-    if (cv == NULL) {
-        value.len = ngx_http_profiling_endpoint(r, plcf, buf);
-        value.data = buf;
-
-    } else if (cv->lengths == NULL) {
-        value = cv->value;
-
-    } else if (ngx_http_complex_value(r, cv, &value) != NGX_OK) {
-        value.len = 0;
-    }
-
-    prof_count_endpoint(ngx_http_profiling_profiler,
-                        ngx_http_profiling_endpoints, 0, NULL, 0,
-                        value.data, value.len);
 }
 
 
@@ -691,25 +376,28 @@ static ngx_int_t
 ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 {
     prof_sampled_thread_t        *sampled;
-    ngx_http_profiling_ctx_t  *ctx;
+    ngx_http_profiling_ctx_t     *ctx;
+    ngx_http_profiling_worker_t  *w;
+
+    w = ngx_http_profiling_request_worker;
 
     /* Before a tracer adds its own trace headers for the upstreams. */
-    if (ngx_http_profiling_traced && r == r->main
-        && ngx_http_profiling_tracer_caller(r))
+    if (w->traced && r == r->main
+        && ngx_http_profiling_tracer_continues_trace(&w->tracer, r))
     {
         ctx = ngx_http_profiling_find_ctx(r, 1);
         if (ctx != NULL) {
-            ctx->caller = 1;
+            ctx->continues_trace = 1;
         }
     }
 
-    sampled = ngx_http_profiling_sampled;
+    sampled = w->sampled;
 
     if (sampled == NULL || sampled->running.request == (uintptr_t) r->main) {
         return NGX_DECLINED;
     }
 
-    ngx_http_profiling_publish(sampled, r->main, r->main->connection->log,
+    ngx_http_profiling_publish(w, sampled, r->main, r->main->connection->log,
                                r->main->connection);
 
     return NGX_DECLINED;
@@ -723,11 +411,13 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
-    ngx_int_t            rc;
-    prof_sampled_thread_t  *sampled;
-    ngx_http_request_t  *mr;
+    ngx_int_t                     rc;
+    ngx_http_request_t           *mr;
+    prof_sampled_thread_t        *sampled;
+    ngx_http_profiling_worker_t  *w;
 
-    sampled = ngx_http_profiling_sampled;
+    w = ngx_http_profiling_request_worker;
+    sampled = w->sampled;
     mr = r->main;
 
     if (sampled == NULL || r->stream == NULL
@@ -736,14 +426,14 @@ ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_http_next_body_filter(r, in);
     }
 
-    ngx_http_profiling_publish(sampled, mr, mr->connection->log,
+    ngx_http_profiling_publish(w, sampled, mr, mr->connection->log,
                                mr->connection);
 
     rc = ngx_http_next_body_filter(r, in);
 
     /* The rest of the connection's event is no request's (one finished
        meanwhile is no longer published). */
-    ngx_http_profiling_request_stop();
+    ngx_http_profiling_request_stop(w);
 
     return rc;
 }
@@ -758,7 +448,8 @@ ngx_http_profiling_span_id_variable(ngx_http_request_t *r,
     ngx_http_profiling_loc_conf_t  *plcf;
 
     plcf = ngx_http_get_module_loc_conf(r->main, ngx_http_profiling_module);
-    ngx_http_profiling_resolve_ids(r->main, plcf, &span, &root);
+    ngx_http_profiling_resolve_ids(&ngx_http_profiling_request_worker->tracer,
+                                   r->main, plcf, &span, &root);
 
     if (span == 0) {
         v->not_found = 1;
@@ -786,9 +477,12 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
 {
     u_char                    *p;
     uint64_t                   ns;
+    prof_sampled_thread_t     *sampled;
     ngx_http_profiling_ctx_t  *ctx;
 
-    if (!ngx_http_profiling_account || ngx_http_profiling_sampled == NULL) {
+    sampled = ngx_http_profiling_request_worker->sampled;
+
+    if (!ngx_http_profiling_account || sampled == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
@@ -796,7 +490,7 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     ctx = ngx_http_profiling_find_ctx(r, 0);
     ns = (ctx != NULL) ? ctx->cpu_ns : 0;
 
-    if (ngx_http_profiling_sampled->running.request == (uintptr_t) r->main) {
+    if (sampled->running.request == (uintptr_t) r->main) {
         ns += ngx_http_profiling_now_ns() - ngx_http_profiling_since_ns;
     }
 
@@ -952,10 +646,15 @@ ngx_http_profiling_request_init(ngx_conf_t *cf, ngx_uint_t traced)
 void
 ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
 {
+    ngx_http_profiling_worker_t  *w;
 #if (NGX_QUIC)
-    ngx_uint_t        i;
-    ngx_listening_t  *ls;
+    ngx_uint_t                    i;
+    ngx_listening_t              *ls;
+#endif
 
+    w = ngx_http_profiling_request_worker;
+
+#if (NGX_QUIC)
     /* Without it (no memory), QUIC's own events are no request's. */
     ngx_http_profiling_quic_last = NULL;
     ls = cycle->listening.elts;
@@ -976,12 +675,12 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
     }
 #endif
 
-    ngx_http_profiling_traced = traced;
+    w->traced = traced;
 #if (NGX_QUIC)
-    ngx_http_profiling_slow = ngx_http_profiling_account
-                              || ngx_http_profiling_quic_last != NULL;
+    w->slow = ngx_http_profiling_account
+              || ngx_http_profiling_quic_last != NULL;
 #else
-    ngx_http_profiling_slow = ngx_http_profiling_account;
+    w->slow = ngx_http_profiling_account;
 #endif
     ngx_http_profiling_slow_connection = NULL;
     ngx_http_profiling_slow_number = 0;
@@ -994,23 +693,26 @@ ngx_http_profiling_request_start(ngx_cycle_t *cycle, ngx_uint_t traced)
      * and nothing is published.
      */
     if (cycle->connections != NULL) {
-        prof_sampler_set_objects(ngx_http_profiling_sampled, cycle->connections,
+        prof_sampler_set_objects(w->sampled, cycle->connections,
                                  sizeof(ngx_connection_t),
                                  cycle->connection_n,
                                  offsetof(ngx_connection_t, number));
     }
-
 }
 
 
 /*
- * The handlers are timed (the thread's CPU clock) only when
- * $profiling_request_cpu is used, e.g. in a log_format.
+ * init_module: the worker's state, kept for the handlers. The handlers are
+ * timed (the thread's CPU clock) only when $profiling_request_cpu is used,
+ * e.g. in a log_format.
  */
 void
-ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle)
+ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle,
+    ngx_http_profiling_worker_t *w)
 {
     ngx_http_core_main_conf_t  *cmcf;
+
+    ngx_http_profiling_request_worker = w;
 
     cmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module);
 

@@ -2,7 +2,7 @@
 
 /*
  * profiling_status: every worker's profiler state, from a shared memory
- * zone of slots (shared/status.h) that each worker's profiler writes.
+ * zone of slots (shared/channel/status.h) that each worker's profiler writes.
  */
 
 #include <ngx_config.h>
@@ -110,8 +110,13 @@ ngx_http_profiling_status_zone_init(ngx_shm_zone_t *zone, void *data)
 }
 
 
+/*
+ * A slot of the zone taken for this worker (its pid), which its profiler
+ * writes its state to; NULL when there is no zone or every slot is another
+ * live process's.
+ */
 prof_status_slot_t *
-ngx_http_profiling_status_claim(ngx_http_profiling_main_conf_t *pmcf)
+ngx_http_profiling_status_take_slot(ngx_http_profiling_main_conf_t *pmcf)
 {
     ngx_http_profiling_status_zone_t  *ctx;
 
@@ -129,8 +134,9 @@ ngx_http_profiling_status_claim(ngx_http_profiling_main_conf_t *pmcf)
 }
 
 
+/* The worker's slot given back (it exits, or its profiler stops). */
 void
-ngx_http_profiling_status_release(prof_status_slot_t *slot)
+ngx_http_profiling_status_release_slot(prof_status_slot_t *slot)
 {
     if (slot != NULL) {
         prof_status_release(slot, ngx_pid);

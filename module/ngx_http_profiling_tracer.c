@@ -13,32 +13,6 @@
 #include "worker/trace_context.h"
 
 
-typedef enum {
-    NGX_HTTP_PROFILING_NO_TRACER = 0,
-    NGX_HTTP_PROFILING_DATADOG,
-    NGX_HTTP_PROFILING_OTEL
-} ngx_http_profiling_tracer_e;
-
-
-typedef struct {
-    ngx_http_profiling_tracer_e   kind;
-    ngx_module_t                 *module;
-    ngx_int_t                     span_id;        /* variable indexes */
-    ngx_int_t                     trace_id;
-    ngx_int_t                     locations;      /* offsets in its loc
-                                                     conf, or -1 */
-    ngx_int_t                     resource;
-    ngx_int_t                     service;
-    ngx_int_t                     env;
-    ngx_int_t                     version;
-    ngx_int_t                     main_service;   /* in its main conf */
-} ngx_http_profiling_tracer_t;
-
-
-/* The cycle's, in the process that runs it (see _tracer_use). */
-static ngx_http_profiling_tracer_t  ngx_http_profiling_tracer;
-
-
 /* Where a module keeps a directive's value, when nginx's slot sets it. */
 static ngx_int_t
 ngx_http_profiling_slot(ngx_module_t *m, const char *name,
@@ -102,7 +76,7 @@ ngx_http_profiling_variable(ngx_conf_t *cf, const char *name)
  * none), kept with the configuration: a configuration that fails later
  * must not change what the running one uses.
  */
-void *
+ngx_http_profiling_tracer_t *
 ngx_http_profiling_tracer_create(ngx_conf_t *cf)
 {
     ngx_uint_t                    i;
@@ -183,26 +157,29 @@ ngx_http_profiling_tracer_create(ngx_conf_t *cf)
 
 /* Whether a tracer is loaded in the configuration of tracer. */
 ngx_uint_t
-ngx_http_profiling_tracer_found(void *tracer)
+ngx_http_profiling_tracer_found(ngx_http_profiling_tracer_t *tracer)
 {
-    return ((ngx_http_profiling_tracer_t *) tracer)->kind
-           != NGX_HTTP_PROFILING_NO_TRACER;
+    return tracer->kind != NGX_HTTP_PROFILING_NO_TRACER;
 }
 
 
-/* init_process: the tracer of the cycle this process runs. */
+/*
+ * init_process: the tracer of the cycle this process runs (configured;
+ * NULL: none) copied into the worker's state (running). Whether there is
+ * one.
+ */
 ngx_uint_t
-ngx_http_profiling_tracer_use(void *tracer)
+ngx_http_profiling_tracer_use(ngx_http_profiling_tracer_t *running,
+    ngx_http_profiling_tracer_t *configured)
 {
-    if (tracer == NULL) {
-        ngx_memzero(&ngx_http_profiling_tracer,
-                    sizeof(ngx_http_profiling_tracer_t));
+    if (configured == NULL) {
+        ngx_memzero(running, sizeof(ngx_http_profiling_tracer_t));
         return 0;
     }
 
-    ngx_http_profiling_tracer = *(ngx_http_profiling_tracer_t *) tracer;
+    *running = *configured;
 
-    return ngx_http_profiling_tracer.kind != NGX_HTTP_PROFILING_NO_TRACER;
+    return running->kind != NGX_HTTP_PROFILING_NO_TRACER;
 }
 
 
@@ -231,7 +208,8 @@ ngx_http_profiling_hex_variable(ngx_http_request_t *r, ngx_int_t index)
  * the tracer would continue (Datadog, W3C or B3 headers).
  */
 ngx_uint_t
-ngx_http_profiling_tracer_caller(ngx_http_request_t *r)
+ngx_http_profiling_tracer_continues_trace(ngx_http_profiling_tracer_t *t,
+    ngx_http_request_t *r)
 {
     static const char  *names[] = {
         "traceparent", "x-datadog-trace-id", "b3", "x-b3-traceid", NULL
@@ -243,7 +221,7 @@ ngx_http_profiling_tracer_caller(ngx_http_request_t *r)
     ngx_list_part_t  *part;
     ngx_table_elt_t  *h;
 
-    if (ngx_http_profiling_tracer.kind != NGX_HTTP_PROFILING_DATADOG) {
+    if (t->kind != NGX_HTTP_PROFILING_DATADOG) {
         return 0;
     }
 
@@ -281,12 +259,11 @@ ngx_http_profiling_tracer_caller(ngx_http_request_t *r)
  * continues a caller's.
  */
 ngx_int_t
-ngx_http_profiling_tracer_ids(ngx_http_request_t *r, uint64_t *span_id,
-    uint64_t *root_id)
+ngx_http_profiling_tracer_ids(ngx_http_profiling_tracer_t *t,
+    ngx_http_request_t *r, uint64_t *span_id, uint64_t *root_id)
 {
-    uint64_t                      trace;
-    ngx_flag_t                   *locations;
-    ngx_http_profiling_tracer_t  *t = &ngx_http_profiling_tracer;
+    uint64_t     trace;
+    ngx_flag_t  *locations;
 
     if (t->kind == NGX_HTTP_PROFILING_NO_TRACER) {
         return NGX_DECLINED;
@@ -310,7 +287,7 @@ ngx_http_profiling_tracer_ids(ngx_http_request_t *r, uint64_t *span_id,
 
     trace = ngx_http_profiling_hex_variable(r, t->trace_id);
 
-    *root_id = (trace != 0 && !ngx_http_profiling_request_caller(r))
+    *root_id = (trace != 0 && !ngx_http_profiling_request_continues_trace(r))
                ? trace : 0;
 
     return NGX_OK;
@@ -319,10 +296,9 @@ ngx_http_profiling_tracer_ids(ngx_http_request_t *r, uint64_t *span_id,
 
 /* The tracer's resource name formula for the request's spans, or NULL. */
 ngx_http_complex_value_t *
-ngx_http_profiling_tracer_resource(ngx_http_request_t *r)
+ngx_http_profiling_tracer_resource(ngx_http_profiling_tracer_t *t,
+    ngx_http_request_t *r)
 {
-    ngx_http_profiling_tracer_t  *t = &ngx_http_profiling_tracer;
-
     if (t->kind != NGX_HTTP_PROFILING_DATADOG || t->resource < 0) {
         return NULL;
     }
@@ -362,13 +338,13 @@ ngx_http_profiling_static_value(void *conf, ngx_int_t offset, ngx_str_t *s)
  * Whether a tracer runs at all.
  */
 ngx_uint_t
-ngx_http_profiling_tracer_identity(ngx_cycle_t *cycle, ngx_str_t *service,
-    ngx_str_t *env, ngx_str_t *version)
+ngx_http_profiling_tracer_identity(ngx_http_profiling_tracer_t *t,
+    ngx_cycle_t *cycle, ngx_str_t *service, ngx_str_t *env,
+    ngx_str_t *version)
 {
-    void                         *loc, *main;
-    ngx_str_t                    *s;
-    ngx_http_conf_ctx_t          *ctx;
-    ngx_http_profiling_tracer_t  *t = &ngx_http_profiling_tracer;
+    void                 *loc, *main;
+    ngx_str_t            *s;
+    ngx_http_conf_ctx_t  *ctx;
 
     if (t->kind == NGX_HTTP_PROFILING_NO_TRACER) {
         return 0;

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The lua module's LuaJIT, when one is loaded: found in its configuration,
+ * and told to the profiler, whose samples then carry its Lua frames.
+ */
+
+#include "ngx_http_profiling_module.h"
+#include "channel/lua_frames.h"
+
+
+/*
+ * The lua module's LuaJIT state (lua-nginx-module, OpenResty's and
+ * Debian's): the first field of its main configuration. NULL: none.
+ */
+void *
+ngx_http_profiling_lua_state(ngx_cycle_t *cycle)
+{
+    void                **lmcf;
+    ngx_uint_t            i;
+    ngx_module_t         *m;
+    ngx_http_conf_ctx_t  *ctx;
+
+    ctx = (ngx_http_conf_ctx_t *) cycle->conf_ctx[ngx_http_module.index];
+    if (ctx == NULL) {
+        return NULL;
+    }
+
+    for (i = 0; cycle->modules[i]; i++) {
+        m = cycle->modules[i];
+
+        if (m->type == NGX_HTTP_MODULE
+            && ngx_strcmp(m->name, "ngx_http_lua_module") == 0)
+        {
+            lmcf = ctx->main_conf[m->ctx_index];
+            return (lmcf != NULL) ? *lmcf : NULL;
+        }
+    }
+
+    return NULL;
+}
+
+
+/*
+ * The lua module's LuaJIT, created with its configuration: its frames go
+ * into the samples once its layout checked out; otherwise that is said
+ * once, and the stacks stay native.
+ */
+void
+ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler)
+{
+    char                  err[128];
+    void                 *L;
+    static prof_lua_vm_t  vm;
+
+    if (profiler == NULL) {
+        return;
+    }
+
+    L = ngx_http_profiling_lua_state(cycle);
+    if (L == NULL) {
+        prof_lua_found(profiler, NULL, NULL);
+        return;
+    }
+
+    if (prof_lua_find(L, &vm, err, sizeof(err)) != 0) {
+        ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                      "profiling: the lua module's LuaJIT is not one the "
+                      "profiler knows, %s: stacks without Lua frames", err);
+        prof_lua_found(profiler, NULL, err);
+        return;
+    }
+
+    prof_lua_found(profiler, &vm, NULL);
+}
