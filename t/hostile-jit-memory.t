@@ -23,7 +23,11 @@ use Cwd ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfEnv;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
 
 my $WARMUP_S = 30;
 my $END_S = 90;
@@ -32,19 +36,19 @@ my $ALLOWANCE_KB = 256;
 # Under a sanitizer (t/sanitizer-nginx) the allocator is the sanitizer's
 # (freed memory held in quarantine): the RSS says nothing of the
 # profiler's. The workload then runs for a while, for the sanitizer.
-my $SANITIZED = ProfTest::nginx_wrapped();
+my $SANITIZED = ProfEnv::nginx_wrapped();
 $END_S = 20 if $SANITIZED;
 
 # Lua: OpenResty's built in, or Debian's modules for Debian's nginx.
-my $LUA = ProfTest::engines()->{lua};
+my $LUA = ProfEnv::engines()->{lua};
 if (!$LUA && $> == 0
-    && (Cwd::realpath(ProfTest::nginx_real()) // '') eq '/usr/sbin/nginx')
+    && (Cwd::realpath(ProfEnv::nginx_real()) // '') eq '/usr/sbin/nginx')
 {
     # What ci/install-deps installs; a machine without it gets it here.
     system('sh', '-c', 'DEBIAN_FRONTEND=noninteractive apt-get install -y '
            . '-qq --no-install-recommends libnginx-mod-http-ndk '
            . 'libnginx-mod-http-lua >/dev/null 2>&1');
-    $LUA = ProfTest::engines()->{lua};
+    $LUA = ProfEnv::engines()->{lua};
 }
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua and -ndk)') unless $LUA;
@@ -68,12 +72,12 @@ my $LOCATIONS = <<'EOF';
     }
 EOF
 
-my $base = ProfTest->new(workers => 1, modules => [ @LUA ]);
+my $base = ProfNginx->new(workers => 1, modules => [ @LUA ]);
 $base->write_config($LOCATIONS);
 $base->run;
 
-my $cand = ProfTest->new(workers => 1,
-                         modules => [ 'ngx_http_profiling_module', @LUA ]);
+my $cand = ProfNginx->new(workers => 1,
+                          modules => [ 'ngx_http_profiling_module', @LUA ]);
 $cand->write_config(<<'EOF' . $LOCATIONS);
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -105,7 +109,7 @@ END { kill('TERM', keys %load) if %load; }
 
 sub rss_kb {
     my ($pid) = @_;
-    my $st = ProfTest::proc_status($pid) or return undef;
+    my $st = ProfProc::proc_status($pid) or return undef;
     return ($st->{VmRSS} // '') =~ /^(\d+)/ ? $1 : undef;
 }
 
@@ -131,7 +135,7 @@ $cand->ok_no_worker_died('JIT memory');
 
 # The load made what it means to: many distinct JIT addresses.
 my %jit;
-for my $p (ProfTest::decode_dump_dir($cand->dump_dir)) {
+for my $p (ProfPprof::decode_dump_dir($cand->dump_dir)) {
     $jit{ $_->{address} } = 1 for grep { !$_->{mapping_id} }
                                   @{ $p->{location} };
 }

@@ -18,7 +18,10 @@ use POSIX ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfFiles qw(slurp);
+use ProfHTTP;
+use ProfNginx;
+use ProfWait;
 use ProfAgent;
 
 
@@ -48,10 +51,10 @@ sub wait_upload {
 }
 
 
-my $agent_port = ProfTest::free_port();
+my $agent_port = ProfHTTP::free_port();
 my $agent = start_agent("127.0.0.1:$agent_port");
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 $t->write_config(<<"EOF");
     profiling on;
     profiling_agent_url http://127.0.0.1:$agent_port;

@@ -15,7 +15,10 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 
-use ProfTest;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
 
 # env: under t/sanitizer-nginx, the new binary of an upgrade needs the
 # sanitizer runtime too (nginx passes only these variables to it).
@@ -34,7 +37,7 @@ my $HTTP = <<'EOF';
 EOF
 
 sub start_nginx {
-    my $t = ProfTest->new(workers => 2);
+    my $t = ProfNginx->new(workers => 2);
     $t->write_config($HTTP, main => $MAIN . $t->core_main);
     $t->run;
     return $t;

@@ -16,7 +16,11 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfServers;
+use ProfWait;
 
 my $HTTP = <<'EOF';
     profiling on;
@@ -34,7 +38,7 @@ EOF
 
 sub start_nginx {
     my ($agent) = @_;
-    my $t = ProfTest->new(workers => 2);
+    my $t = ProfNginx->new(workers => 2);
     $t->write_config($HTTP =~ s/%%AGENT%%/$agent->{port}/r,
                      main => $t->core_main);
     $t->run;
@@ -54,7 +58,7 @@ sub profile_end {
 
 
 subtest 'fast shutdown while uploads hang' => sub {
-    my $agent = ProfTest::start_silent_server();
+    my $agent = ProfServers::start_silent_server();
     my $t = start_nginx($agent);
     my @workers = $t->worker_pids;
     my $master = $t->master_pid;
@@ -100,19 +104,19 @@ subtest 'fast shutdown while uploads hang' => sub {
     }
 
     $t->kill_all if $t->master_pid;
-    ProfTest::stop_silent_server($agent);
+    ProfServers::stop_silent_server($agent);
 };
 
 
 subtest 'six reloads 0.5s apart while uploads hang' => sub {
-    my $agent = ProfTest::start_silent_server();
+    my $agent = ProfServers::start_silent_server();
     my $t = start_nginx($agent);
     my $master = $t->master_pid;
 
     # Every worker ever seen, until the last reload.
     my %seen;
     my $watch = sub {
-        my $kids = ProfTest::nginx_children($master);
+        my $kids = ProfNginx::nginx_children($master);
         $seen{$_} = 1 for grep { $kids->{$_} =~ /worker process/ }
                           keys %$kids;
         return $kids;
@@ -132,7 +136,7 @@ subtest 'six reloads 0.5s apart while uploads hang' => sub {
         while (time() < $until) {
             $watch->();
             $t->get('/burn');
-            ProfTest::poll_sleep(0.05);
+            ProfWait::poll_sleep(0.05);
         }
     }
     ok($agent->{accepted}->() >= 2,
@@ -164,7 +168,7 @@ subtest 'six reloads 0.5s apart while uploads hang' => sub {
     kill('TERM', $master);
     wait_until(sub { !process_alive($master) }, 5);
     $t->kill_all if process_alive($master);
-    ProfTest::stop_silent_server($agent);
+    ProfServers::stop_silent_server($agent);
 };
 
 done_testing();

@@ -16,9 +16,12 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
@@ -27,7 +30,7 @@ for my $tool (qw(gcc objcopy nm xz)) {
         unless grep { -x "$_/$tool" } split /:/, $ENV{PATH};
 }
 
-my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
 # The library: debug_burn(ms) spins in a static function for ms of CPU.
@@ -138,7 +141,8 @@ for my $way (sort keys %LIB) {
 ok($t->stop, 'nginx quits (and writes its last profile)');
 
 my @S = grep { $_->{cpu} > 0 }
-        ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+        ProfHotspots::hotspot_samples(
+            ProfPprof::decode_dump_dir($t->dump_dir));
 
 # The CPU in a library's own code (its frames on top), by the name of its
 # leaf.
@@ -161,7 +165,7 @@ for my $way (qw(beside dotdebug minidebuginfo)) {
        sprintf('%s: %.1f%% of the %.0fms of cpu-time in the stripped '
                . 'library carries debug_hidden_spin', $way,
                $total ? 100 * $named / $total : 0, $total / 1e6))
-        or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+        or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 }
 
 my $none = leaf_names($LIB{none});
@@ -170,6 +174,6 @@ $none_total += $_ for values %$none;
 ok($none_total >= 200e6 && !$none->{debug_hidden_spin},
    sprintf('without any source of names: %.0fms of cpu-time in the library, '
            . 'none of it named debug_hidden_spin', $none_total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by($none));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($none));
 
 done_testing();

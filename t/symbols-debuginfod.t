@@ -16,10 +16,15 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfServers;
+use ProfWait;
+use ProfWorkload;
 use IO::Socket::INET;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
@@ -31,7 +36,7 @@ plan(skip_all => 'no libdebuginfod.so.1 (Debian package libdebuginfod1)')
     unless grep { -e "$_/libdebuginfod.so.1" }
            qw(/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/lib64);
 
-my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
 sub sh {
@@ -109,7 +114,8 @@ sh('objcopy --only-keep-debug served/full.so served-debug/served.debug'
    . ' && chmod -R a+rX .');
 
 # The server, ready once it serves the debug file.
-my $url = $t->debuginfod_server("$p/lib/served-debug", $ID{served});
+my $url = ProfServers::debuginfod_server($t, "$p/lib/served-debug",
+                                         $ID{served});
 ok($url, 'the debuginfod server serves the debug file');
 my $dlog = "$p/debuginfod.log";
 
@@ -197,14 +203,15 @@ sub serve_and_profile {
     }
     if ($status_has) {
         my $text = '';
-        ok(ProfTest::wait_until(sub {
+        ok(ProfWait::wait_until(sub {
                $text = $t->get('/status?format=text')->{content} // '';
                $text =~ $status_has }, 10),
            "the status page says $status_has") or diag($text);
     }
     ok($t->stop, 'nginx quits (and writes its last profile)');
     my @s = grep { $_->{cpu} > 0 }
-            ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+            ProfHotspots::hotspot_samples(
+                ProfPprof::decode_dump_dir($t->dump_dir));
     unlink(glob($t->dump_dir . '/*'));
     return \@s;
 }
@@ -219,7 +226,7 @@ ok($total >= 200e6 && $named >= 0.95 * $total,
    sprintf('served: %.1f%% of the %.0fms of cpu-time in the stripped '
            . 'library carries debuginfod_hidden_spin',
            $total ? 100 * $named / $total : 0, $total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{served}), 1, 'served: its debug file was asked once');
 ok(-s "$cache/$ID{served}/debuginfo", 'served: the debug file is cached');
 ok(!-e "$cache/$stale", 'the cache kept to its bound: the old entry went');
@@ -230,14 +237,14 @@ is(`cat '$cache/cache_miss_s'` + 0, 600,
 ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
    sprintf('unserved: %.0fms of cpu-time, none of it named',
            $total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{unserved}), 1, 'unserved: asked once in the period');
 
 ($by, $total) = leaf_names($S, $LIB{named});
 $named = $by->{debuginfod_hidden_spin} // 0;
 ok($total >= 200e6 && $named >= 0.95 * $total,
    'named: its own .symtab names it')
-    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{named}), 0, 'named: never asked');
 
 # Every ask of the profiler reached the server once (asked again, a file
@@ -264,7 +271,7 @@ $S = serve_and_profile();
 ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
    sprintf('off: %.0fms of cpu-time in the stripped library, none named',
            $total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{served}) + asked($ID{unserved}), 2, 'off: nothing more asked');
 
 # A server that takes connections and never answers: the first fetch is

@@ -18,9 +18,11 @@ use File::Basename qw(dirname);
 use File::Temp qw(tempdir);
 use POSIX ();
 
-use ProfTest qw(wait_until);
+use ProfFiles qw(slurp);
+use ProfWait qw(wait_until);
 
-our @EXPORT = qw(start_agent stop_agent set_mode slurp epoch_of);
+our @EXPORT = qw(start_agent stop_agent set_mode epoch_of);
+our @EXPORT_OK = qw(agent_uploads);
 
 my $AGENT_PL = dirname(dirname(__FILE__)) . '/agent.pl';
 my %AGENTS;
@@ -58,14 +60,22 @@ sub set_mode {
     rename("$agent->{dir}/mode.tmp", "$agent->{dir}/mode") or die;
 }
 
-sub slurp {
-    my ($path) = @_;
-    open(my $f, '<', $path) or return undef;
-    binmode($f);
-    local $/;
-    my $s = <$f>;
-    close($f);
-    return $s;
+# The agent's recorded uploads (upload-*), oldest first: { dir,
+# request, content_length }.
+sub agent_uploads {
+    my ($agent) = @_;
+    opendir(my $dh, $agent->{dir}) or return ();
+    my @d = sort grep { /^upload-\d+-\d+-\d+$/ } readdir($dh);
+    closedir($dh);
+    my @u;
+    for my $d (@d) {
+        my $path = "$agent->{dir}/$d";
+        my $request = slurp("$path/request") // next;
+        my ($length) = $request =~ /^content-length:\s*(\d+)/mi;
+        push @u, { dir => $path, request => $request,
+                   content_length => $length };
+    }
+    return @u;
 }
 
 # Seconds since the epoch of an RFC 3339 UTC time with nanoseconds.
