@@ -24,6 +24,7 @@ use Test::More;
 use Time::HiRes qw(time);
 
 use ProfEnv;
+use ProfLog;
 use ProfNginx;
 use ProfPprof;
 use ProfProc;
@@ -143,8 +144,7 @@ my $min_jit = $SANITIZED ? 100 : 1000;
 ok(keys %jit >= $min_jit, scalar(keys %jit) . ' distinct JIT code '
    . "addresses in the profiles (at least $min_jit)");
 
-my ($c) = $cand->error_log =~ /profiling: stopped: ([^\n]*)/;
-my %counters = ($c // '') =~ /(\w+)=(\d+)/g;
+my %counters = %{ (ProfLog::exit_counters($cand->error_log))[0] // {} };
 note("addresses_evicted=" . ($counters{addresses_evicted} // '?')
      . " cpu_samples=" . ($counters{cpu_samples} // '?'));
 

@@ -109,7 +109,7 @@ sub load_and_check {
     my @profiles = ProfPprof::decode_dump_dir($t->dump_dir);
     ok(@profiles >= 4, "$name: the workers wrote profiles ("
        . scalar(@profiles) . ')');
-    my $c = ProfLog::profiler_counters($t->error_log);
+    my $c = ProfLog::exit_counters_by_pid($t->error_log);
     diag(join("\n", map { my $w = $_; "  worker $w: " . join(' ',
          map { "$_=" . ($c->{$w}{$_} // '?') }
          qw(cpu_samples dropped_samples dropped_batches ring_full

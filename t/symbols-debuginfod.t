@@ -17,6 +17,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use ProfHotspots;
+use ProfLog;
 use ProfNginx;
 use ProfPprof;
 use ProfServers;
@@ -131,12 +132,6 @@ sub asks {
 }
 sub asked { my %n = asks(); return $n{ $_[0] } // 0 }
 
-# The counters of the profiler's last exit line.
-sub exit_counters {
-    my ($stopped) = ($t->error_log =~ /profiling: stopped: (.*)/g)[-1];
-    return (($stopped // '') =~ /(\w+)=(\d+)/g);
-}
-
 # The cache, with an old entry of 2 MB that its 1m bound must drop.
 my $cache = "$p/debuginfod-cache";
 my $stale = 'ab' x 20;
@@ -250,7 +245,7 @@ is(asked($ID{named}), 0, 'named: never asked');
 # Every ask of the profiler reached the server once (asked again, a file
 # would come from libdebuginfod's cache: the counter tells).
 my %asks = asks();
-my %c = exit_counters();
+my %c = %{ ProfLog::last_exit_counters($t->error_log) // {} };
 is($c{debuginfod_asked}, scalar(keys %asks),
    'each build id the profiler asked for, the server was asked once for')
     or diag(join(' ', %asks));
@@ -304,7 +299,7 @@ $S = serve_and_profile(qr/debuginfod_failed=(?:[2-9]|\d\d)/);
 ($by, $total) = leaf_names($S, $LIB{served});
 ok($total >= 200e6, sprintf('a silent server: the profile has the '
                             . '%.0fms of cpu-time, unnamed', $total / 1e6));
-%c = exit_counters();
+%c = %{ ProfLog::last_exit_counters($t->error_log) // {} };
 my $connections = -e $accepted ? `cat '$accepted'` : 0;
 ok(($c{debuginfod_failed} // 0) >= 2 && ($c{debuginfod_found} // 1) == 0,
    "a silent server: every fetch failed, counted "

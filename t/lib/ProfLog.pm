@@ -7,6 +7,12 @@ package ProfLog;
 #
 #   ... 1234#1234: profiling: stopped: handler_ns_p50=300 ... bytes_sent=0
 #
+# exit_counters() is the one parser of these lines; the others build on
+# it.
+#
+#   my $c = last_exit_counters($t->error_log) or die "no exit line";
+#   print $c->{samples_recorded};
+#
 # Not exported unless asked: call them as ProfLog::x or import them.
 
 use strict;
@@ -14,14 +20,15 @@ use warnings;
 
 use Exporter qw(import);
 
-our @EXPORT_OK = qw(exit_counters profiler_counters log_lines);
+our @EXPORT_OK = qw(exit_counters last_exit_counters exit_counters_by_pid
+                    log_lines);
 
 # The counters of every "profiling: stopped:" line of an error log, in
 # order: ( { pid => the logging pid, name => value, ... }, ... ).
 sub exit_counters {
     my ($log) = @_;
     my @lines;
-    for my $line (split /\n/, $log) {
+    for my $line (split /\n/, $log // '') {
         next unless $line =~ /\s(\d+)#\d+: profiling: stopped: (.*)$/;
         my ($pid, $tail) = ($1, $2);
         my %c = (pid => $pid);
@@ -31,23 +38,25 @@ sub exit_counters {
     return @lines;
 }
 
-# The counters each worker logged as its profiler stopped ("profiling:
-# stopped: name=value ..."): { pid => { name => value } }.
-sub profiler_counters {
+# The counters of the last exit line (as exit_counters), or undef when
+# the log has none.
+sub last_exit_counters {
     my ($log) = @_;
-    my %c;
-    for (split /\n/, $log) {
-        next unless /(\d+)#\d+: profiling: stopped: (.*)$/;
-        my ($pid, $rest) = ($1, $2);
-        $c{$pid}{$1} = $2 while $rest =~ /(\w+)=(\S+)/g;
-    }
-    return \%c;
+    my @c = exit_counters($log);
+    return @c ? $c[-1] : undef;
+}
+
+# The counters of the exit lines by pid: { pid => { name => value } } (a
+# pid's last line).
+sub exit_counters_by_pid {
+    my ($log) = @_;
+    return { map { $_->{pid} => $_ } exit_counters($log) };
 }
 
 # The error log's lines matching $re.
 sub log_lines {
     my ($log, $re) = @_;
-    return grep { $_ =~ $re } split /\n/, $log;
+    return grep { $_ =~ $re } split /\n/, $log // '';
 }
 
 1;
