@@ -52,6 +52,7 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
+use File::Path qw(make_path);
 use File::Temp qw(tempdir);
 use HTTP::Tiny;
 use POSIX qw(WNOHANG);
@@ -79,7 +80,9 @@ my %SEEN;       # every nginx child pid seen, for END
 # master_process and daemon (default on), main (main-context directives),
 # modules (names of the test build's modules or paths; default the
 # profiling and burn modules), port (default a free one), agent_url
-# (default off), no_dump_dir.
+# (default off), no_dump_dir, prefix (a directory to use, kept at exit;
+# default a temporary one, removed), error_log_level (default info),
+# worker_connections (default 256).
 sub new {
     my ($class, %opts) = @_;
 
@@ -92,7 +95,13 @@ sub new {
             unless -f $path;
     }
 
-    my $prefix = tempdir('proftest-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    my $prefix = $opts{prefix};
+    if (defined $prefix) {
+        make_path($prefix);
+        -d $prefix or croak "mkdir $prefix: $!";
+    } else {
+        $prefix = tempdir('proftest-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    }
     # The workers (user nobody) reach the dump dir through the prefix.
     chmod(0755, $prefix);
 
@@ -108,6 +117,8 @@ sub new {
                                  ngx_http_profiling_burn_module)],
         port           => $opts{port} // free_port(),
         agent_url      => exists $opts{agent_url} ? $opts{agent_url} : 'off',
+        error_log_level    => $opts{error_log_level} // 'info',
+        worker_connections => $opts{worker_connections} // 256,
     }, $class;
 
     $self->{dump} = "$prefix/dump";
@@ -171,13 +182,14 @@ sub write_config {
 
     $conf .= "pid $p/nginx.pid;\n"
            . "lock_file $p/nginx.lock;\n"
-           . "error_log $p/error.log info;\n"
+           . "error_log $p/error.log $self->{error_log_level};\n"
            . "daemon " . ($self->{daemon} ? 'on' : 'off') . ";\n"
            . "master_process " . ($self->{master_process} ? 'on' : 'off')
            . ";\n"
            . "worker_processes $self->{workers};\n"
            . $self->_expand($opts{main} // $self->{main}) . "\n"
-           . "events {\n    worker_connections 256;\n}\n\n"
+           . "events {\n    worker_connections "
+           . "$self->{worker_connections};\n}\n\n"
            . "http {\n"
            . "    access_log off;\n"
            . "    client_body_temp_path $p/client_body_temp;\n"

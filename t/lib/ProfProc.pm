@@ -2,9 +2,10 @@
 package ProfProc;
 
 # Readers of /proc for the tests and the benchmarks: processes (alive,
-# children, command line, status, uid), their threads (ids, names, CPU
-# time), the listening sockets a process holds, and the profiler process
-# of an nginx worker.
+# state, children, command line, status, uid, CPU time), their threads
+# (ids, names, CPU time, by name for a worker and its profiler process),
+# the listening sockets a process holds, and the profiler process of an
+# nginx worker.
 #
 #   my $profiler = profiler_ready($worker);   # its threads running
 #   my $ns = thread_cpu_ns($worker);          # the main thread's CPU
@@ -13,6 +14,7 @@ use strict;
 use warnings;
 
 use Exporter qw(import);
+use List::Util qw(sum);
 use POSIX ();
 
 use ProfFiles qw(slurp);
@@ -22,7 +24,7 @@ our @EXPORT = qw(
     thread_ids thread_count thread_named thread_cpu_ns profiler_of
     profiler_ready listening_sockets_held
 );
-our @EXPORT_OK = qw(stat_cpu_ns);
+our @EXPORT_OK = qw(proc_state stat_cpu_ns cpu_ns_by_thread process_cpu_ns);
 
 
 # Fields of /proc/PID[/task/TID]/stat after the command name: index 0 is
@@ -33,6 +35,13 @@ sub _stat_fields {
     return () unless defined $s;
     $s =~ s/^.*\)\s+//s or return ();
     return split(/\s+/, $s);
+}
+
+# The state letter of a process (R, S, Z, ...), or undef when it is gone.
+sub proc_state {
+    my ($pid) = @_;
+    my @f = _stat_fields("/proc/$pid/stat");
+    return @f ? $f[0] : undef;
 }
 
 # CPU time of a process (or of one of its threads) from its stat, utime +
@@ -140,6 +149,33 @@ sub thread_cpu_ns {
     }
 
     return stat_cpu_ns($pid, $tid);
+}
+
+# CPU time of a worker's threads by name, in ns: { main => ns, <thread
+# name> => ns (summed over the threads of that name) }, its profiler
+# process's too: its threads prof-sampler and prof-loop, its main thread
+# as prof-main.
+sub cpu_ns_by_thread {
+    my ($pid) = @_;
+    my %cpu;
+    my $profiler = profiler_of($pid);
+    for my $p ($pid, $profiler // ()) {
+        for my $tid (thread_ids($p)) {
+            my $ns = thread_cpu_ns($p, $tid) // next;
+            my $name = $tid == $pid ? 'main'
+                     : defined $profiler && $tid == $profiler ? 'prof-main'
+                     : _thread_name($p, $tid) // '?';
+            $cpu{$name} += $ns;
+        }
+    }
+    return \%cpu;
+}
+
+# CPU time of every thread of a process (and of its profiler process, for
+# a worker), in ns.
+sub process_cpu_ns {
+    my ($pid) = @_;
+    return sum(0, values %{ cpu_ns_by_thread($pid) });
 }
 
 # The descriptors of $pid that are listening TCP sockets (by inode, from
