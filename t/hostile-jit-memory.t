@@ -108,17 +108,11 @@ for my $t ($base, $cand) {
 }
 END { kill('TERM', keys %load) if %load; }
 
-sub rss_kb {
-    my ($pid) = @_;
-    my $st = ProfProc::proc_status($pid) or return undef;
-    return ($st->{VmRSS} // '') =~ /^(\d+)/ ? $1 : undef;
-}
-
 my $start = time();
 my (%at, @timeline);
 for (my $s = 0; $s <= $END_S; $s += 10) {
     wait_until(sub { time() >= $start + $s }, 11, 0.1);
-    my %now = map { $_ => rss_kb($worker{$_}) // 0 } keys %worker;
+    my %now = map { $_ => ProfProc::rss_kb($worker{$_}) // 0 } keys %worker;
     push @timeline, sprintf('%ds %d/%d', $s, $now{base}, $now{cand});
     $at{$s} = \%now;
 }

@@ -12,7 +12,6 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfFiles;
 use ProfNginx;
 use ProfPprof;
 use ProfProc;
@@ -31,11 +30,7 @@ sub runs_profiler {
     # Its threads start once it has closed what it inherited.
     my %names;
     ProfWait::wait_until(sub {
-        %names = map {
-            my $c = ProfFiles::slurp("/proc/$prof/task/$_/comm") // '';
-            chomp $c;
-            ($c => 1);
-        } ProfProc::thread_ids($prof);
+        %names = map { $_ => 1 } ProfProc::thread_names($prof);
         $names{'prof-sampler'} && $names{'prof-loop'};
     }, 5);
     ok($names{'prof-sampler'} && $names{'prof-loop'},

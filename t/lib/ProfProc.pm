@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: BSD-2-Clause
 package ProfProc;
 
-# Readers of /proc for the tests and the benchmarks: processes (alive,
-# state, children, command line, status, uid, CPU time), their threads
-# (ids, names, CPU time, by name for a worker and its profiler process),
-# the listening sockets a process holds, and the profiler process of an
-# nginx worker.
+# Readers of /proc for the tests, the benchmarks and t/stall.pl:
+# processes (alive, state, children, command line, status, uid, resident
+# memory, CPU time), their threads (ids, names, CPU time, by name for a
+# worker and its profiler process), the listening sockets a process
+# holds, and the profiler process of an nginx worker.
 #
 #   my $profiler = profiler_ready($worker);   # its threads running
 #   my $ns = thread_cpu_ns($worker);          # the main thread's CPU
@@ -24,7 +24,10 @@ our @EXPORT = qw(
     thread_ids thread_count thread_named thread_cpu_ns profiler_of
     profiler_ready listening_sockets_held
 );
-our @EXPORT_OK = qw(proc_state stat_cpu_ns cpu_ns_by_thread process_cpu_ns);
+our @EXPORT_OK = qw(
+    proc_state stat_cpu_ns rss_kb thread_names cpu_ns_by_thread
+    process_cpu_ns
+);
 
 
 # Fields of /proc/PID[/task/TID]/stat after the command name: index 0 is
@@ -108,6 +111,13 @@ sub proc_uid {
     return (split /\s+/, $st->{Uid})[0];
 }
 
+# Resident memory of a process (VmRSS), in kB; undef when it is gone.
+sub rss_kb {
+    my ($pid) = @_;
+    my $st = proc_status($pid) or return undef;
+    return ($st->{VmRSS} // '') =~ /^(\d+)/ ? $1 : undef;
+}
+
 sub thread_ids {
     my ($pid) = @_;
     opendir(my $dh, "/proc/$pid/task") or return ();
@@ -124,6 +134,12 @@ sub _thread_name {
     my $comm = slurp("/proc/$pid/task/$tid/comm") // return undef;
     chomp $comm;
     return $comm;
+}
+
+# The names of a process's threads, in the order of their ids.
+sub thread_names {
+    my ($pid) = @_;
+    return map { _thread_name($pid, $_) // () } thread_ids($pid);
 }
 
 # The id of a process's thread of that name (/proc/.../comm), or undef.
