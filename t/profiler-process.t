@@ -107,9 +107,9 @@ EOF
     ok($served > 50, "the worker serves on ($served requests)");
     is(($t->worker_pids)[0], $worker, 'the same worker, never restarted');
 
-    ok(wait_until(sub {
-        $t->error_log =~ /profiling: the profiler process $profiler exited /;
-    }, 5), 'the worker logs that its profiler process exited');
+    ok($t->wait_for_log(
+           qr/profiling: the profiler process $profiler exited /, 1, 5),
+       'the worker logs that its profiler process exited');
 
     my $s;
     ok(wait_until(sub {

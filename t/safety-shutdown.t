@@ -16,6 +16,7 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(time);
 
+use ProfLog qw(log_lines);
 use ProfNginx;
 use ProfPprof;
 use ProfProc;
@@ -43,11 +44,6 @@ sub start_nginx {
                      main => $t->core_main);
     $t->run;
     return $t;
-}
-
-sub log_lines {
-    my ($t, $re) = @_;
-    return grep { $_ =~ $re } split /\n/, $t->error_log;
 }
 
 # The end of a profile (realtime, seconds).
@@ -80,17 +76,14 @@ subtest 'fast shutdown while uploads hang' => sub {
        sprintf('SIGTERM: the master and its workers exit within 1s (%.3fs)',
                $took));
 
-    my @killed = log_lines($t, qr/sending signal 9|exited on signal 9/);
+    my @killed = log_lines($t->error_log,
+                           qr/sending signal 9|exited on signal 9/);
     ok(!@killed, 'no worker was killed with SIGKILL')
         or diag(join("\n", map { "  $_" } @killed));
     $t->ok_no_worker_died('SIGTERM');
     # Logged by the profiler processes as they exit, within 300 ms of
     # their workers.
-    my @stopped;
-    wait_until(sub {
-        @stopped = log_lines($t, qr/profiling: stopped:/);
-        return @stopped >= 2;
-    }, 2);
+    my @stopped = $t->wait_for_log(qr/profiling: stopped:/, 2, 2);
     is(scalar(@stopped), 2, 'each worker logs its counters as it stops');
 
     for my $w (@workers) {
@@ -162,7 +155,8 @@ subtest 'six reloads 0.5s apart while uploads hang' => sub {
     is(scalar(@new), 2, 'two workers of the last configuration run');
     is($t->get('/')->{status}, 204, 'nginx serves');
     $t->ok_no_worker_died('reloads');
-    my @killed = log_lines($t, qr/sending signal 9|exited on signal 9/);
+    my @killed = log_lines($t->error_log,
+                           qr/sending signal 9|exited on signal 9/);
     ok(!@killed, 'no worker was killed with SIGKILL');
 
     kill('TERM', $master);

@@ -142,6 +142,18 @@ sub error_log {
     return slurp($self->error_log_path) // '';
 }
 
+# Lines of the error log matching $re: waits until there are at least $n
+# of them (default 1) or $timeout seconds (default 10) pass; returns the
+# lines (their number in scalar context).
+sub wait_for_log {
+    my ($self, $re, $n, $timeout) = @_;
+    $n //= 1;
+    my @lines;
+    wait_until(sub { @lines = log_lines($self->error_log, $re); @lines >= $n },
+               $timeout // 10);
+    return @lines;
+}
+
 # uid and gid of the workers' user (undef: nginx runs as we do).
 sub user_ids {
     my ($self) = @_;
