@@ -18,7 +18,7 @@ use Time::HiRes qw(time);
 use ProfEnv;
 use ProfFiles;
 use ProfHTTP;
-use ProfHotspots;
+use ProfHotspots qw(endpoint_is);
 use ProfNginx;
 use ProfPprof;
 use ProfWorkload;
@@ -39,11 +39,6 @@ for my $mode (@modes) {
     my ($how, $listen) = @$mode;
     note("HTTP/2 enabled by the $how");
     h2_case($how, $listen);
-}
-
-sub endpoint_is {
-    my ($e) = @_;
-    return sub { ($_[0]{endpoint} // '') eq $e };
 }
 
 sub h2_case {

@@ -18,7 +18,7 @@ use Test::More;
 
 use ProfEnv;
 use ProfFiles;
-use ProfHotspots;
+use ProfHotspots qw(endpoint_is);
 use ProfNginx;
 use ProfPprof;
 use ProfWorkload;
@@ -148,11 +148,6 @@ ok(@log == 36 && !@wrong, scalar(@log) . ' access log lines: HTTP/3.0, '
 
 my @S = ProfHotspots::hotspot_samples(
     ProfPprof::decode_dump_dir($t->dump_dir));
-
-sub endpoint_is {
-    my ($e) = @_;
-    return sub { ($_[0]{endpoint} // '') eq $e };
-}
 
 ProfHotspots::ok_burn_ids(
     name => 'streams with a traceparent',

@@ -18,7 +18,7 @@ use Test::More;
 use Time::HiRes qw(time);
 
 use ProfHTTP;
-use ProfHotspots;
+use ProfHotspots qw(endpoint_is);
 use ProfNginx;
 use ProfPprof;
 use ProfWorkload;
@@ -119,11 +119,6 @@ ok($t->stop, 'nginx quits (and writes its last profile)');
 my @S = ProfHotspots::hotspot_samples(
     ProfPprof::decode_dump_dir($t->dump_dir));
 ok(@S > 0, scalar(@S) . ' samples');
-
-sub endpoint_is {
-    my ($e) = @_;
-    return sub { ($_[0]{endpoint} // '') eq $e };
-}
 
 
 subtest 'proxied requests' => sub {

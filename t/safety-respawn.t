@@ -15,6 +15,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 
+use ProfFiles;
 use ProfNginx;
 use ProfPprof;
 use ProfProc;
@@ -41,14 +42,6 @@ sub start_nginx {
     $t->write_config($HTTP, main => $MAIN . $t->core_main);
     $t->run;
     return $t;
-}
-
-sub slurp_pid {
-    my ($path) = @_;
-    open(my $fh, '<', $path) or return undef;
-    my $s = <$fh> // '';
-    close($fh);
-    return $s =~ /^(\d+)/ ? $1 : undef;
 }
 
 # A test: a worker writes profiles (at least one, sequence $from or later,
@@ -115,7 +108,7 @@ subtest 'binary upgrade: USR2, WINCH, QUIT' => sub {
     kill('USR2', $old_master);
     my ($new_master, @new);
     ok(wait_until(sub {
-        $new_master = slurp_pid($t->pid_file);
+        $new_master = ProfFiles::read_pid($t->pid_file);
         return 0 unless $new_master && $new_master != $old_master
                         && -e $t->pid_file . '.oldbin';
         @new = grep { proc_cmdline($_) =~ /worker process/ }

@@ -16,6 +16,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
+use ProfCommand;
 use ProfHotspots;
 use ProfNginx;
 use ProfPprof;
@@ -33,12 +34,10 @@ for my $tool (qw(gcc objcopy nm xz)) {
 my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
+# A shell command run in $p/lib (its output; dies when it fails).
+sub sh { ProfCommand::shell_in("$p/lib", $_[0]) }
+
 # The library: debug_burn(ms) spins in a static function for ms of CPU.
-sub sh {
-    my ($cmd) = @_;
-    my $out = `cd '$p/lib' && ($cmd) 2>&1`;
-    $? == 0 or die "$cmd: $out";
-}
 mkdir("$p/lib") or die;
 open(my $fh, '>', "$p/lib/burn.c") or die;
 print $fh <<'EOF';
@@ -144,20 +143,8 @@ my @S = grep { $_->{cpu} > 0 }
         ProfHotspots::hotspot_samples(
             ProfPprof::decode_dump_dir($t->dump_dir));
 
-# The CPU in a library's own code (its frames on top), by the name of its
-# leaf.
-sub leaf_names {
-    my ($path) = @_;
-    my %by;
-    for my $s (@S) {
-        next unless ($s->{objects}[0] // '') eq $path;
-        $by{ $s->{funcs}[0] // '(none)' } += $s->{cpu};
-    }
-    return \%by;
-}
-
 for my $way (qw(beside dotdebug minidebuginfo)) {
-    my $by = leaf_names($LIB{$way});
+    my ($by) = ProfHotspots::leaf_cpu_in(\@S, $LIB{$way});
     my $total = 0;
     $total += $_ for values %$by;
     my $named = $by->{debug_hidden_spin} // 0;
@@ -168,7 +155,7 @@ for my $way (qw(beside dotdebug minidebuginfo)) {
         or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 }
 
-my $none = leaf_names($LIB{none});
+my ($none) = ProfHotspots::leaf_cpu_in(\@S, $LIB{none});
 my $none_total = 0;
 $none_total += $_ for values %$none;
 ok($none_total >= 200e6 && !$none->{debug_hidden_spin},

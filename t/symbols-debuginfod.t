@@ -16,6 +16,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
+use ProfCommand;
 use ProfHotspots;
 use ProfLog;
 use ProfNginx;
@@ -23,7 +24,6 @@ use ProfPprof;
 use ProfServers;
 use ProfWait;
 use ProfWorkload;
-use IO::Socket::INET;
 
 my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
@@ -40,12 +40,8 @@ plan(skip_all => 'no libdebuginfod.so.1 (Debian package libdebuginfod1)')
 my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
-sub sh {
-    my ($cmd) = @_;
-    my $out = `cd '$p/lib' && ($cmd) 2>&1`;
-    $? == 0 or die "$cmd: $out";
-    return $out;
-}
+# A shell command run in $p/lib (its output; dies when it fails).
+sub sh { ProfCommand::shell_in("$p/lib", $_[0]) }
 
 # debuginfod_burn(ms) spins in a static function for ms of CPU; SALT makes
 # each build of it an object of its own (its own build id).
@@ -177,19 +173,6 @@ $locations
 EOF
 }
 
-# The CPU in a library's own code (its frames on top), by leaf name.
-sub leaf_names {
-    my ($samples, $path) = @_;
-    my %by;
-    for my $s (@$samples) {
-        next unless ($s->{objects}[0] // '') eq $path;
-        $by{ $s->{funcs}[0] // '(none)' } += $s->{cpu};
-    }
-    my $total = 0;
-    $total += $_ for values %by;
-    return (\%by, $total);
-}
-
 sub serve_and_profile {
     my ($status_has) = @_;
     for my $way (sort keys %LIB) {
@@ -215,7 +198,7 @@ config('');
 $t->run;
 my $S = serve_and_profile(qr/symbols: .*\Q$LIB{served}\E debuginfod/);
 
-my ($by, $total) = leaf_names($S, $LIB{served});
+my ($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{served});
 my $named = $by->{debuginfod_hidden_spin} // 0;
 ok($total >= 200e6 && $named >= 0.95 * $total,
    sprintf('served: %.1f%% of the %.0fms of cpu-time in the stripped '
@@ -228,14 +211,14 @@ ok(!-e "$cache/$stale", 'the cache kept to its bound: the old entry went');
 is(`cat '$cache/cache_miss_s'` + 0, 600,
    'libdebuginfod remembers a missing file for the period, no longer');
 
-($by, $total) = leaf_names($S, $LIB{unserved});
+($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{unserved});
 ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
    sprintf('unserved: %.0fms of cpu-time, none of it named',
            $total / 1e6))
     or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{unserved}), 1, 'unserved: asked once in the period');
 
-($by, $total) = leaf_names($S, $LIB{named});
+($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{named});
 $named = $by->{debuginfod_hidden_spin} // 0;
 ok($total >= 200e6 && $named >= 0.95 * $total,
    'named: its own .symtab names it')
@@ -262,7 +245,7 @@ config('profiling_debuginfod off;');
 $t->run;
 $S = serve_and_profile();
 
-($by, $total) = leaf_names($S, $LIB{served});
+($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{served});
 ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
    sprintf('off: %.0fms of cpu-time in the stripped library, none named',
            $total / 1e6))
@@ -272,35 +255,19 @@ is(asked($ID{served}) + asked($ID{unserved}), 2, 'off: nothing more asked');
 # A server that takes connections and never answers: the first fetch is
 # given up at the timeout, the server then counted down for the period (no
 # other build id tried), the profile written at the exit as ever.
-my $silent = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1',
-                                   LocalPort => 0, Proto => 'tcp')
-    or die "listen: $!";
-my $accepted = "$p/silent-accepted";
-my $spid = fork();
-die "fork: $!" unless defined $spid;
-if ($spid == 0) {
-    my (@held, $n);
-    while (my $c = $silent->accept) {
-        push @held, $c;
-        open(my $out, '>', $accepted) or exit 1;
-        print $out ++$n;
-        close($out);
-    }
-    exit 0;
-}
-END { kill('TERM', $spid) if $spid; }
+my $silent = ProfServers::start_silent_server();
 
 mkdir("$p/silent-cache") or die;
 $t->chown_to_user("$p/silent-cache");
 config("profiling_upload_timeout 1s;",
-       'http://127.0.0.1:' . $silent->sockport, "$p/silent-cache");
+       'http://127.0.0.1:' . $silent->{port}, "$p/silent-cache");
 $t->run;
 $S = serve_and_profile(qr/debuginfod_failed=(?:[2-9]|\d\d)/);
-($by, $total) = leaf_names($S, $LIB{served});
+($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{served});
 ok($total >= 200e6, sprintf('a silent server: the profile has the '
                             . '%.0fms of cpu-time, unnamed', $total / 1e6));
 %c = %{ ProfLog::last_exit_counters($t->error_log) // {} };
-my $connections = -e $accepted ? `cat '$accepted'` : 0;
+my $connections = $silent->{accepted}->();
 ok(($c{debuginfod_failed} // 0) >= 2 && ($c{debuginfod_found} // 1) == 0,
    "a silent server: every fetch failed, counted "
    . "($c{debuginfod_failed} failed)");

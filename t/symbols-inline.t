@@ -17,6 +17,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
+use ProfCommand;
 use ProfHotspots;
 use ProfNginx;
 use ProfPprof;
@@ -34,11 +35,8 @@ for my $tool (qw(gcc objcopy xz)) {
 my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
-sub sh {
-    my ($cmd) = @_;
-    my $out = `cd '$p/lib' && ($cmd) 2>&1`;
-    $? == 0 or die "$cmd: $out";
-}
+# A shell command run in $p/lib (its output; dies when it fails).
+sub sh { ProfCommand::shell_in("$p/lib", $_[0]) }
 
 mkdir("$p/lib") or die;
 my $source = <<'EOF';

@@ -18,6 +18,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
+use ProfCommand;
 use ProfEnv;
 use ProfHotspots;
 use ProfNginx;
@@ -45,12 +46,8 @@ my $t = ProfNginx->new(workers => 1,
                        modules => [ ProfWorkload::jit_workload_modules() ]);
 my $p = $t->prefix;
 
-sub sh {
-    my ($cmd) = @_;
-    my $out = `cd '$p/lj' && ($cmd) 2>&1`;
-    $? == 0 or die "$cmd: $out";
-    return $out;
-}
+# A shell command run in $p/lj (its output; dies when it fails).
+sub sh { ProfCommand::shell_in("$p/lj", $_[0]) }
 
 # The library as its sources build it, with its symbols and DWARF.
 mkdir("$p/lj") or die;

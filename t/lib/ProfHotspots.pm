@@ -9,17 +9,21 @@ package ProfHotspots;
 # traceparent values and the u64 ids they give.
 #
 #   my @s = ProfHotspots::hotspot_samples(decode_dump_dir($t->dump_dir));
-#   ProfHotspots::ok_burn_ids(name => ..., samples => \@s, ...);
+#   ProfHotspots::ok_burn_ids(name => ..., samples => \@s,
+#                             filter => endpoint_is('GET /burn'), ...);
 #
-# Not exported: call them as ProfHotspots::x.
+# Not exported unless asked: call them as ProfHotspots::x.
 
 use strict;
 use warnings;
 
+use Exporter qw(import);
 use Test::More;
 
 use ProfPprof qw(function_names index_profile lua_frames_of pstr
                  sample_labels value_index);
+
+our @EXPORT_OK = qw(endpoint_is);
 
 # A numeric label as the u64 it carries, in decimal (protoc prints int64
 # labels signed); undef stays undef.
@@ -185,11 +189,32 @@ sub ok_burn_ids {
     return $ok;
 }
 
+# A filter of flattened samples (for ok_burn_ids): those of the endpoint
+# $e ("GET /path").
+sub endpoint_is {
+    my ($e) = @_;
+    return sub { ($_[0]{endpoint} // '') eq $e };
+}
+
 # Whether a frame of a flattened sample (hotspot_samples) is in code of no
 # loaded object (JIT code): no mapping, no function, only an address.
 sub is_jit_frame {
     my ($s, $i) = @_;
     return $s->{objects}[$i] eq '' && $s->{funcs}[$i] =~ /^0x[0-9a-f]+$/;
+}
+
+# The CPU in an object's own code (samples whose leaf frame is in the
+# object $path), by the name of the leaf function: (\%by, total).
+sub leaf_cpu_in {
+    my ($samples, $path) = @_;
+    my %by;
+    for my $s (@$samples) {
+        next unless ($s->{objects}[0] // '') eq $path;
+        $by{ $s->{funcs}[0] // '(none)' } += $s->{cpu};
+    }
+    my $total = 0;
+    $total += $_ for values %by;
+    return (\%by, $total);
 }
 
 1;
