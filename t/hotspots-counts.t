@@ -28,13 +28,9 @@ use ProfAgent;
 # Uploads by profile_seq: { seq => { start, end, counts, event } }.
 sub uploads {
     my ($agent) = @_;
-    opendir(my $dh, $agent->{dir}) or return {};
-    my @d = grep { /^upload-\d+-\d+-\d+$/ } readdir($dh);
-    closedir($dh);
     my %u;
-    for my $d (@d) {
-        my $e = eval { decode_json(slurp("$agent->{dir}/$d/event") // '') }
-            or next;
+    for my $d (ProfAgent::upload_dirs($agent)) {
+        my $e = eval { decode_json(slurp("$d/event") // '') } or next;
         my ($seq) = $e->{tags_profiler} =~ /(?:^|,)profile_seq:(\d+)/;
         next unless defined $seq;
         $u{$seq} = { start => epoch_of($e->{start}), end => epoch_of($e->{end}),

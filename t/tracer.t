@@ -74,17 +74,13 @@ sub uploaded_profiles {
     my ($agent) = @_;
     my @out;
 
-    opendir(my $dh, $agent->{dir}) or return ();
-    for my $d (sort grep { /^upload-/ } readdir($dh)) {
-        my $e = eval { decode_json(slurp("$agent->{dir}/$d/event")) }
-            or next;
+    for my $d (ProfAgent::upload_dirs($agent)) {
+        my $e = eval { decode_json(slurp("$d/event")) } or next;
         my %tags = map { split(/:/, $_, 2) } split(/,/, $e->{tags_profiler});
-        my $p = eval { decode_profile("$agent->{dir}/$d/profile.pprof") }
-            or next;
+        my $p = eval { decode_profile("$d/profile.pprof") } or next;
         push @out, { tags => \%tags,
                      samples => [ ProfHotspots::hotspot_samples($p) ] };
     }
-    closedir($dh);
 
     return @out;
 }

@@ -29,12 +29,8 @@ use ProfAgent;
 # Recorded uploads, oldest first: { dir, request, parts, event, ... }.
 sub uploads {
     my ($agent) = @_;
-    opendir(my $dh, $agent->{dir}) or return ();
-    my @d = sort grep { /^upload-\d+-\d+-\d+$/ } readdir($dh);
-    closedir($dh);
     my @u;
-    for my $d (@d) {
-        my $path = "$agent->{dir}/$d";
+    for my $path (ProfAgent::upload_dirs($agent)) {
         my %u = (dir => $path);
         $u{request} = slurp("$path/request");
         $u{parts} = slurp("$path/parts");
