@@ -25,7 +25,6 @@ use ProfNginx;
 use ProfWait;
 use ProfWorkload;
 use ProfAgent;
-use ProfHostile;
 
 my @FAILED = qw(uploads_failed_connect uploads_failed_timeout
                 uploads_failed_4xx uploads_failed_5xx uploads_failed_other);
