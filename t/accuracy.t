@@ -12,9 +12,13 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Time::HiRes qw(time);
-use ProfTest;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
+use ProfWorkload;
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -39,7 +43,7 @@ wait_until(sub {
 }, 5);
 my $sampler_ns = thread_cpu_ns($profiler, $sampler) // 0;
 my $t0 = time();
-my $served = $t->drive('/burn', 7, 0.020);
+my $served = ProfWorkload::drive($t, '/burn', 7, 0.020);
 my $elapsed = time() - $t0;
 ok($served > 50, "$served requests burning 30ms each in "
    . sprintf('%.1fs', $elapsed));

@@ -12,9 +12,10 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfNginx;
+use ProfProc;
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 
 sub http_with {
     my ($main_directives) = @_;
@@ -187,7 +188,7 @@ like($out, qr/"profiling_period" directive is duplicate/, 'as duplicate')
 
 sub worker_threads_of {
     my ($http) = @_;
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config($http);
     $t->run;
 
@@ -199,8 +200,8 @@ sub worker_threads_of {
     my $r = $t->get('/');
     is($r->{status}, 204, 'the worker serves a request');
 
-    my $threads = ProfTest::thread_count($worker);
-    my $profiler = ProfTest::profiler_of($worker);
+    my $threads = ProfProc::thread_count($worker);
+    my $profiler = ProfProc::profiler_of($worker);
     $t->stop;
     return ($threads, $t->error_log, $profiler);
 }
@@ -266,7 +267,7 @@ for my $url ('http://[::1', 'http://a b', 'http://h:99999', 'ftp://h:1',
 # The same through the environment the master starts with (the harness
 # removes DD_*: set here for nginx -t only), without profiling_agent_url.
 
-my $e = ProfTest->new(workers => 1, agent_url => undef);
+my $e = ProfNginx->new(workers => 1, agent_url => undef);
 $e->write_config(http_with(''));
 
 for my $env ([ DD_TRACE_AGENT_URL => 'http://127.0.0.1:8126' ],

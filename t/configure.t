@@ -16,8 +16,6 @@ use File::Temp qw(tempdir);
 use POSIX ();
 use Test::More;
 
-use ProfTest;
-
 my $TOP = "$FindBin::Bin/..";
 my ($ARCHIVE) = sort glob("$TOP/../shared/fixtures/nginx-src/nginx-*.tar.gz");
 plan(skip_all => 'no nginx source in ../shared/fixtures/nginx-src')

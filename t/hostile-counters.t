@@ -18,9 +18,13 @@ use lib "$FindBin::Bin/lib";
 use JSON::PP;
 use Test::More;
 
-use ProfTest;
+use ProfFiles qw(slurp);
+use ProfHTTP;
+use ProfLog;
+use ProfNginx;
+use ProfWait;
+use ProfWorkload;
 use ProfAgent;
-use ProfHostile;
 
 my @FAILED = qw(uploads_failed_connect uploads_failed_timeout
                 uploads_failed_4xx uploads_failed_5xx uploads_failed_other);
@@ -28,10 +32,10 @@ my @FAILED = qw(uploads_failed_connect uploads_failed_timeout
 sub run_against {
     my ($mode, $timeout, $seconds) = @_;
 
-    my $agent_port = ProfTest::free_port();
+    my $agent_port = ProfHTTP::free_port();
     my $agent = start_agent("127.0.0.1:$agent_port", mode => $mode);
 
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config(<<"EOF");
     profiling on;
     profiling_agent_url http://127.0.0.1:$agent_port;
@@ -44,22 +48,22 @@ sub run_against {
 EOF
     $t->run;
     my ($worker) = $t->worker_pids;
-    $t->drive('/burn', $seconds, 0.02);
+    ProfWorkload::drive($t, '/burn', $seconds, 0.02);
     ok($t->stop, "$mode: nginx quits");
     $t->ok_no_worker_died($mode);
 
     my ($c) = grep { $_->{pid} == $worker }
-              ProfHostile::exit_counters($t->error_log);
+              ProfLog::exit_counters($t->error_log);
     ok($c, "$mode: the worker logged its counters") or return;
 
     # Tries still running at the quit reach the agent afterwards.
     my @u;
     wait_until(sub {
-        @u = ProfHostile::agent_uploads($agent);
+        @u = ProfAgent::agent_uploads($agent);
         @u >= $c->{uploads_attempted};
     }, 10);
     wait_until(sub { 0 }, 0.5);     # and nothing more comes
-    @u = ProfHostile::agent_uploads($agent);
+    @u = ProfAgent::agent_uploads($agent);
     stop_agent($agent);
 
     my $bytes = 0;

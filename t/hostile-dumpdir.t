@@ -21,9 +21,13 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfFiles qw(slurp);
+use ProfLog;
+use ProfNginx;
+use ProfPprof;
+use ProfWait;
+use ProfWorkload;
 use ProfHostile;
-use ProfAgent qw(slurp);
 
 plan(skip_all => 'run as root: the workers run as nobody') unless $> == 0;
 plan(skip_all => 'python3 is missing')
@@ -35,7 +39,7 @@ my ($NOBODY_UID, $NOBODY_GID) = (getpwnam('nobody'))[2, 3];
 
 sub start_with_dump {
     my ($dump, %o) = @_;
-    my $t = ProfTest->new(workers => 1, no_dump_dir => 1);
+    my $t = ProfNginx->new(workers => 1, no_dump_dir => 1);
     $o{setup}->($t) if $o{setup};
     (my $conf_dump = $dump) =~ s/%%PREFIX%%/$t->prefix/ge;
     $t->write_config(<<"EOF");
@@ -68,7 +72,7 @@ sub messages_by_pid {
     my ($t) = @_;
     my $path = $t->{dump_path};
     my %by;
-    for my $line (ProfHostile::log_lines($t->error_log, qr/\Q$path\E/)) {
+    for my $line (ProfLog::log_lines($t->error_log, qr/\Q$path\E/)) {
         next if $line =~ /profiling: sampling every/;
         my ($pid) = $line =~ /\s(\d+)#\d+: /;
         push @{ $by{$pid // '?'} }, $line;
@@ -204,7 +208,7 @@ subtest 'symbolic links, a FIFO and files planted under the final names '
     mkdir("$d/nginx.1.1.pprof") or die $!;
 
     # Profiles 0 and 1 close at 3 and 6 s, 2 at the quit; 3 never.
-    $t->drive('/burn', 7, 0.05);
+    ProfWorkload::drive($t, '/burn', 7, 0.05);
     ok($t->stop, 'nginx quits');
     $w->stop;
 
@@ -249,7 +253,7 @@ subtest 'the directory nginx makes: the workers\' user\'s, mode 0700; '
     ok(-d _, 'the missing directory was made');
     is(sprintf('%o', $st[2] & 07777), '700', 'mode 0700');
     is($st[4], $NOBODY_UID, 'owned by the workers\' user');
-    $t->drive('/burn', 1.2, 0.05);
+    ProfWorkload::drive($t, '/burn', 1.2, 0.05);
     my ($f) = $t->wait_for_files(qr/^nginx\.$worker\.0\.pprof$/, 1, 10, $dir);
     ok($f, 'a profile is written in it');
     @st = stat($f // '/');
@@ -291,7 +295,7 @@ for my $l (@LONG) {
        . ')') or diag('  ' . join("\n  ", map { @{ $by->{$_} } } @twice));
 
     my ($c) = grep { $_->{pid} == $l->{worker} }
-              ProfHostile::exit_counters($t->error_log);
+              ProfLog::exit_counters($t->error_log);
     ok($c && $c->{profiles_exported} == 0 && $c->{export_failures} == 0,
        "$l->{name}: the worker wrote no profile and tried none")
         or diag(explain($c));

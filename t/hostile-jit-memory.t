@@ -23,7 +23,12 @@ use Cwd ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfEnv;
+use ProfLog;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
 
 my $WARMUP_S = 30;
 my $END_S = 90;
@@ -32,19 +37,19 @@ my $ALLOWANCE_KB = 256;
 # Under a sanitizer (t/sanitizer-nginx) the allocator is the sanitizer's
 # (freed memory held in quarantine): the RSS says nothing of the
 # profiler's. The workload then runs for a while, for the sanitizer.
-my $SANITIZED = ProfTest::nginx_wrapped();
+my $SANITIZED = ProfEnv::nginx_wrapped();
 $END_S = 20 if $SANITIZED;
 
 # Lua: OpenResty's built in, or Debian's modules for Debian's nginx.
-my $LUA = ProfTest::engines()->{lua};
+my $LUA = ProfEnv::engines()->{lua};
 if (!$LUA && $> == 0
-    && (Cwd::realpath(ProfTest::nginx_real()) // '') eq '/usr/sbin/nginx')
+    && (Cwd::realpath(ProfEnv::nginx_real()) // '') eq '/usr/sbin/nginx')
 {
     # What ci/install-deps installs; a machine without it gets it here.
     system('sh', '-c', 'DEBIAN_FRONTEND=noninteractive apt-get install -y '
            . '-qq --no-install-recommends libnginx-mod-http-ndk '
            . 'libnginx-mod-http-lua >/dev/null 2>&1');
-    $LUA = ProfTest::engines()->{lua};
+    $LUA = ProfEnv::engines()->{lua};
 }
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua and -ndk)') unless $LUA;
@@ -68,12 +73,12 @@ my $LOCATIONS = <<'EOF';
     }
 EOF
 
-my $base = ProfTest->new(workers => 1, modules => [ @LUA ]);
+my $base = ProfNginx->new(workers => 1, modules => [ @LUA ]);
 $base->write_config($LOCATIONS);
 $base->run;
 
-my $cand = ProfTest->new(workers => 1,
-                         modules => [ 'ngx_http_profiling_module', @LUA ]);
+my $cand = ProfNginx->new(workers => 1,
+                          modules => [ 'ngx_http_profiling_module', @LUA ]);
 $cand->write_config(<<'EOF' . $LOCATIONS);
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -103,17 +108,11 @@ for my $t ($base, $cand) {
 }
 END { kill('TERM', keys %load) if %load; }
 
-sub rss_kb {
-    my ($pid) = @_;
-    my $st = ProfTest::proc_status($pid) or return undef;
-    return ($st->{VmRSS} // '') =~ /^(\d+)/ ? $1 : undef;
-}
-
 my $start = time();
 my (%at, @timeline);
 for (my $s = 0; $s <= $END_S; $s += 10) {
     wait_until(sub { time() >= $start + $s }, 11, 0.1);
-    my %now = map { $_ => rss_kb($worker{$_}) // 0 } keys %worker;
+    my %now = map { $_ => ProfProc::rss_kb($worker{$_}) // 0 } keys %worker;
     push @timeline, sprintf('%ds %d/%d', $s, $now{base}, $now{cand});
     $at{$s} = \%now;
 }
@@ -131,7 +130,7 @@ $cand->ok_no_worker_died('JIT memory');
 
 # The load made what it means to: many distinct JIT addresses.
 my %jit;
-for my $p (ProfTest::decode_dump_dir($cand->dump_dir)) {
+for my $p (ProfPprof::decode_dump_dir($cand->dump_dir)) {
     $jit{ $_->{address} } = 1 for grep { !$_->{mapping_id} }
                                   @{ $p->{location} };
 }
@@ -139,8 +138,7 @@ my $min_jit = $SANITIZED ? 100 : 1000;
 ok(keys %jit >= $min_jit, scalar(keys %jit) . ' distinct JIT code '
    . "addresses in the profiles (at least $min_jit)");
 
-my ($c) = $cand->error_log =~ /profiling: stopped: ([^\n]*)/;
-my %counters = ($c // '') =~ /(\w+)=(\d+)/g;
+my %counters = %{ (ProfLog::exit_counters($cand->error_log))[0] // {} };
 note("addresses_evicted=" . ($counters{addresses_evicted} // '?')
      . " cpu_samples=" . ($counters{cpu_samples} // '?'));
 

@@ -19,7 +19,8 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfLog;
+use ProfNginx;
 use ProfHostile;
 
 plan(skip_all => 'run as root: the workers run as nobody') unless $> == 0;
@@ -73,7 +74,7 @@ sub seq_of { my ($pid, $seq) = $_[0] =~ /^nginx\.(\d+)\.(\d+)\./; $seq }
 sub run_retention {
     my ($keep, $prepare) = @_;
 
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     my $d = $t->dump_dir;
     chmod(0755, $d);
     my $planted = $prepare->($t, $d);
@@ -148,7 +149,7 @@ EOF
                        sort keys %before ];
     $seen{planted} = $planted;
     ($seen{counters}) = grep { $_->{pid} == $worker }
-                        ProfHostile::exit_counters($t->error_log);
+                        ProfLog::exit_counters($t->error_log);
     return \%seen;
 }
 

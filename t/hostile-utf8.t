@@ -21,7 +21,11 @@ use lib "$FindBin::Bin/lib";
 use JSON::PP ();
 use Test::More;
 
-use ProfTest;
+use ProfHTTP;
+use ProfLog;
+use ProfNginx;
+use ProfPprof;
+use ProfWait;
 use ProfAgent;
 use ProfHostile;
 
@@ -59,10 +63,10 @@ my @CASES = (
 
 my $THREAD_NAME = "ngx\xff\xfe\xc3";
 
-my $agent_port = ProfTest::free_port();
+my $agent_port = ProfHTTP::free_port();
 my $agent = start_agent("127.0.0.1:$agent_port");
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 $t->write_config(<<"EOF");
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -104,14 +108,14 @@ my ($worker) = $t->worker_pids;
 # The first profiles load the symbol tables (slow under a sanitizer):
 # once two are uploaded, the next ones are not delayed (and replaced
 # while an upload runs).
-ok(wait_until(sub { ProfHostile::agent_uploads($agent) >= 2 }, 30),
+ok(wait_until(sub { ProfAgent::agent_uploads($agent) >= 2 }, 30),
    'the first profiles are uploaded');
 
 for my $c (@CASES) {
     my ($name, $target, undef, $headers) = @$c;
     my @status;
     for (1 .. $SENT) {
-        my ($status) = ProfTest::raw_request($t->port,
+        my ($status) = ProfHTTP::raw_request($t->port,
             "GET $target HTTP/1.0\r\nHost: x\r\n" . ($headers // '')
             . "\r\n", 30);
         push @status, $status // 'none';
@@ -121,10 +125,10 @@ for my $c (@CASES) {
 
 # A NUL in a URI or a header is refused by nginx (400); the profiles
 # must hold up all the same.
-my ($nul_uri) = ProfTest::raw_request($t->port,
+my ($nul_uri) = ProfHTTP::raw_request($t->port,
                                       "GET /n%00x HTTP/1.0\r\nHost: x\r\n\r\n");
 is($nul_uri, 400, 'a URI with %00 is refused (400)');
-my ($nul_header) = ProfTest::raw_request($t->port,
+my ($nul_header) = ProfHTTP::raw_request($t->port,
     "GET /hdr HTTP/1.0\r\nHost: x\r\nX-Ep: a\0b\r\n\r\n");
 is($nul_header, 400, 'a header with a NUL byte is refused (400)');
 
@@ -135,9 +139,9 @@ $t->ok_no_worker_died('hostile UTF-8');
 # Every profile, decoded by protoc and by the strict decoder.
 
 my @dumped = profile_files($t->dump_dir, qr/\.pprof$/);
-my @uploads = ProfHostile::agent_uploads($agent);
+my @uploads = ProfAgent::agent_uploads($agent);
 my ($c) = grep { $_->{pid} == $worker }
-          ProfHostile::exit_counters($t->error_log);
+          ProfLog::exit_counters($t->error_log);
 ok(@dumped >= 3, scalar(@dumped) . ' profiles written');
 ok($c && $c->{uploads_submitted} == @dumped
    && $c->{uploads_succeeded} == @uploads,

@@ -18,20 +18,19 @@ use POSIX ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfFiles qw(slurp);
+use ProfHTTP;
+use ProfNginx;
+use ProfWait;
 use ProfAgent;
 
 
 # Uploads by profile_seq: { seq => { start, end, counts, event } }.
 sub uploads {
     my ($agent) = @_;
-    opendir(my $dh, $agent->{dir}) or return {};
-    my @d = grep { /^upload-\d+-\d+-\d+$/ } readdir($dh);
-    closedir($dh);
     my %u;
-    for my $d (@d) {
-        my $e = eval { decode_json(slurp("$agent->{dir}/$d/event") // '') }
-            or next;
+    for my $d (ProfAgent::upload_dirs($agent)) {
+        my $e = eval { decode_json(slurp("$d/event") // '') } or next;
         my ($seq) = $e->{tags_profiler} =~ /(?:^|,)profile_seq:(\d+)/;
         next unless defined $seq;
         $u{$seq} = { start => epoch_of($e->{start}), end => epoch_of($e->{end}),
@@ -48,10 +47,10 @@ sub wait_upload {
 }
 
 
-my $agent_port = ProfTest::free_port();
+my $agent_port = ProfHTTP::free_port();
 my $agent = start_agent("127.0.0.1:$agent_port");
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 $t->write_config(<<"EOF");
     profiling on;
     profiling_agent_url http://127.0.0.1:$agent_port;

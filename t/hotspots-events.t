@@ -19,11 +19,17 @@ use POSIX ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfEnv;
+use ProfFiles;
+use ProfHTTP;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
 my %ID = (lr => '1a1a1a1a1a1a1a1a', rate => '2b2b2b2b2b2b2b2b',
           mutex => '3c3c3c3c3c3c3c3c', poll => '4d4d4d4d4d4d4d4d');
-my %U64 = map { $_ => ProfTest::hex_to_u64($ID{$_}) } keys %ID;
+my %U64 = map { $_ => ProfHotspots::hex_to_u64($ID{$_}) } keys %ID;
 
 sub libz_samples {
     return grep { $_->{cpu} > 0 && grep { /libz\.so/ } @{ $_->{objects} } }
@@ -34,25 +40,25 @@ sub libz_samples {
 # the span id and endpoint.
 sub ok_labelled {
     my ($name, $span, $endpoint, $min_ns, @samples) = @_;
-    my $total = ProfTest::sum_cpu(@samples);
-    my $good = ProfTest::sum_cpu(grep {
-        ProfTest::same_value($_->{span}, $span)
-        && ProfTest::same_value($_->{root}, $span)
-        && ProfTest::same_value($_->{endpoint}, $endpoint) } @samples);
+    my $total = ProfHotspots::sum_cpu(@samples);
+    my $good = ProfHotspots::sum_cpu(grep {
+        ProfHotspots::same_value($_->{span}, $span)
+        && ProfHotspots::same_value($_->{root}, $span)
+        && ProfHotspots::same_value($_->{endpoint}, $endpoint) } @samples);
     ok($total >= $min_ns && $good >= 0.95 * $total,
        sprintf('%s: %.1f%% of %.0fms of cpu-time has span id %s and '
                . 'endpoint %s', $name, $total ? 100 * $good / $total : 0,
                $total / 1e6, $span, $endpoint))
-        or diag('by span / endpoint: ' . ProfTest::format_cpu_by(
-            ProfTest::cpu_by(sub { ($_[0]{span} // '-') . ' / '
-                                   . ($_[0]{endpoint} // '-') },
-                             @samples)));
+        or diag('by span / endpoint: ' . ProfHotspots::format_cpu_by(
+            ProfHotspots::cpu_by(sub { ($_[0]{span} // '-') . ' / '
+                                       . ($_[0]{endpoint} // '-') },
+                                 @samples)));
 }
 
 sub gzip_get {
     my ($t, $path, $id, $big) = @_;
-    my $r = ProfTest::get_with($t, $path,
-        { traceparent => ProfTest::traceparent($ID{$id}),
+    my $r = ProfHTTP::get_with($t, $path,
+        { traceparent => ProfHotspots::traceparent($ID{$id}),
           'accept-encoding' => 'gzip' });
     my $plain = '';
     gunzip(\$r->{content} => \$plain)
@@ -62,10 +68,11 @@ sub gzip_get {
 
 
 subtest 'requests resumed by a timer: limit_req delays, limit_rate' => sub {
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     mkdir($t->prefix . '/html') or die;
     chmod(0755, $t->prefix . '/html');
-    my $big = $t->write_words_file($t->prefix . '/html/big.txt', 4_000_000);
+    my $big = ProfWorkload::write_words_file($t->prefix . '/html/big.txt',
+                                             4_000_000);
 
     $t->write_config(<<'EOF');
     profiling on;
@@ -98,8 +105,8 @@ EOF
         my $pid = fork();
         die "fork: $!" unless defined $pid;
         if ($pid == 0) {
-            my $r = ProfTest::get_with($t, '/lr',
-                { traceparent => ProfTest::traceparent($ID{lr}) });
+            my $r = ProfHTTP::get_with($t, '/lr',
+                { traceparent => ProfHotspots::traceparent($ID{lr}) });
             POSIX::_exit($r->{status} == 200 ? 0 : 1);
         }
         push @kids, $pid;
@@ -116,16 +123,17 @@ EOF
     is($ok, 3, '3 gzipped responses sent at limit_rate 4m');
 
     ok($t->stop, 'nginx quits');
-    my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+    my @S = ProfHotspots::hotspot_samples(
+        ProfPprof::decode_dump_dir($t->dump_dir));
 
     ok_labelled('limit_req: burn of the delayed requests', $U64{lr},
-                'GET /lr', 100e6, ProfTest::burn_samples(@S));
+                'GET /lr', 100e6, ProfHotspots::burn_samples(@S));
     ok_labelled('limit_rate: gzip', $U64{rate}, 'GET /big.txt', 100e6,
                 libz_samples(@S));
 
     my @cpu = map { (split ' ')[3] }
-              grep { m{^/lr } } ProfTest::file_lines($t->prefix
-                                                     . '/access.log');
+              grep { m{^/lr } } ProfFiles::file_lines($t->prefix
+                                                      . '/access.log');
     my @bad = grep { !/^\d+$/ || $_ < 25000 || $_ > 60000 } @cpu;
     ok(@cpu == 8 && !@bad, 'limit_req: $profiling_request_cpu of every '
        . "request (30ms of burn) between 25000 and 60000 (@cpu)");
@@ -135,11 +143,12 @@ EOF
 # gzip of proxied responses, with $directive in the events block.
 sub proxied_gzip {
     my ($directive, $id) = @_;
-    my $t = ProfTest->new(workers => 2);
-    my $backend = ProfTest::free_port();
+    my $t = ProfNginx->new(workers => 2);
+    my $backend = ProfHTTP::free_port();
     mkdir($t->prefix . '/html') or die;
     chmod(0755, $t->prefix . '/html');
-    my $big = $t->write_words_file($t->prefix . '/html/big.txt', 4_000_000);
+    my $big = ProfWorkload::write_words_file($t->prefix . '/html/big.txt',
+                                             4_000_000);
 
     $t->write_config(<<"EOF");
     profiling on;
@@ -170,7 +179,8 @@ EOF
     unlike($t->error_log, qr/ready events are posted and run after/,
            'with epoll, the wrapper runs the events from its instance')
         if $directive !~ /^use /;
-    my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+    my @S = ProfHotspots::hotspot_samples(
+        ProfPprof::decode_dump_dir($t->dump_dir));
     ok_labelled('gzip of the proxied responses (upstream events)',
                 $U64{$id}, 'GET /gzproxy/big.txt', 200e6, libz_samples(@S));
 }
@@ -182,7 +192,7 @@ subtest 'accept_mutex on: the events of the worker holding it' => sub {
 subtest 'use poll: events the event module queues, the wrapper runs' => sub {
     plan skip_all => 'nginx without the poll module (--with-poll_module; '
                      . 'ci/nginx-matrix builds it)'
-        unless ProfTest::nginx_v() =~ /--with-poll_module/;
+        unless ProfEnv::nginx_v() =~ /--with-poll_module/;
     proxied_gzip('use poll;', 'poll');
 };
 

@@ -15,19 +15,25 @@ use POSIX ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfEnv;
+use ProfFiles;
+use ProfHTTP;
+use ProfHotspots qw(endpoint_is);
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
 my %ID = (a => 'a1a1a1a1a1a1a1a1', b => '0b0b0b0b0b0b0b0b',
           curl => 'c0c0c0c0c0c0c0c0', x1 => '1000000000000001',
           x2 => '2000000000000002', gz => '9999999999999999');
-my %U64 = map { $_ => ProfTest::hex_to_u64($ID{$_}) } keys %ID;
+my %U64 = map { $_ => ProfHotspots::hex_to_u64($ID{$_}) } keys %ID;
 
 # Both ways of enabling HTTP/2: the listen option (deprecated from nginx
 # 1.25.1 on) and, where it exists, the http2 directive.
 my @modes = (['listen option', 'listen 127.0.0.1:%%PORT%% http2;']);
 push @modes, ['http2 directive',
               "listen 127.0.0.1:%%PORT%%;\n        http2 on;"]
-    if ProfTest::nginx_version() >= 1025001;
+    if ProfEnv::nginx_version() >= 1025001;
 
 for my $mode (@modes) {
     my ($how, $listen) = @$mode;
@@ -35,18 +41,14 @@ for my $mode (@modes) {
     h2_case($how, $listen);
 }
 
-sub endpoint_is {
-    my ($e) = @_;
-    return sub { ($_[0]{endpoint} // '') eq $e };
-}
-
 sub h2_case {
     my ($how, $listen) = @_;
 
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     mkdir($t->prefix . '/html') or die;
     chmod(0755, $t->prefix . '/html');
-    my $big = $t->write_words_file($t->prefix . '/html/big.txt', 4_000_000);
+    my $big = ProfWorkload::write_words_file($t->prefix . '/html/big.txt',
+                                             4_000_000);
 
     (my $config = <<'EOF') =~ s/%%LISTEN%%/$listen/;
     profiling on;
@@ -82,13 +84,14 @@ EOF
     my @req;
     for (1 .. 6) {
         push @req, { path => '/h2a',
-                     headers => [ traceparent => ProfTest::traceparent($ID{a}) ] },
+                     headers => [ traceparent =>
+                                  ProfHotspots::traceparent($ID{a}) ] },
                    { path => '/h2c' },
                    { path => '/h2b',
                      headers => [ 'x-datadog-trace-id' => '77',
                                   'x-datadog-parent-id' => $U64{b} ] };
     }
-    my @res = ProfTest::h2_requests($t->port, \@req, 20);
+    my @res = ProfHTTP::h2_requests($t->port, \@req, 20);
     my @bad = grep { ($_->{status} // 0) != 200 || $_->{error} } @res;
     ok(@res == 18 && !@bad, '18 multiplexed streams on one connection answered '
        . '200') or diag(join(', ', map { ($_->{status} // '-') . ' '
@@ -103,9 +106,10 @@ EOF
             my $end = time() + 2;
             my $fail = 0;
             while (time() < $end) {
-                my @r = ProfTest::h2_requests($t->port, [ map { {
+                my @r = ProfHTTP::h2_requests($t->port, [ map { {
                     path => "/h2$k",
-                    headers => [ traceparent => ProfTest::traceparent($ID{$k}) ],
+                    headers => [ traceparent =>
+                                 ProfHotspots::traceparent($ID{$k}) ],
                 } } 1 .. 3 ], 20);
                 $fail += grep { ($_->{status} // 0) != 200 } @r;
             }
@@ -122,7 +126,7 @@ EOF
     my ($CURL) = grep { -x } map { "$_/curl" } split /:/, $ENV{PATH} // '';
     SKIP: {
         skip 'no curl', 1 unless $CURL;
-        my $tp = ProfTest::traceparent($ID{curl});
+        my $tp = ProfHotspots::traceparent($ID{curl});
         my $url = 'http://127.0.0.1:' . $t->port . '/h2curl';
         # One request per curl: curl 7.88 fails ("Error in the HTTP2 framing
         # layer") reusing a prior-knowledge connection, profiling or not.
@@ -135,9 +139,9 @@ EOF
 
     # A gzipped response larger than the stream's flow control window: the
     # stream goes on when the client's WINDOW_UPDATE frames arrive.
-    my @gz = map { ProfTest::h2_requests($t->port, [ {
+    my @gz = map { ProfHTTP::h2_requests($t->port, [ {
         path => '/big.txt',
-        headers => [ traceparent => ProfTest::traceparent($ID{gz}),
+        headers => [ traceparent => ProfHotspots::traceparent($ID{gz}),
                      'accept-encoding' => 'gzip' ] } ], 20) } 1 .. 3;
     my @gz_bad = grep { ($_->{status} // 0) != 200 || $_->{error} } @gz;
     ok(!@gz_bad, '3 gzipped responses of 4 MB over HTTP/2 answered 200')
@@ -147,43 +151,50 @@ EOF
     is(join(',', $t->worker_pids), $worker, 'the same worker served them all');
     ok($t->stop, 'nginx quits (and writes its last profile)');
 
-    my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+    my @S = ProfHotspots::hotspot_samples(
+        ProfPprof::decode_dump_dir($t->dump_dir));
 
-    ProfTest::ok_burn_ids(name => 'streams with a traceparent',
-                          samples => \@S, filter => endpoint_is('GET /h2a'),
-                          span => $U64{a}, root => $U64{a});
-    ProfTest::ok_burn_ids(name => 'streams without trace headers, between them',
-                          samples => \@S, filter => endpoint_is('GET /h2c'),
-                          span => undef, root => undef);
-    ProfTest::ok_burn_ids(name => 'streams with x-datadog headers',
-                          samples => \@S, filter => endpoint_is('GET /h2b'),
-                          span => $U64{b}, root => $U64{b});
+    ProfHotspots::ok_burn_ids(
+        name => 'streams with a traceparent',
+        samples => \@S, filter => endpoint_is('GET /h2a'),
+        span => $U64{a}, root => $U64{a});
+    ProfHotspots::ok_burn_ids(
+        name => 'streams without trace headers, between them',
+        samples => \@S, filter => endpoint_is('GET /h2c'),
+        span => undef, root => undef);
+    ProfHotspots::ok_burn_ids(
+        name => 'streams with x-datadog headers',
+        samples => \@S, filter => endpoint_is('GET /h2b'),
+        span => $U64{b}, root => $U64{b});
     for my $k (qw(x1 x2)) {
-        ProfTest::ok_burn_ids(name => "concurrent connection $k",
-                              samples => \@S, filter => endpoint_is("GET /h2$k"),
-                              span => $U64{$k}, root => $U64{$k});
+        ProfHotspots::ok_burn_ids(
+            name => "concurrent connection $k",
+            samples => \@S, filter => endpoint_is("GET /h2$k"),
+            span => $U64{$k}, root => $U64{$k});
     }
     SKIP: {
         skip 'no curl', 1 unless $CURL;
-        ProfTest::ok_burn_ids(name => 'curl', samples => \@S,
-                              filter => endpoint_is('GET /h2curl'),
-                              span => $U64{curl}, root => $U64{curl},
-                              min_ns => 60e6);
+        ProfHotspots::ok_burn_ids(
+            name => 'curl', samples => \@S,
+            filter => endpoint_is('GET /h2curl'),
+            span => $U64{curl}, root => $U64{curl},
+            min_ns => 60e6);
     }
 
     # The CPU gzip spent on them, wherever the stream went on from.
     my @z = grep { $_->{cpu} > 0 && grep { /libz\.so/ } @{ $_->{objects} } } @S;
-    my $z_total = ProfTest::sum_cpu(@z);
-    my $z_good = ProfTest::sum_cpu(grep {
-        ProfTest::same_value($_->{span}, $U64{gz})
-        && ProfTest::same_value($_->{endpoint}, 'GET /big.txt') } @z);
+    my $z_total = ProfHotspots::sum_cpu(@z);
+    my $z_good = ProfHotspots::sum_cpu(grep {
+        ProfHotspots::same_value($_->{span}, $U64{gz})
+        && ProfHotspots::same_value($_->{endpoint}, 'GET /big.txt') } @z);
     ok($z_total >= 100e6 && $z_good >= 0.95 * $z_total,
        sprintf('gzip over HTTP/2: %.1f%% of %.0fms of cpu-time in libz has the '
                . 'stream\'s span id %s and endpoint GET /big.txt',
                $z_total ? 100 * $z_good / $z_total : 0, $z_total / 1e6, $U64{gz}))
-        or diag('libz cpu-time by span / endpoint: ' . ProfTest::format_cpu_by(
-            ProfTest::cpu_by(sub { ($_[0]{span} // '-') . ' / '
-                                   . ($_[0]{endpoint} // '-') }, @z)));
+        or diag('libz cpu-time by span / endpoint: '
+                . ProfHotspots::format_cpu_by(ProfHotspots::cpu_by(
+                    sub { ($_[0]{span} // '-') . ' / '
+                          . ($_[0]{endpoint} // '-') }, @z)));
 
     my %sent = map { $_ => 1 } values %U64;
     my @unknown = grep { !$sent{$_} }
@@ -192,7 +203,7 @@ EOF
         or diag("unknown ids: @unknown[0 .. ($#unknown < 5 ? $#unknown : 5)]");
 
     # $profiling_span_id per stream.
-    my @log = ProfTest::file_lines($t->prefix . '/access.log');
+    my @log = ProfFiles::file_lines($t->prefix . '/access.log');
     my %want = ('/h2a' => $U64{a}, '/h2b' => $U64{b}, '/h2c' => '-',
                 '/big.txt' => $U64{gz},
                 '/h2curl' => $U64{curl}, '/h2x1' => $U64{x1},

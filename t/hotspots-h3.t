@@ -16,12 +16,17 @@ use lib "$FindBin::Bin/lib";
 use POSIX ();
 use Test::More;
 
-use ProfTest;
+use ProfEnv;
+use ProfFiles;
+use ProfHotspots qw(endpoint_is);
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
 plan(skip_all => 'nginx without HTTP/3 (--with-http_v3_module)')
-    unless ProfTest::nginx_has('--with-http_v3_module');
+    unless ProfEnv::nginx_has('--with-http_v3_module');
 
-my $H3CLIENT = ProfTest::build_dir() . '/test/h3client';
+my $H3CLIENT = ProfEnv::build_dir() . '/test/h3client';
 plan(skip_all => "no $H3CLIENT: make test-modules with go and Debian's "
                  . 'golang-github-lucas-clemente-quic-go-dev')
     unless -x $H3CLIENT;
@@ -33,9 +38,9 @@ plan(skip_all => 'no openssl to make a certificate') unless $OPENSSL;
 
 my %ID = (a => 'a3a3a3a3a3a3a3a3', b => '0b3b0b3b0b3b0b3b',
           ssi => '5555555555555555', ssiq => '7777777777777777');
-my %U64 = map { $_ => ProfTest::hex_to_u64($ID{$_}) } keys %ID;
+my %U64 = map { $_ => ProfHotspots::hex_to_u64($ID{$_}) } keys %ID;
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 my $p = $t->prefix;
 my $req = `$OPENSSL req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $p/key.pem -out $p/cert.pem -days 30 -subj /CN=localhost 2>&1`;
 $? == 0 or die "openssl req failed: $req";
@@ -44,7 +49,7 @@ $? == 0 or die "openssl req failed: $req";
 mkdir("$p/html") or die;
 chmod(0755, "$p/html");
 {
-    my $words = $t->write_words_file("$p/html/words.txt", 200_000);
+    my $words = ProfWorkload::write_words_file("$p/html/words.txt", 200_000);
     open(my $fh, '>', "$p/html/ssi.html") or die;
     print $fh join('<!--# echo var="uri" -->', split(/\n/, $words))
         for 1 .. 40;
@@ -91,7 +96,7 @@ sub h3client {
     return ($? >> 8, $out);
 }
 
-my $tp_a = ProfTest::traceparent($ID{a});
+my $tp_a = ProfHotspots::traceparent($ID{a});
 for (1 .. 8) {
     my ($rc, $out) = h3client("/h3a|traceparent: $tp_a", '/h3none',
                               "/h3b|x-datadog-trace-id: 77"
@@ -109,7 +114,7 @@ for my $client ('h3client', 'gtlsclient') {
         if ($pid == 0) {
             my $rc;
             if ($client eq 'h3client') {
-                my $tp = ProfTest::traceparent($ID{ssi});
+                my $tp = ProfHotspots::traceparent($ID{ssi});
                 ($rc) = h3client(("/ssi.html|traceparent: $tp") x 2);
             } else {
                 my $url = "$base/ssiq.html?span=$ID{ssiq}";
@@ -129,7 +134,7 @@ for my $kid (@kids) {
 is(join(',', $t->worker_pids), $worker, 'the same worker served them all');
 ok($t->stop, 'nginx quits (and writes its last profile)');
 
-my @log = ProfTest::file_lines("$p/access.log");
+my @log = ProfFiles::file_lines("$p/access.log");
 my %want = ('/h3a' => $U64{a}, '/h3b' => $U64{b}, '/h3none' => '-',
             '/ssi.html' => $U64{ssi}, '/ssiq.html' => $U64{ssiq});
 my @wrong = grep {
@@ -141,70 +146,69 @@ ok(@log == 36 && !@wrong, scalar(@log) . ' access log lines: HTTP/3.0, '
    . '200, $profiling_span_id the request\'s ("-" without)')
     or diag(join("\n", @wrong[0 .. ($#wrong < 5 ? $#wrong : 5)]));
 
-my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+my @S = ProfHotspots::hotspot_samples(
+    ProfPprof::decode_dump_dir($t->dump_dir));
 
-sub endpoint_is {
-    my ($e) = @_;
-    return sub { ($_[0]{endpoint} // '') eq $e };
-}
-
-ProfTest::ok_burn_ids(name => 'streams with a traceparent',
-                      samples => \@S, filter => endpoint_is('GET /h3a'),
-                      span => $U64{a}, root => $U64{a});
-ProfTest::ok_burn_ids(name => 'streams without trace headers, between them',
-                      samples => \@S, filter => endpoint_is('GET /h3none'),
-                      span => undef, root => undef);
-ProfTest::ok_burn_ids(name => 'streams with x-datadog headers',
-                      samples => \@S, filter => endpoint_is('GET /h3b'),
-                      span => $U64{b}, root => $U64{b});
+ProfHotspots::ok_burn_ids(
+    name => 'streams with a traceparent',
+    samples => \@S, filter => endpoint_is('GET /h3a'),
+    span => $U64{a}, root => $U64{a});
+ProfHotspots::ok_burn_ids(
+    name => 'streams without trace headers, between them',
+    samples => \@S, filter => endpoint_is('GET /h3none'),
+    span => undef, root => undef);
+ProfHotspots::ok_burn_ids(
+    name => 'streams with x-datadog headers',
+    samples => \@S, filter => endpoint_is('GET /h3b'),
+    span => $U64{b}, root => $U64{b});
 
 # The CPU of the SSI filter, wherever QUIC resumed the stream from: each
 # page's carries its own ids, and together they are nearly all of it.
-my @ssi = grep { $_->{cpu} > 0 && ProfTest::stack_has($_, qr/^ngx_http_ssi/) }
-          @S;
+my @ssi = grep { $_->{cpu} > 0
+                 && ProfHotspots::stack_has($_, qr/^ngx_http_ssi/) } @S;
 for my $case (['/ssi.html', 'ssi', 'h3client, traceparent'],
               ['/ssiq.html', 'ssiq', 'gtlsclient, query string'])
 {
     my ($uri, $id, $how) = @$case;
     my @mine = grep { ($_->{endpoint} // '') eq "GET $uri" } @ssi;
-    my $good = ProfTest::sum_cpu(grep {
-        ProfTest::same_value($_->{span}, $U64{$id})
-        && ProfTest::same_value($_->{root}, $U64{$id}) } @mine);
-    ok($good >= 50e6 && $good == ProfTest::sum_cpu(@mine),
+    my $good = ProfHotspots::sum_cpu(grep {
+        ProfHotspots::same_value($_->{span}, $U64{$id})
+        && ProfHotspots::same_value($_->{root}, $U64{$id}) } @mine);
+    ok($good >= 50e6 && $good == ProfHotspots::sum_cpu(@mine),
        sprintf('SSI over HTTP/3 (%s): %.0fms of the SSI filter with '
                . 'endpoint GET %s, all of it with its span id', $how,
                $good / 1e6, $uri));
 }
-my $ssi_total = ProfTest::sum_cpu(@ssi);
-my $ssi_good = ProfTest::sum_cpu(grep {
+my $ssi_total = ProfHotspots::sum_cpu(@ssi);
+my $ssi_good = ProfHotspots::sum_cpu(grep {
     my $s = $_;
-    grep { ProfTest::same_value($s->{span}, $U64{$_->[1]})
-           && ProfTest::same_value($s->{endpoint}, "GET $_->[0]") }
+    grep { ProfHotspots::same_value($s->{span}, $U64{$_->[1]})
+           && ProfHotspots::same_value($s->{endpoint}, "GET $_->[0]") }
          ['/ssi.html', 'ssi'], ['/ssiq.html', 'ssiq'] } @ssi);
 ok($ssi_good >= 0.95 * $ssi_total,
    sprintf('%.1f%% of the SSI filter\'s %.0fms of cpu-time carries its own '
            . 'request\'s span id and endpoint',
            $ssi_total ? 100 * $ssi_good / $ssi_total : 0, $ssi_total / 1e6))
-    or diag('SSI cpu-time by span / endpoint: ' . ProfTest::format_cpu_by(
-        ProfTest::cpu_by(sub { ($_[0]{span} // '-') . ' / '
-                               . ($_[0]{endpoint} // '-') }, @ssi)));
+    or diag('SSI cpu-time by span / endpoint: ' . ProfHotspots::format_cpu_by(
+        ProfHotspots::cpu_by(sub { ($_[0]{span} // '-') . ' / '
+                                   . ($_[0]{endpoint} // '-') }, @ssi)));
 
 # QUIC's output (the packets of the connection's streams, encrypted and
 # sent from the connection's own event) goes with the request that last
 # ran on one of its streams, as HTTP/2's output goes with its streams;
 # what it sends before the first request and after the last (the
 # handshake, the closing) is no request's.
-my @out = grep { $_->{cpu} > 0 && ProfTest::stack_has($_, 'ngx_quic_output') }
-          @S;
-my $out_total = ProfTest::sum_cpu(@out);
-my $out_good = ProfTest::sum_cpu(grep { defined $_->{endpoint} } @out);
+my @out = grep { $_->{cpu} > 0
+                 && ProfHotspots::stack_has($_, 'ngx_quic_output') } @S;
+my $out_total = ProfHotspots::sum_cpu(@out);
+my $out_good = ProfHotspots::sum_cpu(grep { defined $_->{endpoint} } @out);
 ok($out_total > 0 && $out_good >= 0.75 * $out_total,
    sprintf('%.1f%% of QUIC\'s output, %.0fms of cpu-time, carries a '
            . 'request\'s endpoint', $out_total ? 100 * $out_good / $out_total
                                               : 0, $out_total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by(
-        ProfTest::cpu_by(sub { $_[0]{leaf} }, grep { !defined $_->{endpoint} }
-                         @out)));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by(
+        ProfHotspots::cpu_by(sub { $_[0]{leaf} },
+                             grep { !defined $_->{endpoint} } @out)));
 
 my %sent = map { $_ => 1 } values %U64;
 my @unknown = grep { !$sent{$_} }

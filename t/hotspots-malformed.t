@@ -15,7 +15,10 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfHTTP;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
 
 my $TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 my $PARENT = '00f067aa0ba902b7';
@@ -70,9 +73,9 @@ my @VAR_CASES = (
                                    'x-trace' => 'a' x 10240 ] ],
 );
 
-my $h2_port = ProfTest::free_port();
+my $h2_port = ProfHTTP::free_port();
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 my $locations = <<'EOF';
         root %%PREFIX%%/html;
         location = /index.html { }
@@ -108,9 +111,9 @@ $locations
 EOF
 
 # The same static locations in an nginx without the profiling module.
-my $ref = ProfTest->new(workers => 1,
-                        modules => [ 'ngx_http_profiling_burn_module' ]);
-my $ref_h2_port = ProfTest::free_port();
+my $ref = ProfNginx->new(workers => 1,
+                         modules => [ 'ngx_http_profiling_burn_module' ]);
+my $ref_h2_port = ProfHTTP::free_port();
 (my $ref_locations = $locations) =~ s/^\s*profiling_\w+ .*\n//mg;
 $ref->write_config(<<"EOF");
     large_client_header_buffers 4 32k;
@@ -143,7 +146,7 @@ sub raw_get {
     while (my ($k, $v) = splice(@h, 0, 2)) {
         $req .= "$k: $v\r\n";
     }
-    my ($status, $body) = ProfTest::raw_request($port, "$req\r\n");
+    my ($status, $body) = ProfHTTP::raw_request($port, "$req\r\n");
     return ($status // 'none') . ' ' . $body;
 }
 
@@ -177,14 +180,14 @@ subtest 'HTTP/1.1: responses are the same with and without the header' => sub {
 
 subtest 'HTTP/2: responses are the same with and without the header' => sub {
     my $plain = join(' ', map { ($_->{status} // '-') . " $_->{body}" }
-                          ProfTest::h2_requests($h2_port,
+                          ProfHTTP::h2_requests($h2_port,
                               [ { path => '/var/index.html' } ]));
     is($plain, "200 static page\n", 'without trace headers: 200 and the page');
     for my $c (@CASES, @VAR_CASES) {
         my ($name, $headers) = @$c;
-        my @r = ProfTest::h2_requests($h2_port,
+        my @r = ProfHTTP::h2_requests($h2_port,
             [ { path => '/var/index.html', headers => $headers } ]);
-        my @ref = ProfTest::h2_requests($ref_h2_port,
+        my @ref = ProfHTTP::h2_requests($ref_h2_port,
             [ { path => '/var/index.html', headers => $headers } ]);
         my $got = ($r[0]{status} // '-') . " $r[0]{body}";
         my $reference = ($ref[0]{status} // '-') . " $ref[0]{body}";
@@ -225,11 +228,12 @@ $ref->stop;
 unlike($t->error_log, qr/exited on signal|\[alert\]|\[crit\]/,
        'no worker exited on a signal');
 
-my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
-my $valid = ProfTest::hex_to_u64($PARENT);
-my @burn = ProfTest::burn_samples(@S);
-my $labelled = ProfTest::sum_cpu(grep { defined $_->{span} } @burn);
-my $total = ProfTest::sum_cpu(@burn);
+my @S = ProfHotspots::hotspot_samples(
+    ProfPprof::decode_dump_dir($t->dump_dir));
+my $valid = ProfHotspots::hex_to_u64($PARENT);
+my @burn = ProfHotspots::burn_samples(@S);
+my $labelled = ProfHotspots::sum_cpu(grep { defined $_->{span} } @burn);
+my $total = ProfHotspots::sum_cpu(@burn);
 my %spans = map { $_->{span} => 1 } grep { defined $_->{span} } @S;
 is_deeply([ sort keys %spans ], [ $valid ], 'the only span id in the '
           . "profile is the valid traceparent's ($valid)");

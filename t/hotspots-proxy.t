@@ -17,17 +17,21 @@ use IO::Uncompress::Gunzip qw(gunzip $GunzipError);
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfHTTP;
+use ProfHotspots qw(endpoint_is);
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
-my $t = ProfTest->new(workers => 1);
-my $backend = ProfTest::free_port();
+my $t = ProfNginx->new(workers => 1);
+my $backend = ProfHTTP::free_port();
 
 # A large text file that compresses with some effort.
 my $html = $t->prefix . '/html';
 mkdir($html) or die;
 mkdir("$html/gz") or die;
 chmod(0755, $html, "$html/gz");
-my $big = $t->write_words_file("$html/gz/big.txt", 4_000_000);
+my $big = ProfWorkload::write_words_file("$html/gz/big.txt", 4_000_000);
 
 my %ID = (
     pass   => '1111111111111111',   # passed through to the backend
@@ -37,8 +41,8 @@ my %ID = (
     gzprox => 'c555555555555555',   # gzip of a proxied response
     gzstat => '6666666666666666',   # gzip of a static file
 );
-my %U64 = map { $_ => ProfTest::hex_to_u64($ID{$_}) } keys %ID;
-my $CHILD_TP = ProfTest::traceparent($ID{child});
+my %U64 = map { $_ => ProfHotspots::hex_to_u64($ID{$_}) } keys %ID;
+my $CHILD_TP = ProfHotspots::traceparent($ID{child});
 
 $t->write_config(<<"EOF");
     profiling on;
@@ -86,8 +90,8 @@ sub send_n {
     my ($n, $path, $id, %extra) = @_;
     my @bad;
     for (1 .. $n) {
-        my $r = ProfTest::get_with($t, $path,
-            { traceparent => ProfTest::traceparent($ID{$id}), %extra });
+        my $r = ProfHTTP::get_with($t, $path,
+            { traceparent => ProfHotspots::traceparent($ID{$id}), %extra });
         push @bad, "$r->{status} $r->{content}" if $r->{status} != 200;
         if ($extra{'accept-encoding'}) {
             my $plain;
@@ -112,31 +116,30 @@ send_n(4, '/gz/big.txt', 'gzstat', 'accept-encoding' => 'gzip');
 is(join(',', $t->worker_pids), $worker, 'the same worker served them all');
 ok($t->stop, 'nginx quits (and writes its last profile)');
 
-my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+my @S = ProfHotspots::hotspot_samples(
+    ProfPprof::decode_dump_dir($t->dump_dir));
 ok(@S > 0, scalar(@S) . ' samples');
-
-sub endpoint_is {
-    my ($e) = @_;
-    return sub { ($_[0]{endpoint} // '') eq $e };
-}
 
 
 subtest 'proxied requests' => sub {
     # proxy_pass passes the client's traceparent: the backend request has
     # the same ids.
-    ProfTest::ok_burn_ids(name => 'backend of /front/ (traceparent passed)',
-                          samples => \@S, filter => endpoint_is('GET /pass/x'),
-                          span => $U64{pass}, root => $U64{pass});
+    ProfHotspots::ok_burn_ids(
+        name => 'backend of /front/ (traceparent passed)',
+        samples => \@S, filter => endpoint_is('GET /pass/x'),
+        span => $U64{pass}, root => $U64{pass});
 
     # The front sends its own traceparent: the backend's burn is the
     # backend request's, not the front request's (one worker runs both).
-    ProfTest::ok_burn_ids(name => 'backend of /child/ (proxy_set_header '
-                                  . 'traceparent)',
-                          samples => \@S, filter => endpoint_is('GET /kid/x'),
-                          span => $U64{child}, root => $U64{child});
-    ProfTest::ok_burn_ids(name => 'backend of /bare/ (no traceparent passed)',
-                          samples => \@S, filter => endpoint_is('GET /plain/x'),
-                          span => undef, root => undef);
+    ProfHotspots::ok_burn_ids(
+        name => 'backend of /child/ (proxy_set_header '
+                . 'traceparent)',
+        samples => \@S, filter => endpoint_is('GET /kid/x'),
+        span => $U64{child}, root => $U64{child});
+    ProfHotspots::ok_burn_ids(
+        name => 'backend of /bare/ (no traceparent passed)',
+        samples => \@S, filter => endpoint_is('GET /plain/x'),
+        span => undef, root => undef);
 
     # Whatever sample the front requests got carries their own ids.
     for my $c ([ '/front/x', 'pass' ], [ '/child/x', 'front' ],
@@ -144,12 +147,13 @@ subtest 'proxied requests' => sub {
     {
         my ($path, $id) = @$c;
         my @wrong = grep { ($_->{endpoint} // '') eq "GET $path"
-                           && !ProfTest::same_value($_->{span}, $U64{$id}) }
+                           && !ProfHotspots::same_value($_->{span},
+                                                        $U64{$id}) }
                     @S;
         my $n = grep { ($_->{endpoint} // '') eq "GET $path" } @S;
         is(scalar(@wrong), 0, "the $n samples with endpoint GET $path "
            . "carry its span id $U64{$id}")
-            or diag(ProfTest::format_cpu_by(ProfTest::cpu_by(
+            or diag(ProfHotspots::format_cpu_by(ProfHotspots::cpu_by(
                 sub { $_[0]{span} }, @wrong)));
     }
 
@@ -164,11 +168,11 @@ subtest 'gzip: the CPU in libz carries the request\'s ids' => sub {
     my @z = grep {
         $_->{cpu} > 0
         && (grep({ /libz\.so/ } @{ $_->{objects} })
-            || ProfTest::stack_has($_, 'deflate'))
+            || ProfHotspots::stack_has($_, 'deflate'))
     } @S;
-    diag('libz cpu-time by span / endpoint: ' . ProfTest::format_cpu_by(
-         ProfTest::cpu_by(sub { ($_[0]{span} // '-') . ' / '
-                                . ($_[0]{endpoint} // '-') }, @z)));
+    diag('libz cpu-time by span / endpoint: ' . ProfHotspots::format_cpu_by(
+         ProfHotspots::cpu_by(sub { ($_[0]{span} // '-') . ' / '
+                                    . ($_[0]{endpoint} // '-') }, @z)));
 
     for my $c ([ 'gzip of a static file', 'gzstat', 'GET /gz/big.txt' ],
                [ 'gzip of a proxied response', 'gzprox',
@@ -180,25 +184,25 @@ subtest 'gzip: the CPU in libz carries the request\'s ids' => sub {
         # has no exported frame), the proxied one in the upstream's event
         # pipe.
         my $piped = $id eq 'gzprox';
-        my @mine = grep { ProfTest::stack_has($_, 'ngx_event_pipe')
+        my @mine = grep { ProfHotspots::stack_has($_, 'ngx_event_pipe')
                           == ($piped ? 1 : 0) } @z;
-        my $total = ProfTest::sum_cpu(@mine);
-        my $good = ProfTest::sum_cpu(grep {
-            ProfTest::same_value($_->{span}, $U64{$id})
-            && ProfTest::same_value($_->{root}, $U64{$id})
-            && ProfTest::same_value($_->{endpoint}, $endpoint) } @mine);
+        my $total = ProfHotspots::sum_cpu(@mine);
+        my $good = ProfHotspots::sum_cpu(grep {
+            ProfHotspots::same_value($_->{span}, $U64{$id})
+            && ProfHotspots::same_value($_->{root}, $U64{$id})
+            && ProfHotspots::same_value($_->{endpoint}, $endpoint) } @mine);
         ok($total >= 100_000_000 && $good >= 0.95 * $total,
            sprintf('%s: %.1f%% of %.0fms of cpu-time in libz has span id '
                    . '%s and endpoint %s', $name,
                    $total ? 100 * $good / $total : 0, $total / 1e6,
                    $U64{$id}, $endpoint))
-            or diag(ProfTest::format_cpu_by(ProfTest::cpu_by(
+            or diag(ProfHotspots::format_cpu_by(ProfHotspots::cpu_by(
                 sub { ($_[0]{span} // '-') . ' / '
                       . ($_[0]{endpoint} // '-') }, @mine)));
     }
 
-    my $all = ProfTest::sum_cpu(@z);
-    my $labelled = ProfTest::sum_cpu(grep {
+    my $all = ProfHotspots::sum_cpu(@z);
+    my $labelled = ProfHotspots::sum_cpu(grep {
         defined $_->{span} && ($_->{span} eq $U64{gzstat}
                                || $_->{span} eq $U64{gzprox}) } @z);
     ok($all > 0 && $labelled >= 0.95 * $all,

@@ -21,7 +21,12 @@ use POSIX ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfFiles;
+use ProfHTTP;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWait;
 
 my %ID = (
     ka    => 'abcdef0123456789',
@@ -35,10 +40,10 @@ my %ID = (
     on    => '1414141414141414',
     off   => '1515151515151515',
 );
-my %U64 = map { $_ => ProfTest::hex_to_u64($ID{$_}) } keys %ID;
+my %U64 = map { $_ => ProfHotspots::hex_to_u64($ID{$_}) } keys %ID;
 my $TF_OTHER = '42';    # what the try_files target would resolve
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 mkdir($t->prefix . '/html') or die;
 open(my $fh, '>', $t->prefix . '/html/index.html') or die;
 print $fh "static\n";
@@ -98,16 +103,16 @@ $t->run;
 my ($worker) = $t->worker_pids;
 my $N = 5;
 
-sub tp { return { traceparent => ProfTest::traceparent($ID{ $_[0] }) } }
+sub tp { return { traceparent => ProfHotspots::traceparent($ID{ $_[0] }) } }
 
 # Keep-alive: on one connection, a request with ids, then one without.
 {
     my $http = HTTP::Tiny->new(timeout => 30, keep_alive => 1);
     my @status;
     for (1 .. $N) {
-        push @status, ProfTest::get_with($t, '/ka1', tp('ka'), $http)
+        push @status, ProfHTTP::get_with($t, '/ka1', tp('ka'), $http)
                       ->{status};
-        push @status, ProfTest::get_with($t, '/ka2', {}, $http)->{status};
+        push @status, ProfHTTP::get_with($t, '/ka2', {}, $http)->{status};
     }
     is("@status", join(' ', (200) x (2 * $N)),
        "keep-alive: $N pairs of requests answered 200");
@@ -117,9 +122,9 @@ sub tp { return { traceparent => ProfTest::traceparent($ID{ $_[0] }) } }
 {
     my @status;
     for (1 .. $N) {
-        my ($st, $body, $raw) = ProfTest::raw_request($t->port,
+        my ($st, $body, $raw) = ProfHTTP::raw_request($t->port,
             "GET /pipe1 HTTP/1.1\r\nHost: x\r\ntraceparent: "
-            . ProfTest::traceparent($ID{pipe}) . "\r\n\r\n"
+            . ProfHotspots::traceparent($ID{pipe}) . "\r\n\r\n"
             . "GET /pipe2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         push @status, join('+', $raw =~ m{^HTTP/1\.1 (\d+)}mg);
     }
@@ -133,24 +138,24 @@ for my $k (sort keys %paths) {
     my $headers = tp($k);
     $headers->{'x-tf'} = $ID{tf} if $k eq 'tf';
     $headers->{'x-other'} = $TF_OTHER if $k eq 'tf';
-    my @status = map { ProfTest::get_with($t, $paths{$k}, $headers)->{status} }
+    my @status = map { ProfHTTP::get_with($t, $paths{$k}, $headers)->{status} }
                  1 .. $N;
     is("@status", join(' ', (200) x $N), "$paths{$k}: $N requests answered "
        . '200');
 }
 
-my @ret = map { ProfTest::get_with($t, '/ret', tp('on'))->{status} } 1 .. $N;
+my @ret = map { ProfHTTP::get_with($t, '/ret', tp('on'))->{status} } 1 .. $N;
 is("@ret", join(' ', (204) x $N), "/ret: $N requests answered 204");
-my @static = map { ProfTest::get_with($t, '/index.html')->{status} } 1 .. $N;
+my @static = map { ProfHTTP::get_with($t, '/index.html')->{status} } 1 .. $N;
 is("@static", join(' ', (200) x $N), "/index.html: $N requests answered 200");
 
 # The last request has ids; then the worker idles: a profile of a period
 # that starts after it has no request labels.
-is(ProfTest::get_with($t, '/on', tp('on'))->{status}, 200,
+is(ProfHTTP::get_with($t, '/on', tp('on'))->{status}, 200,
    'a last request with ids answered 200');
 my $last_request = time();
 my $idle;
-ProfTest::wait_until(sub {
+ProfWait::wait_until(sub {
     for my $f (profile_files($t->dump_dir, qr/\.pprof$/)) {
         my $p = eval { decode_profile($f) } or next;
         if ($p->{time_nanos} / 1e9 > $last_request + 0.05) {
@@ -164,8 +169,9 @@ ProfTest::wait_until(sub {
 is(join(',', $t->worker_pids), $worker, 'the same worker served them all');
 ok($t->stop, 'nginx quits (and writes its last profile)');
 
-my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
-my @log = ProfTest::file_lines($t->prefix . '/access.log');
+my @S = ProfHotspots::hotspot_samples(
+    ProfPprof::decode_dump_dir($t->dump_dir));
+my @log = ProfFiles::file_lines($t->prefix . '/access.log');
 my %log;        # uri => [ [connection, n, status, span, cpu], ... ]
 for (@log) {
     my ($c, $n, $uri, $status, $span, $cpu) = split ' ';
@@ -190,24 +196,28 @@ subtest 'keep-alive: the next request does not inherit the ids' => sub {
     is(scalar(keys %conns), 1, 'the keep-alive requests shared one '
        . 'connection') or diag(explain \%log);
 
-    ProfTest::ok_burn_ids(name => 'first requests (traceparent)',
-                          samples => \@S, filter => endpoint_in('GET /ka1'),
-                          span => $U64{ka}, root => $U64{ka});
-    ProfTest::ok_burn_ids(name => 'next requests, without trace headers',
-                          samples => \@S, filter => endpoint_in('GET /ka2'),
-                          span => undef, root => undef);
+    ProfHotspots::ok_burn_ids(
+        name => 'first requests (traceparent)',
+        samples => \@S, filter => endpoint_in('GET /ka1'),
+        span => $U64{ka}, root => $U64{ka});
+    ProfHotspots::ok_burn_ids(
+        name => 'next requests, without trace headers',
+        samples => \@S, filter => endpoint_in('GET /ka2'),
+        span => undef, root => undef);
     is(logged_spans('/ka1'), join(' ', ($U64{ka}) x $N),
        '$profiling_span_id of the first requests is the parent id');
     is(logged_spans('/ka2'), join(' ', ('-') x $N),
        '$profiling_span_id of the next requests is "-"');
 
-    ProfTest::ok_burn_ids(name => 'pipelined first requests',
-                          samples => \@S, filter => endpoint_in('GET /pipe1'),
-                          span => $U64{pipe}, root => $U64{pipe});
-    ProfTest::ok_burn_ids(name => 'pipelined next requests, without trace '
-                                  . 'headers', samples => \@S,
-                          filter => endpoint_in('GET /pipe2'),
-                          span => undef, root => undef);
+    ProfHotspots::ok_burn_ids(
+        name => 'pipelined first requests',
+        samples => \@S, filter => endpoint_in('GET /pipe1'),
+        span => $U64{pipe}, root => $U64{pipe});
+    ProfHotspots::ok_burn_ids(
+        name => 'pipelined next requests, without trace '
+                . 'headers', samples => \@S,
+        filter => endpoint_in('GET /pipe2'),
+        span => undef, root => undef);
     is(logged_spans('/pipe2'), join(' ', ('-') x $N),
        '$profiling_span_id of the pipelined next requests is "-"');
 };
@@ -223,11 +233,12 @@ subtest 'internal redirects, error_page and subrequests keep the ids' => sub {
                [ 'auth', 'GET /auth', 'GET /burn-auth' ])
     {
         my ($k, @endpoints) = @$c;
-        ProfTest::ok_burn_ids(name => "$paths{$k} (" . join(', ', @endpoints)
-                                      . ')',
-                              samples => \@S,
-                              filter => endpoint_in(@endpoints),
-                              span => $U64{$k}, root => $U64{$k});
+        ProfHotspots::ok_burn_ids(
+            name => "$paths{$k} (" . join(', ', @endpoints)
+                    . ')',
+            samples => \@S,
+            filter => endpoint_in(@endpoints),
+            span => $U64{$k}, root => $U64{$k});
         is(logged_spans($paths{$k}), join(' ', ($U64{$k}) x $N),
            "$paths{$k}: \$profiling_span_id is the request's span id");
     }
@@ -241,28 +252,30 @@ subtest 'internal redirects, error_page and subrequests keep the ids' => sub {
 
 
 subtest '"profiling off" in a location; an idle worker' => sub {
-    ProfTest::ok_burn_ids(name => 'a location with profiling on',
-                          samples => \@S, filter => endpoint_in('GET /on'),
-                          span => $U64{on}, root => $U64{on});
+    ProfHotspots::ok_burn_ids(
+        name => 'a location with profiling on',
+        samples => \@S, filter => endpoint_in('GET /on'),
+        span => $U64{on}, root => $U64{on});
 
     my @labelled = grep { ($_->{span} // '') eq $U64{off}
                           || ($_->{endpoint} // '') =~ m{/off} } @S;
     is(scalar(@labelled), 0, 'no sample carries the span id or endpoint of '
        . 'the requests to the "profiling off" location')
-        or diag(ProfTest::format_cpu_by(ProfTest::cpu_by(
+        or diag(ProfHotspots::format_cpu_by(ProfHotspots::cpu_by(
             sub { ($_[0]{span} // '-') . ' / ' . ($_[0]{endpoint} // '-') },
             @labelled)));
 
     # Their burn is there, without labels (nothing else burns unlabelled).
-    ProfTest::ok_burn_ids(name => '"profiling off"', samples => \@S,
-                          filter => sub { !$_[0]{has_span_label}
-                                          && !$_[0]{has_endpoint_label} },
-                          span => undef, root => undef, endpoint => undef,
-                          min_ns => 0.5 * $N * 30e6);
+    ProfHotspots::ok_burn_ids(
+        name => '"profiling off"', samples => \@S,
+        filter => sub { !$_[0]{has_span_label}
+                        && !$_[0]{has_endpoint_label} },
+        span => undef, root => undef, endpoint => undef,
+        min_ns => 0.5 * $N * 30e6);
 
     ok($idle, 'a profile of a period after the last request was written')
         or return;
-    my @is = ProfTest::hotspot_samples($idle);
+    my @is = ProfHotspots::hotspot_samples($idle);
     my @with = grep { $_->{has_span_label} || $_->{has_root_label}
                       || $_->{has_endpoint_label} } @is;
     my $wall = 0;
@@ -271,7 +284,7 @@ subtest '"profiling off" in a location; an idle worker' => sub {
                                          . 'wall-time', scalar(@is),
                                          $wall / 1e6));
     is(scalar(@with), 0, 'none of them has a span id or an endpoint')
-        or diag(ProfTest::format_cpu_by(ProfTest::cpu_by(
+        or diag(ProfHotspots::format_cpu_by(ProfHotspots::cpu_by(
             sub { ($_[0]{span} // '-') . ' / ' . ($_[0]{endpoint} // '-') },
             @with)));
 };
@@ -299,7 +312,7 @@ subtest '$profiling_request_cpu' => sub {
 # longer runs when that event ends: they are its all the same.
 subtest 'a request that outlives the event it was read in' => sub {
     my $id = '1414141414141414';
-    my $slow = ProfTest::free_port();
+    my $slow = ProfHTTP::free_port();
     my $listen = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1',
                                        LocalPort => $slow, ReuseAddr => 1)
         or die "listen: $!";
@@ -319,7 +332,7 @@ subtest 'a request that outlives the event it was read in' => sub {
     }
     close($listen);
 
-    my $o = ProfTest->new(workers => 1);
+    my $o = ProfNginx->new(workers => 1);
     $o->write_config(<<"EOF");
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -338,8 +351,8 @@ EOF
     $o->run;
 
     my @status = map {
-        ProfTest::get_with($o, '/outlive',
-                           { traceparent => ProfTest::traceparent($id) })
+        ProfHTTP::get_with($o, '/outlive',
+                           { traceparent => ProfHotspots::traceparent($id) })
             ->{status}
     } 1 .. 5;
     is("@status", '200 200 200 200 200', '5 requests answered 200');
@@ -351,15 +364,17 @@ EOF
     # Logged when the mirror was answered, in a later event.
     my @took = map { (split ' ')[2] }
                grep { m{^/outlive 200 } }
-               ProfTest::file_lines($o->prefix . '/outlive.log');
+               ProfFiles::file_lines($o->prefix . '/outlive.log');
     ok(@took == 5 && !grep({ $_ < 0.3 } @took), 'each ended 0.3s or more '
        . "after it was read (@took)");
 
-    ProfTest::ok_burn_ids(name => 'the burn in the event that read them',
-        samples => [ ProfTest::hotspot_samples(
-                         ProfTest::decode_dump_dir($o->dump_dir)) ],
+    ProfHotspots::ok_burn_ids(
+        name => 'the burn in the event that read them',
+        samples => [ ProfHotspots::hotspot_samples(
+                         ProfPprof::decode_dump_dir($o->dump_dir)) ],
         filter => sub { 1 }, min_ns => 100_000_000,
-        span => ProfTest::hex_to_u64($id), root => ProfTest::hex_to_u64($id),
+        span => ProfHotspots::hex_to_u64($id),
+        root => ProfHotspots::hex_to_u64($id),
         endpoint => 'GET /outlive');
 };
 

@@ -16,17 +16,22 @@ use lib "$FindBin::Bin/lib";
 
 use POSIX ();
 use Test::More;
-use ProfTest;
+use ProfEnv;
+use ProfHTTP;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
 
 # njs where Debian's js module loads (Debian's nginx).
-my $NJS = ProfTest::engines()->{njs};
+my $NJS = ProfEnv::engines()->{njs};
 
-my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
 open(my $fh, '>', "$p/timer.js") or die "$p/timer.js: $!";
@@ -97,9 +102,9 @@ for my $client (1 .. 3) {
         while (time() < $end) {
             my $k = ($n + $client) % @PATHS;
             my $span = span_hex($k, $client, ++$n);
-            my $r = $t->get_with($PATHS[$k],
-                                 { traceparent => ProfTest::traceparent($span) },
-                                 $http);
+            my $r = ProfHTTP::get_with(
+                $t, $PATHS[$k],
+                { traceparent => ProfHotspots::traceparent($span) }, $http);
             POSIX::_exit(1) unless $r->{status} == 200;
         }
         POSIX::_exit(0);
@@ -115,8 +120,8 @@ for my $pid (@clients) {
 is($failed, 0, 'every request was answered 200');
 
 ok($t->stop, 'stopped');
-my @samples = ProfTest::hotspot_samples(
-                  ProfTest::decode_dump_dir($t->dump_dir));
+my @samples = ProfHotspots::hotspot_samples(
+                  ProfPprof::decode_dump_dir($t->dump_dir));
 
 # Which path a span id was sent for (its first hex digit), or undef.
 sub path_of_span {
@@ -130,8 +135,8 @@ sub path_of_span {
 my %marker = (
     '/lua'     => sub { grep { /libm\.so/ } @{ $_[0]{objects} } },
     '/njs'     => sub { grep { /libm\.so/ } @{ $_[0]{objects} } },
-    '/limited' => sub { ProfTest::stack_has($_[0],
-                                            'ngx_http_profiling_burn_spin') },
+    '/limited' => sub {
+        ProfHotspots::stack_has($_[0], 'ngx_http_profiling_burn_spin') },
 );
 
 # The sin loops run in /lua and /njs alone; the burn in /limited alone.
@@ -169,7 +174,7 @@ ok($right >= 0.95 * $total,
    sprintf('%.1f%% of it carries the ids and endpoint of its own request',
            $total ? 100 * $right / $total : 0))
     or diag('unlabelled by leaf: '
-            . ProfTest::format_cpu_by(\%unlabelled));
+            . ProfHotspots::format_cpu_by(\%unlabelled));
 is($wrong, 0, 'none carries another request\'s ids');
 for my $path (@PATHS) {
     ok(($by_path{$path} // 0) > 20e6, "$path has its share");

@@ -17,7 +17,9 @@ use POSIX ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
 
 # Parent ids: one above 2^63 (a negative int64 label), one below.
 my %KIND = (
@@ -72,7 +74,7 @@ sub concurrent_clients {
 
 
 subtest 'concurrent requests in one worker each carry their own ids' => sub {
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -91,8 +93,8 @@ EOF
     my %specs;
     for my $k (sort keys %KIND) {
         my $h = {};
-        $h->{traceparent} = ProfTest::traceparent($KIND{$k}{parent},
-                                                  $KIND{$k}{trace})
+        $h->{traceparent} = ProfHotspots::traceparent($KIND{$k}{parent},
+                                                      $KIND{$k}{trace})
             if $KIND{$k}{parent};
         $specs{$k} = { path => $KIND{$k}{path}, headers => $h };
     }
@@ -106,23 +108,23 @@ EOF
 
     ok($t->stop, 'nginx quits (and writes its last profile)');
 
-    my @p = ProfTest::decode_dump_dir($t->dump_dir);
+    my @p = ProfPprof::decode_dump_dir($t->dump_dir);
     ok(@p >= 3, scalar(@p) . ' profiles') or return;
-    my @s = ProfTest::hotspot_samples(@p);
-    my @burn = ProfTest::burn_samples(@s);
-    my $burn_total = ProfTest::sum_cpu(@burn);
-    diag('burn cpu-time by span / endpoint: ' . ProfTest::format_cpu_by(
-         ProfTest::cpu_by(sub { ($_[0]{span} // '-') . ' / '
-                                . ($_[0]{endpoint} // '-') }, @burn)));
+    my @s = ProfHotspots::hotspot_samples(@p);
+    my @burn = ProfHotspots::burn_samples(@s);
+    my $burn_total = ProfHotspots::sum_cpu(@burn);
+    diag('burn cpu-time by span / endpoint: ' . ProfHotspots::format_cpu_by(
+         ProfHotspots::cpu_by(sub { ($_[0]{span} // '-') . ' / '
+                                    . ($_[0]{endpoint} // '-') }, @burn)));
 
     my %sent;
     for my $k (sort keys %KIND) {
         my $span = $KIND{$k}{parent}
-                   ? ProfTest::hex_to_u64($KIND{$k}{parent}) : undef;
+                   ? ProfHotspots::hex_to_u64($KIND{$k}{parent}) : undef;
         $sent{$span} = 1 if defined $span;
 
         # The samples of a kind's requests, by their endpoint.
-        ProfTest::ok_burn_ids(
+        ProfHotspots::ok_burn_ids(
             name => "requests $KIND{$k}{path}"
                     . ($span ? " (traceparent parent id $KIND{$k}{parent})"
                              : ' (no trace header)'),
@@ -140,10 +142,10 @@ EOF
         $expected{$k} = $count->{$k} * $KIND{$k}{burn_ms};
         $expected_total += $expected{$k};
     }
-    my $by_span = ProfTest::cpu_by(sub { $_[0]{span} }, @burn);
+    my $by_span = ProfHotspots::cpu_by(sub { $_[0]{span} }, @burn);
     for my $k (sort keys %KIND) {
         my $span = $KIND{$k}{parent}
-                   ? ProfTest::hex_to_u64($KIND{$k}{parent}) : '-';
+                   ? ProfHotspots::hex_to_u64($KIND{$k}{parent}) : '-';
         my $want = $expected_total ? $expected{$k} / $expected_total : 0;
         my $got = $burn_total ? ($by_span->{$span} // 0) / $burn_total : 0;
         ok($want > 0 && abs($got - $want) <= 0.2 * $want + 0.02,
@@ -168,8 +170,8 @@ EOF
     is($partial, 0, 'span id and local root span id labels come together');
     is($mismatch, 0, 'local root span id = span id (traceparent)');
 
-    my $no_endpoint = ProfTest::sum_cpu(grep { !defined $_->{endpoint} }
-                                        @burn);
+    my $no_endpoint = ProfHotspots::sum_cpu(grep { !defined $_->{endpoint} }
+                                            @burn);
     ok($burn_total && $no_endpoint / $burn_total < 0.05,
        sprintf('%.1f%% of the burn cpu-time has no endpoint (less than 5%%)',
                $burn_total ? 100 * $no_endpoint / $burn_total : 100));
@@ -178,7 +180,7 @@ EOF
 
 # One nginx for the sequential cases: x-datadog headers, ids from
 # variables, endpoints. Each case has its own endpoint.
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -246,7 +248,7 @@ my $TP_PARENT = '00000000075bcd15';           # 123456789
 send_case('x-datadog', '/dd', { 'x-datadog-trace-id' => $DD_TRACE,
                                 'x-datadog-parent-id' => $DD_PARENT });
 send_case('traceparent and x-datadog', '/dd-tp',
-          { traceparent => ProfTest::traceparent($TP_PARENT),
+          { traceparent => ProfHotspots::traceparent($TP_PARENT),
             'x-datadog-trace-id' => $DD_TRACE,
             'x-datadog-parent-id' => $DD_PARENT });
 send_case('invalid traceparent and x-datadog', '/dd-badtp',
@@ -255,14 +257,14 @@ send_case('invalid traceparent and x-datadog', '/dd-badtp',
             'x-datadog-parent-id' => $DD_PARENT });
 
 # ids from variables: [case, path, headers, span, root]
-my $TP_IGNORED = ProfTest::traceparent('0000000000000bad');
+my $TP_IGNORED = ProfHotspots::traceparent('0000000000000bad');
 my @VAR_CASES = (
     [ 'hex16', '/v/span', { 'x-my-span' => 'a3ce929d0e0e4736' },
-      ProfTest::hex_to_u64('a3ce929d0e0e4736') ],
+      ProfHotspots::hex_to_u64('a3ce929d0e0e4736') ],
     [ 'hex16upper', '/v/span', { 'x-my-span' => '00F067AA0BA902B7' },
-      ProfTest::hex_to_u64('00f067aa0ba902b7') ],
+      ProfHotspots::hex_to_u64('00f067aa0ba902b7') ],
     [ 'hex32', '/v/span', { 'x-my-span' => '4bf92f3577b34da6a3ce929d0e0e4737' },
-      ProfTest::hex_to_u64('a3ce929d0e0e4737') ],
+      ProfHotspots::hex_to_u64('a3ce929d0e0e4737') ],
     [ 'decimal', '/v/span', { 'x-my-span' => '1311768467294899695' },
       '1311768467294899695' ],
     [ 'decimal-max', '/v/span', { 'x-my-span' => '18446744073709551615' },
@@ -271,7 +273,7 @@ my @VAR_CASES = (
       '42', '1234' ],
     [ 'root-hex', '/v/root', { 'x-my-span' => '000000000000002b',
                                'x-root' => 'fedcba9876543210' },
-      '43', ProfTest::hex_to_u64('fedcba9876543210') ],
+      '43', ProfHotspots::hex_to_u64('fedcba9876543210') ],
     [ 'trace', '/v/trace', { 'x-trace' => '0af7651916cd43dd8448eb211c80319c',
                              'x-my-span' => '44', 'x-root' => '4444' },
       '44', '4444' ],
@@ -298,7 +300,8 @@ send_case('endpoint of a POST', '/burn', {}, 'POST');
 send_case('custom endpoint', '/custom?x=1');
 
 ok($t->stop, 'nginx quits (and writes its last profile)');
-my @S = ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+my @S = ProfHotspots::hotspot_samples(
+    ProfPprof::decode_dump_dir($t->dump_dir));
 ok(@S > 0, scalar(@S) . ' samples');
 
 sub by_endpoint {
@@ -308,19 +311,22 @@ sub by_endpoint {
 
 
 subtest 'x-datadog-trace-id / x-datadog-parent-id (decimal)' => sub {
-    ProfTest::ok_burn_ids(name => 'x-datadog headers', samples => \@S,
-                          filter => by_endpoint('GET /dd'),
-                          span => $DD_PARENT, root => $DD_PARENT,
-                          min_ns => 60_000_000);
-    ProfTest::ok_burn_ids(name => 'traceparent wins over x-datadog',
-                          samples => \@S, filter => by_endpoint('GET /dd-tp'),
-                          span => '123456789', root => '123456789',
-                          min_ns => 60_000_000);
-    ProfTest::ok_burn_ids(name => 'x-datadog when traceparent is invalid',
-                          samples => \@S,
-                          filter => by_endpoint('GET /dd-badtp'),
-                          span => $DD_PARENT, root => $DD_PARENT,
-                          min_ns => 60_000_000);
+    ProfHotspots::ok_burn_ids(
+        name => 'x-datadog headers', samples => \@S,
+        filter => by_endpoint('GET /dd'),
+        span => $DD_PARENT, root => $DD_PARENT,
+        min_ns => 60_000_000);
+    ProfHotspots::ok_burn_ids(
+        name => 'traceparent wins over x-datadog',
+        samples => \@S, filter => by_endpoint('GET /dd-tp'),
+        span => '123456789', root => '123456789',
+        min_ns => 60_000_000);
+    ProfHotspots::ok_burn_ids(
+        name => 'x-datadog when traceparent is invalid',
+        samples => \@S,
+        filter => by_endpoint('GET /dd-badtp'),
+        span => $DD_PARENT, root => $DD_PARENT,
+        min_ns => 60_000_000);
 };
 
 
@@ -328,42 +334,46 @@ subtest 'ids from profiling_span_id / _root_span_id / _trace_id' => sub {
     for my $c (@VAR_CASES) {
         my ($case, $path, $h, $span, $root) = @$c;
         $root //= $span;
-        ProfTest::ok_burn_ids(name => "variables $case ($path)",
-                              samples => \@S,
-                              filter => by_endpoint("$path $case"),
-                              span => $span, root => $root,
-                              min_ns => 60_000_000);
+        ProfHotspots::ok_burn_ids(
+            name => "variables $case ($path)",
+            samples => \@S,
+            filter => by_endpoint("$path $case"),
+            span => $span, root => $root,
+            min_ns => 60_000_000);
     }
 };
 
 
 subtest 'endpoint label' => sub {
-    ProfTest::ok_burn_ids(name => 'GET /burn?a=b&c=d', samples => \@S,
-                          filter => sub { ($_[0]{endpoint} // '') =~ /burn/
-                                          && ($_[0]{endpoint} // '')
-                                             !~ /^POST/ },
-                          span => undef, root => undef,
-                          endpoint => 'GET /burn', min_ns => 60_000_000);
-    ProfTest::ok_burn_ids(name => 'POST /burn', samples => \@S,
-                          filter => by_endpoint('POST /burn'),
-                          span => undef, root => undef,
-                          endpoint => 'POST /burn', min_ns => 60_000_000);
-    ProfTest::ok_burn_ids(name => 'profiling_endpoint "$request_method $uri '
-                                  . 'custom"', samples => \@S,
-                          filter => sub { ($_[0]{endpoint} // '')
-                                          =~ /custom/ },
-                          span => undef, root => undef,
-                          endpoint => 'GET /custom custom',
-                          min_ns => 60_000_000);
+    ProfHotspots::ok_burn_ids(
+        name => 'GET /burn?a=b&c=d', samples => \@S,
+        filter => sub { ($_[0]{endpoint} // '') =~ /burn/
+                        && ($_[0]{endpoint} // '')
+                       !~ /^POST/ },
+        span => undef, root => undef,
+        endpoint => 'GET /burn', min_ns => 60_000_000);
+    ProfHotspots::ok_burn_ids(
+        name => 'POST /burn', samples => \@S,
+        filter => by_endpoint('POST /burn'),
+        span => undef, root => undef,
+        endpoint => 'POST /burn', min_ns => 60_000_000);
+    ProfHotspots::ok_burn_ids(
+        name => 'profiling_endpoint "$request_method $uri '
+                . 'custom"', samples => \@S,
+        filter => sub { ($_[0]{endpoint} // '')
+                        =~ /custom/ },
+        span => undef, root => undef,
+        endpoint => 'GET /custom custom',
+        min_ns => 60_000_000);
 
     my %endpoints = map { $_->{endpoint} => 1 }
                     grep { defined $_->{endpoint} } @S;
     my @query = grep { /\?/ } keys %endpoints;
     is_deeply(\@query, [], 'no endpoint has a query string');
     my @burn_no_endpoint = grep { !defined $_->{endpoint} }
-                           ProfTest::burn_samples(@S);
-    my $total = ProfTest::sum_cpu(ProfTest::burn_samples(@S));
-    ok($total && ProfTest::sum_cpu(@burn_no_endpoint) / $total < 0.05,
+                           ProfHotspots::burn_samples(@S);
+    my $total = ProfHotspots::sum_cpu(ProfHotspots::burn_samples(@S));
+    ok($total && ProfHotspots::sum_cpu(@burn_no_endpoint) / $total < 0.05,
        'the burn cpu-time of requests has an endpoint (95%)');
     diag('endpoints: ' . join(', ', map { "\"$_\"" } sort keys %endpoints));
 };

@@ -12,9 +12,12 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Time::HiRes qw(time);
-use ProfTest;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -49,7 +52,7 @@ my @files = $t->wait_for_files(qr/^nginx\.$worker\.\d+\.pprof$/, 1, 10);
 ok(@files, 'the first profile is written');
 
 my $window_end = $t0 + 3;
-ProfTest::wait_until(sub { time() >= $window_end }, 5, 0.05);
+ProfWait::wait_until(sub { time() >= $window_end }, 5, 0.05);
 
 $status = proc_status($worker, $worker);
 my $after = $status->{voluntary_ctxt_switches};

@@ -12,7 +12,10 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
 
 # A worker runs no thread of the profiler's; its profiler process does,
 # holds none of nginx's listening sockets, and blocks nginx's signals.
@@ -21,17 +24,13 @@ sub runs_profiler {
     is(thread_count($pid), 1, "$what has one thread");
 
     my $prof;
-    ProfTest::wait_until(sub { $prof = profiler_of($pid) }, 5);
+    ProfWait::wait_until(sub { $prof = profiler_of($pid) }, 5);
     ok($prof, "$what has its profiler process") or return;
 
     # Its threads start once it has closed what it inherited.
     my %names;
-    ProfTest::wait_until(sub {
-        %names = map {
-            my $c = ProfTest::_slurp("/proc/$prof/task/$_/comm") // '';
-            chomp $c;
-            ($c => 1);
-        } ProfTest::thread_ids($prof);
+    ProfWait::wait_until(sub {
+        %names = map { $_ => 1 } ProfProc::thread_names($prof);
         $names{'prof-sampler'} && $names{'prof-loop'};
     }, 5);
     ok($names{'prof-sampler'} && $names{'prof-loop'},
@@ -75,7 +74,7 @@ sub last_profile_ok {
 # Quit right after start: the period is far from over, the last profile
 # is written at exit.
 {
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config($HTTP);
     $t->run;
     my ($worker) = $t->worker_pids;
@@ -98,7 +97,7 @@ sub last_profile_ok {
 # A single process (master_process off), in the foreground, stopped with
 # SIGQUIT.
 {
-    my $t = ProfTest->new(master_process => 0, daemon => 0);
+    my $t = ProfNginx->new(master_process => 0, daemon => 0);
     $t->write_config($HTTP);
     $t->run;
     my $pid = $t->master_pid;
@@ -120,7 +119,7 @@ sub last_profile_ok {
 
 # Cache manager and cache loader processes: helpers, without profiler.
 {
-    my $t = ProfTest->new(workers => 2);
+    my $t = ProfNginx->new(workers => 2);
     $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -135,7 +134,7 @@ EOF
 
     my (%role, @workers, @helpers);
     # The helpers are forked after the workers: wait for all four.
-    ProfTest::wait_until(sub {
+    ProfWait::wait_until(sub {
         %role = map { $_ => proc_cmdline($_) } $t->children_pids;
         return 4 <= keys %role;
     }, 10);
@@ -163,7 +162,7 @@ EOF
 # Reload: new workers start their own profilers (with the new period),
 # old workers write their last profile as they exit.
 {
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config($HTTP);
     $t->run;
     my ($old) = $t->worker_pids;
@@ -173,7 +172,7 @@ EOF
     $t->reload;
 
     my @new;
-    my $done = ProfTest::wait_until(sub {
+    my $done = ProfWait::wait_until(sub {
         @new = grep { $_ != $old } $t->worker_pids;
         return @new && !process_alive($old);
     }, 15);
@@ -203,7 +202,7 @@ EOF
 
 # A missing dump dir is made by nginx, for the workers' user.
 {
-    my $t = ProfTest->new(workers => 1, no_dump_dir => 1);
+    my $t = ProfNginx->new(workers => 1, no_dump_dir => 1);
     my $dir = $t->prefix . '/made-by-nginx';
     $t->write_config($HTTP =~ s/%%DUMP%%/%%PREFIX%%\/made-by-nginx/r);
     ok(!-e $dir, 'the dump dir does not exist before start');

@@ -31,9 +31,15 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfEnv;
+use ProfFiles;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWait;
+use ProfWorkload;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
@@ -45,7 +51,7 @@ for (values %APP) {
         unless -r $_;
 }
 
-my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
 mkdir("$p/lua") or die "$p/lua: $!";
@@ -53,7 +59,7 @@ chmod(0755, $p, "$p/lua");
 
 # The work of each location, a module of its own. The document: the
 # first quarter of this project's README (headers, lists, code, links).
-my $doc = ProfTest::_slurp("$FindBin::Bin/../README.md");
+my $doc = ProfFiles::slurp("$FindBin::Bin/../README.md");
 $doc = substr($doc, 0, index($doc, "\n", length($doc) / 4) + 1);
 my %WORK = (
     md => <<"EOF",
@@ -86,7 +92,7 @@ for my $app (keys %WORK) {
 # The apps where Debian installs them (not on OpenResty's default path),
 # after the nginx's own Lua libraries (OpenResty's resty.core, not
 # Debian's).
-my $lua_path = ProfTest::lua_package_path_directive();
+my $lua_path = ProfEnv::lua_package_path_directive();
 $lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;$1\/usr\/share\/lua\/5.1\/?.lua";/
     or $lua_path = "    lua_package_path "
                    . "\"$p/lua/?.lua;;/usr/share/lua/5.1/?.lua\";\n";
@@ -143,7 +149,7 @@ my $ROUNDS = 40;
 # Each file's lines, and the names it has (words).
 my (%LINES, %WORDS);
 for my $file (values %APP) {
-    my @l = split /\n/, ProfTest::_slurp($file);
+    my @l = split /\n/, ProfFiles::slurp($file);
     $LINES{$file} = \@l;
     $WORDS{$file} = { map { $_ => 1 } map { /(\w+)/g } @l };
 }
@@ -182,7 +188,7 @@ sub profiled {
     my ($what, $config) = @_;
     $t->write_config($config);
     $t->run;
-    ok(ProfTest::wait_until(sub {
+    ok(ProfWait::wait_until(sub {
            ($t->get('/status?format=text')->{content} // '')
                =~ /^  lua: LuaJIT \S+ \(\S+\): Lua frames/m }, 10),
        "$what: the status page names the LuaJIT found");
@@ -194,10 +200,10 @@ sub profiled {
         }
     }
     ok($t->stop, "$what: nginx quits (and writes its last profile)");
-    my @s = grep { $_->{cpu} > 0 && ProfTest::stack_has($_, $ENTRY)
+    my @s = grep { $_->{cpu} > 0 && ProfHotspots::stack_has($_, $ENTRY)
                    && ($_->{endpoint} // '') =~ m{^GET /(md|json)$} }
-            ProfTest::hotspot_samples(
-                ProfTest::decode_dump_dir($t->dump_dir));
+            ProfHotspots::hotspot_samples(
+                ProfPprof::decode_dump_dir($t->dump_dir));
     unlink(glob($t->dump_dir . '/*'));
     return @s;
 }
@@ -286,11 +292,11 @@ sub check_run {
     }
 }
 
-check_run(ProfTest::nginx_has('lua-nginx-module')
+check_run(ProfEnv::nginx_has('lua-nginx-module')
           ? 'the nginx\'s own LuaJIT' : 'Debian\'s libluajit2');
 
 SKIP: {
-    my $lib = ProfTest::openresty_luajit("$p/lj");
+    my $lib = ProfEnv::openresty_luajit("$p/lj");
     skip('OpenResty\'s luajit2: Debian\'s lua module and the fixture only',
          1)
         unless $lib;

@@ -24,14 +24,20 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfEnv;
+use ProfHTTP;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWait;
+use ProfWorkload;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
 
-my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
 mkdir("$p/lua") or die "$p/lua: $!";
@@ -127,13 +133,13 @@ $NAME{local_burn} = 'alias';
 # proxy connects to (a handshake a request), where nginx has TLS and
 # openssl makes a key.
 my ($OPENSSL) = grep { -x } map { "$_/openssl" } split /:/, $ENV{PATH};
-undef $OPENSSL unless ProfTest::nginx_v() =~ /--with-http_ssl_module/;
+undef $OPENSSL unless ProfEnv::nginx_v() =~ /--with-http_ssl_module/;
 my ($tls_server, $tls_location) = ('', '');
 if ($OPENSSL) {
     my $out = `$OPENSSL req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $p/key.pem -out $p/cert.pem -days 30 -subj /CN=localhost 2>&1`;
     $? == 0 or die "openssl req failed: $out";
     chmod(0644, "$p/key.pem", "$p/cert.pem");
-    my $port = ProfTest::free_port();
+    my $port = ProfHTTP::free_port();
     $tls_server = <<"EOF";
     server {
         listen 127.0.0.1:$port ssl;
@@ -147,7 +153,7 @@ EOF
                     . "proxy_ssl_session_reuse off; }";
 }
 
-my $lua_path = ProfTest::lua_package_path_directive();
+my $lua_path = ProfEnv::lua_package_path_directive();
 $lua_path =~ s/"(.*)";/"$p\/lua\/?.lua;$1";/
     or $lua_path = "    lua_package_path \"$p/lua/?.lua;;\";\n";
 
@@ -246,12 +252,12 @@ sub check_run {
     $t->run;
 
     my $text = '';
-    ok(ProfTest::wait_until(sub {
+    ok(ProfWait::wait_until(sub {
            $text = $t->get('/status?format=text')->{content} // '';
            $text =~ /^  lua: LuaJIT \S+ \(\S+\): Lua frames/m }, 10),
        "$what: the status page names the LuaJIT found")
         or diag(join("", grep { /profiling|lua/i }
-                         split /^/m, ProfTest::_slurp($t->error_log_path)));
+                         split /^/m, $t->error_log));
 
     for (1 .. 12) {
         # (/three thrice: enough samples for shares within 5 points)
@@ -266,12 +272,12 @@ sub check_run {
         }
     }
     ok($t->stop, "$what: nginx quits (and writes its last profile)");
-    like(ProfTest::_slurp($t->error_log_path), qr/; Lua: LuaJIT \S+ \(/,
+    like($t->error_log, qr/; Lua: LuaJIT \S+ \(/,
          "$what: the identification line names the LuaJIT");
 
-    my @s = grep { $_->{cpu} > 0 && ProfTest::stack_has($_, $ENTRY) }
-            ProfTest::hotspot_samples(
-                ProfTest::decode_dump_dir($t->dump_dir));
+    my @s = grep { $_->{cpu} > 0 && ProfHotspots::stack_has($_, $ENTRY) }
+            ProfHotspots::hotspot_samples(
+                ProfPprof::decode_dump_dir($t->dump_dir));
     unlink(glob($t->dump_dir . '/*'));
 
     # Which burner a sample's Lua frames show (undef: none; '*': two).
@@ -307,9 +313,9 @@ sub check_run {
     for my $s (@s) {
         my $b = $burner_of->($s) // '-';
         my $where = $s->{endpoint}
-            // (ProfTest::stack_has($s, qr/^ngx_http_lua_ssl_cert_handler/)
+            // (ProfHotspots::stack_has($s, qr/^ngx_http_lua_ssl_cert_handler/)
                 ? 'no request (a TLS handshake)'
-                : ProfTest::stack_has($s, qr/^ngx_http_lua_init_worker$/)
+                : ProfHotspots::stack_has($s, qr/^ngx_http_lua_init_worker$/)
                 ? 'no request (init_worker)' : 'no request (the timer)');
         $by{$where}{$b} += $s->{cpu};
         $by{$where}{total} += $s->{cpu};
@@ -445,7 +451,7 @@ sub jit_profile_shares {
               qw(share_a share_b share_c) }, $sum);
 }
 
-check_run(ProfTest::nginx_has('lua-nginx-module')
+check_run(ProfEnv::nginx_has('lua-nginx-module')
           ? 'the nginx\'s own LuaJIT' : 'Debian\'s libluajit2');
 
 # profiling_lua off: native stacks only, nothing said of Lua.
@@ -458,11 +464,11 @@ check_run(ProfTest::nginx_has('lua-nginx-module')
     unlike($text, qr/^  lua:/m, 'profiling_lua off: no lua line on the '
                                 . 'status page');
     ok($t->stop, 'profiling_lua off: nginx quits');
-    my @lua = grep { @{ $_->{lua} } } ProfTest::hotspot_samples(
-                  ProfTest::decode_dump_dir($t->dump_dir));
-    my @run = grep { ProfTest::stack_has($_, $ENTRY) }
-              ProfTest::hotspot_samples(
-                  ProfTest::decode_dump_dir($t->dump_dir));
+    my @lua = grep { @{ $_->{lua} } } ProfHotspots::hotspot_samples(
+                  ProfPprof::decode_dump_dir($t->dump_dir));
+    my @run = grep { ProfHotspots::stack_has($_, $ENTRY) }
+              ProfHotspots::hotspot_samples(
+                  ProfPprof::decode_dump_dir($t->dump_dir));
     ok(@run > 0 && @lua == 0, 'profiling_lua off: ' . scalar(@run)
        . ' samples under the lua module, ' . scalar(@lua)
        . ' with Lua frames');
@@ -473,7 +479,7 @@ check_run(ProfTest::nginx_has('lua-nginx-module')
 SKIP: {
     skip('OpenResty\'s luajit2: Debian\'s lua module and the fixture only',
          1)
-        unless ProfTest::openresty_luajit("$p/lj");
+        unless ProfEnv::openresty_luajit("$p/lj");
     local $ENV{LD_LIBRARY_PATH} = "$p/lj";
     check_run('OpenResty\'s luajit2');
 }

@@ -12,11 +12,14 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Time::HiRes qw(time);
-use ProfTest;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWorkload;
 
 my $PERIOD_NS = 2_000_000_000;
 
-my $t = ProfTest->new(workers => 1);
+my $t = ProfNginx->new(workers => 1);
 $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -36,7 +39,7 @@ my $worker_uid = proc_uid($worker);
 # The worker burns CPU in ngx_http_profiling_burn_spin for the whole first
 # period and a bit more.
 my @requests;
-my $served = $t->drive('/burn', 2.5, 0, \@requests);
+my $served = ProfWorkload::drive($t, '/burn', 2.5, 0, \@requests);
 ok($served > 20, "the worker served $served requests burning 20ms each");
 
 my $name = "nginx.$worker.0.pprof";
@@ -165,7 +168,7 @@ ok($burn_wall >= 0.9 * $burn_cpu,
 # event wait: 60 ms and 3% of the period).
 my $idle_wall = $wall_leaves->{epoll_wait} // 0;
 my $from = $p->{time_nanos} / 1e9;
-my $in_flight = ProfTest::covered(\@requests, $from, $from + $dur / 1e9);
+my $in_flight = ProfWorkload::covered(\@requests, $from, $from + $dur / 1e9);
 my $no_request_ns = $dur - $in_flight * 1e9;
 ok($idle_wall <= $no_request_ns + 60_000_000 + 0.03 * $dur,
    sprintf('wall-time at epoll_wait (%.0fms) is not more than the time '
@@ -185,7 +188,7 @@ ok($t->stop, 'nginx quits');
 # A service name with a space and a slash still makes one file name in the
 # dump dir.
 
-my $s = ProfTest->new(workers => 1);
+my $s = ProfNginx->new(workers => 1);
 $s->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -202,7 +205,7 @@ $s->run;
 $s->get('/');
 ok($s->stop, 'nginx with profiling_service "my svc/1" quits');
 
-my @files = ProfTest::profile_files($s->dump_dir, qr/^[^.]/);
+my @files = ProfPprof::profile_files($s->dump_dir, qr/^[^.]/);
 is_deeply([ map { s{.*/}{}r } @files ], [ "my_svc_1.$worker.0.pprof" ],
           'its profile is my_svc_1.<pid>.0.pprof: the space and the slash '
           . 'became underscores');

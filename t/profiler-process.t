@@ -23,12 +23,16 @@ use JSON::PP;
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
+use ProfWorkload;
 
 
 # A worker killed: its last profile is written after it.
 {
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -45,7 +49,7 @@ EOF
     wait_until(sub { $profiler = profiler_of($worker) }, 5);
     ok($profiler, "worker $worker has its profiler process $profiler");
 
-    $t->drive('/burn', 1, 0.01);
+    ProfWorkload::drive($t, '/burn', 1, 0.01);
     kill('KILL', $worker);
 
     my @f = $t->wait_for_files(qr/^nginx\.$worker\.0\.pprof$/, 1, 10);
@@ -77,7 +81,7 @@ EOF
 
 # The profiler process killed: the worker serves on, and says so.
 {
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -99,13 +103,13 @@ EOF
     ok(wait_until(sub { !process_alive($profiler) }, 5),
        'the profiler process is gone');
 
-    my $served = $t->drive('/burn', 2, 0.01);
+    my $served = ProfWorkload::drive($t, '/burn', 2, 0.01);
     ok($served > 50, "the worker serves on ($served requests)");
     is(($t->worker_pids)[0], $worker, 'the same worker, never restarted');
 
-    ok(wait_until(sub {
-        $t->error_log =~ /profiling: the profiler process $profiler exited /;
-    }, 5), 'the worker logs that its profiler process exited');
+    ok($t->wait_for_log(
+           qr/profiling: the profiler process $profiler exited /, 1, 5),
+       'the worker logs that its profiler process exited');
 
     my $s;
     ok(wait_until(sub {
@@ -128,7 +132,7 @@ EOF
 
 # reuseport: each worker's own listening socket, none held elsewhere.
 {
-    my $t = ProfTest->new(workers => 2);
+    my $t = ProfNginx->new(workers => 2);
     $t->write_config(<<'EOF');
     profiling on;
     profiling_dump_dir %%DUMP%%;

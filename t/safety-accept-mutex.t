@@ -17,7 +17,10 @@ use List::Util qw(max);
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfHTTP;
+use ProfNginx;
+use ProfProc;
+use ProfWait;
 
 my $BUSY_MS = 2000;
 my $FAST_REQUESTS = 8;
@@ -35,7 +38,7 @@ EOF
 sub fast_request {
     my ($t) = @_;
     my $start = time();
-    my ($status) = ProfTest::raw_request($t->port,
+    my ($status) = ProfHTTP::raw_request($t->port,
         "GET /fast HTTP/1.0\r\nHost: localhost\r\n\r\n", 10);
     return ($status // 0) == 200 ? time() - $start : undef;
 }
@@ -70,7 +73,7 @@ sub measure {
            && time() - $busy_start < $BUSY_MS / 1000 - 0.5)
     {
         push @lat, fast_request($t);
-        ProfTest::poll_sleep(0.05);
+        ProfWait::poll_sleep(0.05);
     }
 
     my $answer = '';
@@ -94,7 +97,7 @@ sub measure {
 
 sub run_case {
     my ($name, @modules) = @_;
-    my $t = ProfTest->new(workers => 2, modules => \@modules);
+    my $t = ProfNginx->new(workers => 2, modules => \@modules);
     my $http = $HTTP;
     $http = "    profiling on;\n    profiling_dump_dir %%DUMP%%;\n"
             . "    profiling_period 1s;\n$http"

@@ -20,11 +20,16 @@ use lib "$FindBin::Bin/lib";
 use List::Util qw(max min);
 use Test::More;
 
-use ProfTest;
+use ProfEnv;
+use ProfFiles;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
 my $SECONDS = $ENV{PROFILING_DLOPEN_SECONDS} || 60;
 
-my $LUA = ProfTest::engines()->{lua};
+my $LUA = ProfEnv::engines()->{lua};
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless $LUA;
@@ -35,8 +40,8 @@ plan(skip_all => 'lua-cjson is missing: ci/install-deps')
 
 $ENV{MALLOC_ARENA_MAX} = 1;
 
-my $t = ProfTest->new(workers => 2,
-                      modules => [ 'ngx_http_profiling_module', @$LUA ]);
+my $t = ProfNginx->new(workers => 2,
+                       modules => [ 'ngx_http_profiling_module', @$LUA ]);
 
 # Libraries nginx does not load itself (bz2, expat, uuid) are mapped and
 # unmapped on every round; the others only counted.
@@ -105,8 +110,9 @@ my $first = $t->get('/dl');
 like($first->{content} // '', qr/"libbz2\.so\.1\.0":"1\.0/,
      'a request loads the libraries and calls them');
 
-my $r = $t->wrk(path => '/dl', seconds => $SECONDS, connections => 8,
-                headers => [ 'Connection: close' ]);
+my $r = ProfWorkload::wrk($t, path => '/dl', seconds => $SECONDS,
+                          connections => 8,
+                          headers => [ 'Connection: close' ]);
 ok($r->{requests} > $SECONDS && $r->{non2xx} == 0
    && $r->{socket_errors} == 0,
    "wrk for ${SECONDS}s: $r->{requests} requests, $r->{non2xx} not 2xx, "
@@ -120,7 +126,7 @@ $t->ok_no_worker_died('dlopen');
 
 # Completions by second of the load, over all workers and for each.
 my (%by_second, %by_worker_second, $from, $to);
-for (ProfTest::file_lines($t->prefix . '/access.log')) {
+for (ProfFiles::file_lines($t->prefix . '/access.log')) {
     my ($pid, $msec, $status) = split ' ';
     next unless $status && $status == 200;
     my $s = int($msec);
@@ -152,9 +158,9 @@ for my $w (@workers) {
                 map { $_ - $from } @gaps));
 }
 
-my @profiles = ProfTest::decode_dump_dir($t->dump_dir);
-my @S = ProfTest::hotspot_samples(@profiles);
-my $dl_ns = ProfTest::sum_cpu(grep {
+my @profiles = ProfPprof::decode_dump_dir($t->dump_dir);
+my @S = ProfHotspots::hotspot_samples(@profiles);
+my $dl_ns = ProfHotspots::sum_cpu(grep {
     grep { m{/ld-linux|libbz2|libexpat|libuuid} } @{ $_->{objects} } } @S);
 ok($dl_ns > 0, sprintf('the profiles (%d) hold %.0fms of cpu-time in the '
    . 'dynamic loader and the libraries it loads', scalar(@profiles),

@@ -16,16 +16,21 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfEnv;
+use ProfHotspots;
+use ProfLog;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
 
 # The paths of the workload this nginx serves: njs and brotli where
 # Debian's modules load.
-my $ENGINES = ProfTest::engines();
+my $ENGINES = ProfEnv::engines();
 sub served {
     return grep { ($_ !~ m{njs} || $ENGINES->{njs})
                   && ($_ !~ m{big\.txt} || $ENGINES->{brotli}) } @_;
@@ -35,11 +40,11 @@ plan(skip_all => 'wrk is missing: ci/install-deps')
 
 my $JIT_MS = 20;
 
-# The locations: ProfTest::jit_workload.
+# The locations: ProfWorkload::jit_workload.
 sub start_nginx {
     my ($init) = @_;
-    my $t = ProfTest->new(workers => 2, modules => \@MODULES);
-    my $w = $t->jit_workload(jit_ms => $JIT_MS);
+    my $t = ProfNginx->new(workers => 2, modules => \@MODULES);
+    my $w = ProfWorkload::jit_workload($t, jit_ms => $JIT_MS);
 
     # (native stacks through LuaJIT's traces: Lua frames, which stand in
     # for a trace's machine code, are t/lua-frames.t's)
@@ -79,8 +84,9 @@ sub load_and_check {
     ok(!@failed, "$name: two requests to each path (ten to /jit*) "
        . 'answered 200') or diag("  failed: @failed");
 
-    my $r = $t->wrk(script => $t->wrk_paths_script(@paths),
-                    seconds => $seconds, connections => 8);
+    my $r = ProfWorkload::wrk(
+        $t, script => ProfWorkload::wrk_paths_script($t, @paths),
+        seconds => $seconds, connections => 8);
     ok($r->{requests} > 0 && $r->{non2xx} == 0 && $r->{socket_errors} == 0,
        "$name: wrk: $r->{requests} requests, $r->{non2xx} not 2xx, "
        . "$r->{socket_errors} socket errors") or diag($r->{output});
@@ -90,7 +96,7 @@ sub load_and_check {
     ok($t->stop, "$name: nginx quits");
     $t->ok_no_worker_died($name);
 
-    my $counts = ProfTest::access_counts($t->prefix . '/access.log');
+    my $counts = ProfWorkload::access_counts($t->prefix . '/access.log');
     for my $path (sort keys %uniq) {
         my %st = %{ $counts->{$path} // {} };
         my $ok = $st{200} // 0;
@@ -100,15 +106,15 @@ sub load_and_check {
            . 'else') or diag(explain(\%st));
     }
 
-    my @profiles = ProfTest::decode_dump_dir($t->dump_dir);
+    my @profiles = ProfPprof::decode_dump_dir($t->dump_dir);
     ok(@profiles >= 4, "$name: the workers wrote profiles ("
        . scalar(@profiles) . ')');
-    my $c = $t->profiler_counters;
+    my $c = ProfLog::exit_counters_by_pid($t->error_log);
     diag(join("\n", map { my $w = $_; "  worker $w: " . join(' ',
          map { "$_=" . ($c->{$w}{$_} // '?') }
          qw(cpu_samples dropped_samples dropped_batches ring_full
             labels_dropped unwind_stops scanned_frames)) } sort keys %$c));
-    return ($counts, ProfTest::hotspot_samples(@profiles));
+    return ($counts, ProfHotspots::hotspot_samples(@profiles));
 }
 
 # A test: every sample of @samples with a JIT frame reaches
@@ -120,8 +126,8 @@ sub ok_jit_stacks {
 
     for my $s (@samples) {
         my @f = @{ $s->{funcs} };
-        next unless grep { ProfTest::is_jit_frame($s, $_) } 0 .. $#f;
-        my $kind = ProfTest::stack_has($s, 'ngx_http_core_run_phases')
+        next unless grep { ProfHotspots::is_jit_frame($s, $_) } 0 .. $#f;
+        my $kind = ProfHotspots::stack_has($s, 'ngx_http_core_run_phases')
                    ? 'reach' : $f[-1] eq '[unwind stopped]' ? 'stopped'
                    : 'bad';
         $ns{$kind} += $s->{cpu} + $s->{wall};
@@ -151,11 +157,11 @@ sub check_jit_page {
     my ($path) = $endpoint =~ m{^GET (\S+)};
 
     my @jit = grep { ($_->{endpoint} // '') eq $endpoint && $_->{cpu} > 0
-                     && ProfTest::is_jit_frame($_, 0) } @S;
-    my $run_ns = ProfTest::sum_cpu(grep {
-        ProfTest::stack_has($_, 'ngx_http_profiling_burn_jit_run') } @S);
+                     && ProfHotspots::is_jit_frame($_, 0) } @S;
+    my $run_ns = ProfHotspots::sum_cpu(grep {
+        ProfHotspots::stack_has($_, 'ngx_http_profiling_burn_jit_run') } @S);
     my $burned = ($counts->{$path}{200} // 0) * $JIT_MS * 1e6;
-    my $jit_ns = ProfTest::sum_cpu(@jit);
+    my $jit_ns = ProfHotspots::sum_cpu(@jit);
     ok($jit_ns >= 0.5 * $burned, sprintf('%s: %.0fms of cpu-time with the '
        . 'JIT page as leaf, of %.0fms burned there (%.0fms in stacks with '
        . 'ngx_http_profiling_burn_jit_run, of both pages)', $path,
@@ -166,17 +172,17 @@ sub check_jit_page {
 
     my @frames = (@$caller, 'ngx_http_profiling_burn_jit_run',
                   'ngx_http_profiling_burn_handler');
-    my $whole = ProfTest::sum_cpu(grep {
+    my $whole = ProfHotspots::sum_cpu(grep {
         my $s = $_;
         !grep({ ($s->{funcs}[$_ + 1] // '') ne $frames[$_] } 0 .. $#frames)
-        && ProfTest::stack_has($s, 'ngx_http_core_run_phases') } @jit);
-    my @invented = grep { ProfTest::stack_has($_, qr/getppid/) } @jit;
+        && ProfHotspots::stack_has($s, 'ngx_http_core_run_phases') } @jit);
+    my @invented = grep { ProfHotspots::stack_has($_, qr/getppid/) } @jit;
     ok($jit_ns > 0 && $whole >= 0.9 * $jit_ns && !@invented,
        sprintf('%s: %.1f%% of that cpu-time goes on to %s and '
                . 'ngx_http_core_run_phases; no frame is made of the junk',
                $path, $jit_ns ? 100 * $whole / $jit_ns : 0,
                join(', ', @frames)))
-        or diag('  ' . ProfTest::format_cpu_by(ProfTest::cpu_by(
+        or diag('  ' . ProfHotspots::format_cpu_by(ProfHotspots::cpu_by(
             sub { my @f = @{ $_[0]{funcs} };
                   join(' <- ', map { $f[$_] // '-' } 0 .. 4) }, @jit)));
 }
@@ -189,7 +195,7 @@ subtest 'JIT on: LuaJIT traces, new traces every request, njs, brotli, '
                           /lua /luanew /big.txt /luanew /jitfp /luanew));
     my ($counts, @S) = load_and_check($t, 'JIT on', 8, 2, @paths);
 
-    my %by = %{ ProfTest::cpu_by(sub { $_[0]{endpoint} }, @S) };
+    my %by = %{ ProfHotspots::cpu_by(sub { $_[0]{endpoint} }, @S) };
     for my $e (served('GET /lua', 'GET /luaoff', 'GET /luanew', 'GET /njs',
                       'GET /big.txt', 'GET /jit', 'GET /jitfp'))
     {
@@ -216,7 +222,7 @@ subtest 'JIT off for the whole VM (jit.off() in init_by_lua)' => sub {
     my @paths = served(qw(/jit /lua /luanew /luaoff /njs /luanew));
     my (undef, @S) = load_and_check($t, 'JIT off', 4, 2, @paths);
 
-    my %by = %{ ProfTest::cpu_by(sub { $_[0]{endpoint} }, @S) };
+    my %by = %{ ProfHotspots::cpu_by(sub { $_[0]{endpoint} }, @S) };
     ok(($by{'GET /lua'} // 0) > 0 && ($by{'GET /luanew'} // 0) > 0,
        sprintf('the profiles hold the interpreted Lua (%.0fms, %.0fms)',
                ($by{'GET /lua'} // 0) / 1e6, ($by{'GET /luanew'} // 0) / 1e6));

@@ -15,7 +15,11 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 
-use ProfTest;
+use ProfFiles;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
 
 # env: under t/sanitizer-nginx, the new binary of an upgrade needs the
 # sanitizer runtime too (nginx passes only these variables to it).
@@ -34,18 +38,10 @@ my $HTTP = <<'EOF';
 EOF
 
 sub start_nginx {
-    my $t = ProfTest->new(workers => 2);
+    my $t = ProfNginx->new(workers => 2);
     $t->write_config($HTTP, main => $MAIN . $t->core_main);
     $t->run;
     return $t;
-}
-
-sub slurp_pid {
-    my ($path) = @_;
-    open(my $fh, '<', $path) or return undef;
-    my $s = <$fh> // '';
-    close($fh);
-    return $s =~ /^(\d+)/ ? $1 : undef;
 }
 
 # A test: a worker writes profiles (at least one, sequence $from or later,
@@ -112,7 +108,7 @@ subtest 'binary upgrade: USR2, WINCH, QUIT' => sub {
     kill('USR2', $old_master);
     my ($new_master, @new);
     ok(wait_until(sub {
-        $new_master = slurp_pid($t->pid_file);
+        $new_master = ProfFiles::read_pid($t->pid_file);
         return 0 unless $new_master && $new_master != $old_master
                         && -e $t->pid_file . '.oldbin';
         @new = grep { proc_cmdline($_) =~ /worker process/ }

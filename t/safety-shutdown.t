@@ -16,7 +16,12 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfLog qw(log_lines);
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfServers;
+use ProfWait;
 
 my $HTTP = <<'EOF';
     profiling on;
@@ -34,16 +39,11 @@ EOF
 
 sub start_nginx {
     my ($agent) = @_;
-    my $t = ProfTest->new(workers => 2);
+    my $t = ProfNginx->new(workers => 2);
     $t->write_config($HTTP =~ s/%%AGENT%%/$agent->{port}/r,
                      main => $t->core_main);
     $t->run;
     return $t;
-}
-
-sub log_lines {
-    my ($t, $re) = @_;
-    return grep { $_ =~ $re } split /\n/, $t->error_log;
 }
 
 # The end of a profile (realtime, seconds).
@@ -54,7 +54,7 @@ sub profile_end {
 
 
 subtest 'fast shutdown while uploads hang' => sub {
-    my $agent = ProfTest::start_silent_server();
+    my $agent = ProfServers::start_silent_server();
     my $t = start_nginx($agent);
     my @workers = $t->worker_pids;
     my $master = $t->master_pid;
@@ -76,17 +76,14 @@ subtest 'fast shutdown while uploads hang' => sub {
        sprintf('SIGTERM: the master and its workers exit within 1s (%.3fs)',
                $took));
 
-    my @killed = log_lines($t, qr/sending signal 9|exited on signal 9/);
+    my @killed = log_lines($t->error_log,
+                           qr/sending signal 9|exited on signal 9/);
     ok(!@killed, 'no worker was killed with SIGKILL')
         or diag(join("\n", map { "  $_" } @killed));
     $t->ok_no_worker_died('SIGTERM');
     # Logged by the profiler processes as they exit, within 300 ms of
     # their workers.
-    my @stopped;
-    wait_until(sub {
-        @stopped = log_lines($t, qr/profiling: stopped:/);
-        return @stopped >= 2;
-    }, 2);
+    my @stopped = $t->wait_for_log(qr/profiling: stopped:/, 2, 2);
     is(scalar(@stopped), 2, 'each worker logs its counters as it stops');
 
     for my $w (@workers) {
@@ -100,19 +97,19 @@ subtest 'fast shutdown while uploads hang' => sub {
     }
 
     $t->kill_all if $t->master_pid;
-    ProfTest::stop_silent_server($agent);
+    ProfServers::stop_silent_server($agent);
 };
 
 
 subtest 'six reloads 0.5s apart while uploads hang' => sub {
-    my $agent = ProfTest::start_silent_server();
+    my $agent = ProfServers::start_silent_server();
     my $t = start_nginx($agent);
     my $master = $t->master_pid;
 
     # Every worker ever seen, until the last reload.
     my %seen;
     my $watch = sub {
-        my $kids = ProfTest::nginx_children($master);
+        my $kids = ProfNginx::nginx_children($master);
         $seen{$_} = 1 for grep { $kids->{$_} =~ /worker process/ }
                           keys %$kids;
         return $kids;
@@ -132,7 +129,7 @@ subtest 'six reloads 0.5s apart while uploads hang' => sub {
         while (time() < $until) {
             $watch->();
             $t->get('/burn');
-            ProfTest::poll_sleep(0.05);
+            ProfWait::poll_sleep(0.05);
         }
     }
     ok($agent->{accepted}->() >= 2,
@@ -158,13 +155,14 @@ subtest 'six reloads 0.5s apart while uploads hang' => sub {
     is(scalar(@new), 2, 'two workers of the last configuration run');
     is($t->get('/')->{status}, 204, 'nginx serves');
     $t->ok_no_worker_died('reloads');
-    my @killed = log_lines($t, qr/sending signal 9|exited on signal 9/);
+    my @killed = log_lines($t->error_log,
+                           qr/sending signal 9|exited on signal 9/);
     ok(!@killed, 'no worker was killed with SIGKILL');
 
     kill('TERM', $master);
     wait_until(sub { !process_alive($master) }, 5);
     $t->kill_all if process_alive($master);
-    ProfTest::stop_silent_server($agent);
+    ProfServers::stop_silent_server($agent);
 };
 
 done_testing();

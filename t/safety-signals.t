@@ -17,13 +17,19 @@ use lib "$FindBin::Bin/lib";
 use POSIX ();
 use Test::More;
 
-use ProfTest;
+use ProfEnv;
+use ProfHTTP;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfProc;
+use ProfWait;
 
 my $BURN_MS = 1500;
 
 
 subtest 'a foreign SIGPROF, idle and busy' => sub {
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config(<<"EOF", main => $t->core_main);
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -42,7 +48,7 @@ EOF
     # Idle: 30 signals, 20 ms apart.
     for (1 .. 30) {
         $sent += kill('PROF', $worker);
-        ProfTest::poll_sleep(0.02);
+        ProfWait::poll_sleep(0.02);
     }
     ok(process_alive($worker), "the idle worker lives after $sent SIGPROF");
     is($t->get('/')->{status}, 204, 'and serves');
@@ -51,7 +57,7 @@ EOF
     my $pid = fork();
     die "fork: $!" unless defined $pid;
     if ($pid == 0) {
-        my $r = ProfTest::get_with($t, '/burn');
+        my $r = ProfHTTP::get_with($t, '/burn');
         POSIX::_exit($r->{status} == 200 ? 0 : 1);
     }
     my $cpu0 = thread_cpu_ns($worker);
@@ -59,7 +65,7 @@ EOF
     my $busy_sent = 0;
     while (waitpid($pid, POSIX::WNOHANG()) == 0) {
         $busy_sent += kill('PROF', $worker);
-        ProfTest::poll_sleep(0.005);
+        ProfWait::poll_sleep(0.005);
     }
     is($?, 0, 'the busy request is answered');
     ok($busy_sent >= 100, "$busy_sent SIGPROF sent while the worker burned");
@@ -67,7 +73,7 @@ EOF
 
     for (1 .. 30) {
         $sent += kill('PROF', $worker);
-        ProfTest::poll_sleep(0.02);
+        ProfWait::poll_sleep(0.02);
     }
     is($t->get('/')->{status}, 204, 'the worker serves after '
        . ($sent + $busy_sent) . ' SIGPROF');
@@ -82,8 +88,8 @@ EOF
     my $cpu_ns = $p ? profile_total($p, 'cpu-time') : 0;
     my $burn_ns = 0;
     if ($p) {
-        $burn_ns = ProfTest::sum_cpu(ProfTest::burn_samples(
-            ProfTest::hotspot_samples($p)));
+        $burn_ns = ProfHotspots::sum_cpu(ProfHotspots::burn_samples(
+            ProfHotspots::hotspot_samples($p)));
     }
 
     # The worker's CPU clock read before it quit (it used a little more
@@ -102,11 +108,11 @@ subtest 'a module started after the profiler installs its own actions'
     => sub {
     # (the lua module: the SIGSEGV guard of the Lua walk is retaken too;
     # 1 ms: more walks than between two of the walk's own checks of it)
-    my $lua = ProfTest::engines()->{lua};
-    my $t = ProfTest->new(workers => 1,
-                          modules => [ qw(ngx_http_profiling_module
-                                          ngx_http_profiling_burn_module),
-                                       @{ $lua // [] } ]);
+    my $lua = ProfEnv::engines()->{lua};
+    my $t = ProfNginx->new(workers => 1,
+                           modules => [ qw(ngx_http_profiling_module
+                                           ngx_http_profiling_burn_module),
+                                        @{ $lua // [] } ]);
     my $lua_location = $lua ? 'location /lua { content_by_lua_block {
             local stop, s = os.clock() + 0.3, 0
             while os.clock() < stop do s = s + math.sin(s) end
@@ -130,16 +136,16 @@ EOF
     ok($t->stop, 'nginx quits');
     $t->ok_no_worker_died('own actions');
 
-    my @s = ProfTest::hotspot_samples(
-                ProfTest::decode_dump_dir($t->dump_dir));
-    my $burn_ns = ProfTest::sum_cpu(ProfTest::burn_samples(@s));
+    my @s = ProfHotspots::hotspot_samples(
+                ProfPprof::decode_dump_dir($t->dump_dir));
+    my $burn_ns = ProfHotspots::sum_cpu(ProfHotspots::burn_samples(@s));
     ok($burn_ns >= 0.8 * 300e6, sprintf('the profiler samples the worker '
        . '(its SIGPROF handler back in front): %.0fms of the 300ms burned',
        $burn_ns / 1e6));
     SKIP: {
         skip('no lua', 1) unless $lua;
         my @with = grep { @{ $_->{lua} } } @s;
-        my $lua_ns = ProfTest::sum_cpu(@with);
+        my $lua_ns = ProfHotspots::sum_cpu(@with);
         ok($lua_ns >= 0.5 * 300e6, sprintf('Lua frames in %.0fms of samples '
            . '(its SIGSEGV guard back in front)', $lua_ns / 1e6));
     }
@@ -147,7 +153,7 @@ EOF
 
 
 subtest 'master_process off: a reload applies the profiling settings' => sub {
-    my $t = ProfTest->new(master_process => 0, daemon => 0);
+    my $t = ProfNginx->new(master_process => 0, daemon => 0);
     my $http = <<'EOF';
     profiling on;
     profiling_dump_dir %%DUMP%%;

@@ -20,19 +20,20 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfEnv;
+use ProfNginx;
 
-my @USERS = (@{ ProfTest::engines()->{lua} // [] },
-             grep { defined } ProfTest::datadog_module());
+my @USERS = (@{ ProfEnv::engines()->{lua} // [] },
+             grep { defined } ProfEnv::datadog_module());
 plan(skip_all => 'no module here whose libraries unwind (the lua module: '
                  . 'ci/install-deps; the Datadog tracer: its fixture)')
     unless @USERS;
 
-my $t = ProfTest->new(workers => 1,
-                      modules => [ 'ngx_http_profiling_module', @USERS ]);
+my $t = ProfNginx->new(workers => 1,
+                       modules => [ 'ngx_http_profiling_module', @USERS ]);
 my $p = $t->prefix;
 my $lua = grep { m{/ngx_http_lua_module\.so$} } @USERS;
-$lua ||= ProfTest::nginx_has('lua-nginx-module');
+$lua ||= ProfEnv::nginx_has('lua-nginx-module');
 
 $t->write_config($lua ? <<'EOF' : <<'EOF');
     profiling on;

@@ -27,8 +27,14 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
 use Getopt::Long qw(GetOptions);
 use Time::HiRes qw(time sleep);
+
+use ProfFiles qw(slurp);
+use ProfProc qw(thread_named);
 
 # x86_64 system call numbers and ptrace requests.
 use constant {
@@ -52,22 +58,11 @@ my $pid = $ARGV[0];
 
 $| = 1;
 
-sub slurp {
-    my ($path) = @_;
-    open(my $fh, '<', $path) or return undef;
-    local $/;
-    my $s = <$fh>;
-    return $s;
-}
-
 sub find_thread {
-    opendir(my $dh, "/proc/$pid/task") or die "no process $pid\n";
-    for my $tid (sort { $a <=> $b } grep { /^\d+$/ } readdir($dh)) {
-        my $comm = slurp("/proc/$pid/task/$tid/comm") // next;
-        chomp $comm;
-        return $tid + 0 if $comm eq $thread;     # a number for syscall()
-    }
-    die "no thread named $thread in process $pid\n";
+    -d "/proc/$pid/task" or die "no process $pid\n";
+    my $tid = thread_named($pid, $thread)
+        // die "no thread named $thread in process $pid\n";
+    return $tid + 0;     # a number for syscall()
 }
 
 sub ptrace {

@@ -16,11 +16,14 @@ use JSON::PP;
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfHTTP;
+use ProfNginx;
+use ProfWait;
+use ProfWorkload;
 
-my $refused = ProfTest::free_port();    # nobody listens there
+my $refused = ProfHTTP::free_port();    # nobody listens there
 
-my $t = ProfTest->new(workers => 2);
+my $t = ProfNginx->new(workers => 2);
 $t->write_config(<<"EOF");
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -76,7 +79,7 @@ for my $pid (@pids) {
 is($s->{json}{totals}{workers}, 2, 'totals: two workers');
 
 # Some CPU for the samples, then the first profile fails to upload.
-$t->drive('/burn', 1, 0);
+ProfWorkload::drive($t, '/burn', 1, 0);
 
 my ($fail_at, $fail);
 ok(wait_until(sub {

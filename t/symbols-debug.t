@@ -16,9 +16,13 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfCommand;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
@@ -27,15 +31,13 @@ for my $tool (qw(gcc objcopy nm xz)) {
         unless grep { -x "$_/$tool" } split /:/, $ENV{PATH};
 }
 
-my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
+# A shell command run in $p/lib (its output; dies when it fails).
+sub sh { ProfCommand::shell_in("$p/lib", $_[0]) }
+
 # The library: debug_burn(ms) spins in a static function for ms of CPU.
-sub sh {
-    my ($cmd) = @_;
-    my $out = `cd '$p/lib' && ($cmd) 2>&1`;
-    $? == 0 or die "$cmd: $out";
-}
 mkdir("$p/lib") or die;
 open(my $fh, '>', "$p/lib/burn.c") or die;
 print $fh <<'EOF';
@@ -138,22 +140,11 @@ for my $way (sort keys %LIB) {
 ok($t->stop, 'nginx quits (and writes its last profile)');
 
 my @S = grep { $_->{cpu} > 0 }
-        ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
-
-# The CPU in a library's own code (its frames on top), by the name of its
-# leaf.
-sub leaf_names {
-    my ($path) = @_;
-    my %by;
-    for my $s (@S) {
-        next unless ($s->{objects}[0] // '') eq $path;
-        $by{ $s->{funcs}[0] // '(none)' } += $s->{cpu};
-    }
-    return \%by;
-}
+        ProfHotspots::hotspot_samples(
+            ProfPprof::decode_dump_dir($t->dump_dir));
 
 for my $way (qw(beside dotdebug minidebuginfo)) {
-    my $by = leaf_names($LIB{$way});
+    my ($by) = ProfHotspots::leaf_cpu_in(\@S, $LIB{$way});
     my $total = 0;
     $total += $_ for values %$by;
     my $named = $by->{debug_hidden_spin} // 0;
@@ -161,15 +152,15 @@ for my $way (qw(beside dotdebug minidebuginfo)) {
        sprintf('%s: %.1f%% of the %.0fms of cpu-time in the stripped '
                . 'library carries debug_hidden_spin', $way,
                $total ? 100 * $named / $total : 0, $total / 1e6))
-        or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+        or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 }
 
-my $none = leaf_names($LIB{none});
+my ($none) = ProfHotspots::leaf_cpu_in(\@S, $LIB{none});
 my $none_total = 0;
 $none_total += $_ for values %$none;
 ok($none_total >= 200e6 && !$none->{debug_hidden_spin},
    sprintf('without any source of names: %.0fms of cpu-time in the library, '
            . 'none of it named debug_hidden_spin', $none_total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by($none));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($none));
 
 done_testing();

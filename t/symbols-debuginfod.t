@@ -16,10 +16,16 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
-use IO::Socket::INET;
+use ProfCommand;
+use ProfHotspots;
+use ProfLog;
+use ProfNginx;
+use ProfPprof;
+use ProfServers;
+use ProfWait;
+use ProfWorkload;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
@@ -31,15 +37,11 @@ plan(skip_all => 'no libdebuginfod.so.1 (Debian package libdebuginfod1)')
     unless grep { -e "$_/libdebuginfod.so.1" }
            qw(/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/lib64);
 
-my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
-sub sh {
-    my ($cmd) = @_;
-    my $out = `cd '$p/lib' && ($cmd) 2>&1`;
-    $? == 0 or die "$cmd: $out";
-    return $out;
-}
+# A shell command run in $p/lib (its output; dies when it fails).
+sub sh { ProfCommand::shell_in("$p/lib", $_[0]) }
 
 # debuginfod_burn(ms) spins in a static function for ms of CPU; SALT makes
 # each build of it an object of its own (its own build id).
@@ -109,7 +111,8 @@ sh('objcopy --only-keep-debug served/full.so served-debug/served.debug'
    . ' && chmod -R a+rX .');
 
 # The server, ready once it serves the debug file.
-my $url = $t->debuginfod_server("$p/lib/served-debug", $ID{served});
+my $url = ProfServers::debuginfod_server($t, "$p/lib/served-debug",
+                                         $ID{served});
 ok($url, 'the debuginfod server serves the debug file');
 my $dlog = "$p/debuginfod.log";
 
@@ -124,12 +127,6 @@ sub asks {
     return %n;
 }
 sub asked { my %n = asks(); return $n{ $_[0] } // 0 }
-
-# The counters of the profiler's last exit line.
-sub exit_counters {
-    my ($stopped) = ($t->error_log =~ /profiling: stopped: (.*)/g)[-1];
-    return (($stopped // '') =~ /(\w+)=(\d+)/g);
-}
 
 # The cache, with an old entry of 2 MB that its 1m bound must drop.
 my $cache = "$p/debuginfod-cache";
@@ -176,19 +173,6 @@ $locations
 EOF
 }
 
-# The CPU in a library's own code (its frames on top), by leaf name.
-sub leaf_names {
-    my ($samples, $path) = @_;
-    my %by;
-    for my $s (@$samples) {
-        next unless ($s->{objects}[0] // '') eq $path;
-        $by{ $s->{funcs}[0] // '(none)' } += $s->{cpu};
-    }
-    my $total = 0;
-    $total += $_ for values %by;
-    return (\%by, $total);
-}
-
 sub serve_and_profile {
     my ($status_has) = @_;
     for my $way (sort keys %LIB) {
@@ -197,14 +181,15 @@ sub serve_and_profile {
     }
     if ($status_has) {
         my $text = '';
-        ok(ProfTest::wait_until(sub {
+        ok(ProfWait::wait_until(sub {
                $text = $t->get('/status?format=text')->{content} // '';
                $text =~ $status_has }, 10),
            "the status page says $status_has") or diag($text);
     }
     ok($t->stop, 'nginx quits (and writes its last profile)');
     my @s = grep { $_->{cpu} > 0 }
-            ProfTest::hotspot_samples(ProfTest::decode_dump_dir($t->dump_dir));
+            ProfHotspots::hotspot_samples(
+                ProfPprof::decode_dump_dir($t->dump_dir));
     unlink(glob($t->dump_dir . '/*'));
     return \@s;
 }
@@ -213,37 +198,37 @@ config('');
 $t->run;
 my $S = serve_and_profile(qr/symbols: .*\Q$LIB{served}\E debuginfod/);
 
-my ($by, $total) = leaf_names($S, $LIB{served});
+my ($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{served});
 my $named = $by->{debuginfod_hidden_spin} // 0;
 ok($total >= 200e6 && $named >= 0.95 * $total,
    sprintf('served: %.1f%% of the %.0fms of cpu-time in the stripped '
            . 'library carries debuginfod_hidden_spin',
            $total ? 100 * $named / $total : 0, $total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{served}), 1, 'served: its debug file was asked once');
 ok(-s "$cache/$ID{served}/debuginfo", 'served: the debug file is cached');
 ok(!-e "$cache/$stale", 'the cache kept to its bound: the old entry went');
 is(`cat '$cache/cache_miss_s'` + 0, 600,
    'libdebuginfod remembers a missing file for the period, no longer');
 
-($by, $total) = leaf_names($S, $LIB{unserved});
+($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{unserved});
 ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
    sprintf('unserved: %.0fms of cpu-time, none of it named',
            $total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{unserved}), 1, 'unserved: asked once in the period');
 
-($by, $total) = leaf_names($S, $LIB{named});
+($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{named});
 $named = $by->{debuginfod_hidden_spin} // 0;
 ok($total >= 200e6 && $named >= 0.95 * $total,
    'named: its own .symtab names it')
-    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{named}), 0, 'named: never asked');
 
 # Every ask of the profiler reached the server once (asked again, a file
 # would come from libdebuginfod's cache: the counter tells).
 my %asks = asks();
-my %c = exit_counters();
+my %c = %{ ProfLog::last_exit_counters($t->error_log) // {} };
 is($c{debuginfod_asked}, scalar(keys %asks),
    'each build id the profiler asked for, the server was asked once for')
     or diag(join(' ', %asks));
@@ -260,45 +245,29 @@ config('profiling_debuginfod off;');
 $t->run;
 $S = serve_and_profile();
 
-($by, $total) = leaf_names($S, $LIB{served});
+($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{served});
 ok($total >= 200e6 && !$by->{debuginfod_hidden_spin},
    sprintf('off: %.0fms of cpu-time in the stripped library, none named',
            $total / 1e6))
-    or diag('by leaf: ' . ProfTest::format_cpu_by($by));
+    or diag('by leaf: ' . ProfHotspots::format_cpu_by($by));
 is(asked($ID{served}) + asked($ID{unserved}), 2, 'off: nothing more asked');
 
 # A server that takes connections and never answers: the first fetch is
 # given up at the timeout, the server then counted down for the period (no
 # other build id tried), the profile written at the exit as ever.
-my $silent = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1',
-                                   LocalPort => 0, Proto => 'tcp')
-    or die "listen: $!";
-my $accepted = "$p/silent-accepted";
-my $spid = fork();
-die "fork: $!" unless defined $spid;
-if ($spid == 0) {
-    my (@held, $n);
-    while (my $c = $silent->accept) {
-        push @held, $c;
-        open(my $out, '>', $accepted) or exit 1;
-        print $out ++$n;
-        close($out);
-    }
-    exit 0;
-}
-END { kill('TERM', $spid) if $spid; }
+my $silent = ProfServers::start_silent_server();
 
 mkdir("$p/silent-cache") or die;
 $t->chown_to_user("$p/silent-cache");
 config("profiling_upload_timeout 1s;",
-       'http://127.0.0.1:' . $silent->sockport, "$p/silent-cache");
+       'http://127.0.0.1:' . $silent->{port}, "$p/silent-cache");
 $t->run;
 $S = serve_and_profile(qr/debuginfod_failed=(?:[2-9]|\d\d)/);
-($by, $total) = leaf_names($S, $LIB{served});
+($by, $total) = ProfHotspots::leaf_cpu_in($S, $LIB{served});
 ok($total >= 200e6, sprintf('a silent server: the profile has the '
                             . '%.0fms of cpu-time, unnamed', $total / 1e6));
-%c = exit_counters();
-my $connections = -e $accepted ? `cat '$accepted'` : 0;
+%c = %{ ProfLog::last_exit_counters($t->error_log) // {} };
+my $connections = $silent->{accepted}->();
 ok(($c{debuginfod_failed} // 0) >= 2 && ($c{debuginfod_found} // 1) == 0,
    "a silent server: every fetch failed, counted "
    . "($c{debuginfod_failed} failed)");

@@ -17,9 +17,13 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfCommand;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
-my @MODULES = ProfTest::jit_workload_modules();
+my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
@@ -28,14 +32,11 @@ for my $tool (qw(gcc objcopy xz)) {
         unless grep { -x "$_/$tool" } split /:/, $ENV{PATH};
 }
 
-my $t = ProfTest->new(workers => 1, modules => \@MODULES);
+my $t = ProfNginx->new(workers => 1, modules => \@MODULES);
 my $p = $t->prefix;
 
-sub sh {
-    my ($cmd) = @_;
-    my $out = `cd '$p/lib' && ($cmd) 2>&1`;
-    $? == 0 or die "$cmd: $out";
-}
+# A shell command run in $p/lib (its output; dies when it fails).
+sub sh { ProfCommand::shell_in("$p/lib", $_[0]) }
 
 mkdir("$p/lib") or die;
 my $source = <<'EOF';
@@ -146,18 +147,18 @@ ok($t->stop, 'nginx quits (and writes its last profile)');
 
 # Each leaf Location in the library: its Lines (function, line).
 my (%cpu, $total);
-for my $prof (ProfTest::decode_dump_dir($t->dump_dir)) {
-    ProfTest::_index($prof);
-    my %map = map { $_->{id} => ProfTest::pstr($prof, $_->{filename}) }
+for my $prof (ProfPprof::decode_dump_dir($t->dump_dir)) {
+    ProfPprof::index_profile($prof);
+    my %map = map { $_->{id} => ProfPprof::pstr($prof, $_->{filename}) }
               @{ $prof->{mapping} };
-    my $icpu = ProfTest::value_index($prof, 'cpu-time');
+    my $icpu = ProfPprof::value_index($prof, 'cpu-time');
     for my $s (@{ $prof->{sample} }) {
         my $loc = $prof->{_loc}{ $s->{location_id}[0] // 0 } or next;
         my $obj = $map{ $loc->{mapping_id} } // '';
         my ($way) = grep { $LIB{$_} eq $obj } keys %LIB or next;
         my $lines = join(' < ', map {
             my $f = $prof->{_fn}{ $_->{function_id} // 0 };
-            ($f ? ProfTest::pstr($prof, $f->{name}) : '?')
+            ($f ? ProfPprof::pstr($prof, $f->{name}) : '?')
             . ':' . ((ref $_->{line} ? $_->{line}[0] : $_->{line}) // 0)
         } @{ $loc->{line} });
         $cpu{$way}{$lines} += $s->{value}[$icpu] // 0;
@@ -171,19 +172,19 @@ my $share = ($cpu{beside}{$chain} // 0) / ($total->{beside} || 1);
 ok(($total->{beside} // 0) >= 200e6 && $share >= 0.3,
    sprintf('beside: %.0f%% of the cpu-time is at %s', 100 * $share,
            $chain))
-    or diag(ProfTest::format_cpu_by($cpu{beside} // {}));
+    or diag(ProfHotspots::format_cpu_by($cpu{beside} // {}));
 my @beside = keys %{ $cpu{beside} // {} };
 is(scalar(grep { /^inline_step:/ && $_ ne $chain } @beside), 0,
    'beside: inline_step is always in inline_mid in inline_outer_spin, '
    . 'at their calls')
-    or diag(ProfTest::format_cpu_by($cpu{beside} // {}));
+    or diag(ProfHotspots::format_cpu_by($cpu{beside} // {}));
 is(scalar(grep { /^inline_mid:/ && !/ < inline_outer_spin:$CALL$/ }
            @beside), 0,
    'beside: inline_mid is always in inline_outer_spin at its call')
-    or diag(ProfTest::format_cpu_by($cpu{beside} // {}));
+    or diag(ProfHotspots::format_cpu_by($cpu{beside} // {}));
 is(scalar(grep { /:0( |$)/ } @beside), 0,
    'beside: every Line has its line number')
-    or diag(ProfTest::format_cpu_by($cpu{beside} // {}));
+    or diag(ProfHotspots::format_cpu_by($cpu{beside} // {}));
 
 my $mini = $cpu{minidebuginfo} // {};
 my $outer = 0;
@@ -191,6 +192,6 @@ $outer += $mini->{$_} for grep { /^inline_outer_spin:0$/ } keys %$mini;
 ok(($total->{minidebuginfo} // 0) >= 200e6
    && $outer >= 0.9 * $total->{minidebuginfo},
    'minidebuginfo (no DWARF): one function a Location, no line')
-    or diag(ProfTest::format_cpu_by($mini));
+    or diag(ProfHotspots::format_cpu_by($mini));
 
 done_testing();

@@ -18,16 +18,23 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfCommand;
+use ProfEnv;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfServers;
+use ProfWait;
+use ProfWorkload;
 
 my ($tarball) = glob(realpath("$FindBin::Bin/../..")
                      . '/shared/fixtures/openresty/luajit2-*.tar.gz');
 plan(skip_all => 'no luajit2 sources in ../shared/fixtures/openresty')
     unless $tarball;
-my $lua_module = ProfTest::debian_module('ngx_http_lua_module');
+my $lua_module = ProfEnv::debian_module('ngx_http_lua_module');
 plan(skip_all => 'Debian\'s nginx with libnginx-mod-http-lua only')
     unless $lua_module
-           && grep { $_ eq $lua_module } ProfTest::jit_workload_modules();
+           && grep { $_ eq $lua_module } ProfWorkload::jit_workload_modules();
 plan(skip_all => 'the lua module does not load libluajit-5.1.so.2')
     unless `ldd $lua_module` =~ /libluajit-5\.1\.so\.2/;
 for my $tool (qw(gcc make objcopy nm xz readelf debuginfod curl)) {
@@ -35,16 +42,12 @@ for my $tool (qw(gcc make objcopy nm xz readelf debuginfod curl)) {
         unless grep { -x "$_/$tool" } split /:/, $ENV{PATH};
 }
 
-my $t = ProfTest->new(workers => 1,
-                      modules => [ ProfTest::jit_workload_modules() ]);
+my $t = ProfNginx->new(workers => 1,
+                       modules => [ ProfWorkload::jit_workload_modules() ]);
 my $p = $t->prefix;
 
-sub sh {
-    my ($cmd) = @_;
-    my $out = `cd '$p/lj' && ($cmd) 2>&1`;
-    $? == 0 or die "$cmd: $out";
-    return $out;
-}
+# A shell command run in $p/lj (its output; dies when it fails).
+sub sh { ProfCommand::shell_in("$p/lj", $_[0]) }
 
 # The library as its sources build it, with its symbols and DWARF.
 mkdir("$p/lj") or die;
@@ -91,7 +94,7 @@ sh('nm -D full.so --format=posix --defined-only | awk \'{ print $1 }\''
    . "    stripped.so minidebuginfo/$so && chmod -R a+rX .");
 
 # The debuginfod server for the debuginfod way.
-my $url = $t->debuginfod_server("$p/lj/served", $id);
+my $url = ProfServers::debuginfod_server($t, "$p/lj/served", $id);
 ok($url, 'the debuginfod server serves the debug file');
 
 for my $way (qw(beside minidebuginfo debuginfod none)) {
@@ -129,7 +132,7 @@ EOF
     is(scalar(@bad), 0, "$way: 30 requests answered 200");
     if ($way eq 'debuginfod') {
         my $text = '';
-        ok(ProfTest::wait_until(sub {
+        ok(ProfWait::wait_until(sub {
                $text = $t->get('/status?format=text')->{content} // '';
                $text =~ /\Q$so\E debuginfod/ }, 30),
            'debuginfod: the status page says the names came from it')
@@ -139,8 +142,8 @@ EOF
 
     my (%by, $total, $named);
     $total = $named = 0;
-    for my $s (ProfTest::hotspot_samples(
-                   ProfTest::decode_dump_dir($t->dump_dir)))
+    for my $s (ProfHotspots::hotspot_samples(
+                   ProfPprof::decode_dump_dir($t->dump_dir)))
     {
         next unless $s->{cpu} > 0
                     && ($s->{objects}[0] // '') eq "$p/lj/$way/$so";
@@ -155,13 +158,13 @@ EOF
         ok($total >= 100e6 && $named == 0,
            sprintf('none: %.0fms of cpu-time in static functions, none '
                    . 'named', $total / 1e6))
-            or diag('by leaf: ' . ProfTest::format_cpu_by(\%by));
+            or diag('by leaf: ' . ProfHotspots::format_cpu_by(\%by));
     } else {
         ok($total >= 100e6 && $named >= 0.95 * $total,
            sprintf('%s: %.1f%% of the %.0fms of cpu-time in static '
                    . 'functions carries their names', $way,
                    $total ? 100 * $named / $total : 0, $total / 1e6))
-            or diag('by leaf: ' . ProfTest::format_cpu_by(\%by));
+            or diag('by leaf: ' . ProfHotspots::format_cpu_by(\%by));
     }
 }
 

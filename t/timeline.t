@@ -13,12 +13,14 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use ProfTest;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
 
 sub run_profile {
     my ($directive) = @_;
 
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config(<<"EOF2");
     profiling on;
     profiling_dump_dir %%DUMP%%;
@@ -32,7 +34,7 @@ sub run_profile {
 EOF2
     $t->run;
     my ($worker) = $t->worker_pids;
-    $t->drive('/burn', 2.5, 0);
+    ProfWorkload::drive($t, '/burn', 2.5, 0);
     my ($file) = $t->wait_for_files(qr/^nginx\.$worker\.0\.pprof$/, 1, 10);
     my $p = decode_profile($file);
     my $size = -s $file;

@@ -19,9 +19,15 @@ use JSON::PP qw(decode_json);
 use Test::More;
 
 use ProfAgent;
-use ProfTest;
+use ProfEnv;
+use ProfFiles qw(slurp);
+use ProfHTTP;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWait;
 
-my $DATADOG = ProfTest::datadog_module();
+my $DATADOG = ProfEnv::datadog_module();
 plan(skip_all => 'nginx-datadog (../shared/fixtures/nginx-datadog, built '
                . 'for Debian\'s nginx, or PROFILING_DATADOG_MODULE) is '
                . 'absent for this nginx') unless $DATADOG;
@@ -68,17 +74,13 @@ sub uploaded_profiles {
     my ($agent) = @_;
     my @out;
 
-    opendir(my $dh, $agent->{dir}) or return ();
-    for my $d (sort grep { /^upload-/ } readdir($dh)) {
-        my $e = eval { decode_json(slurp("$agent->{dir}/$d/event")) }
-            or next;
+    for my $d (ProfAgent::upload_dirs($agent)) {
+        my $e = eval { decode_json(slurp("$d/event")) } or next;
         my %tags = map { split(/:/, $_, 2) } split(/,/, $e->{tags_profiler});
-        my $p = eval { decode_profile("$agent->{dir}/$d/profile.pprof") }
-            or next;
+        my $p = eval { decode_profile("$d/profile.pprof") } or next;
         push @out, { tags => \%tags,
-                     samples => [ ProfTest::hotspot_samples($p) ] };
+                     samples => [ ProfHotspots::hotspot_samples($p) ] };
     }
-    closedir($dh);
 
     return @out;
 }
@@ -87,15 +89,15 @@ sub uploaded_profiles {
 sub run_case {
     my (%c) = @_;
 
-    my $port = ProfTest::free_port();
+    my $port = ProfHTTP::free_port();
     my $agent = start_agent("127.0.0.1:$port");
-    my @modules = (ProfTest::module_path('ngx_http_profiling_module'),
-                   ProfTest::module_path('ngx_http_profiling_burn_module'));
+    my @modules = (ProfEnv::module_path('ngx_http_profiling_module'),
+                   ProfEnv::module_path('ngx_http_profiling_burn_module'));
     @modules = $c{tracer_first} ? ($DATADOG, @modules)
                                 : (@modules, $DATADOG);
 
-    my $t = ProfTest->new(workers => 2, modules => \@modules,
-                          agent_url => undef);
+    my $t = ProfNginx->new(workers => 2, modules => \@modules,
+                           agent_url => undef);
     my $http2 = $c{http2} ? ' http2' : '';
 
     $t->write_config(<<"EOF");
@@ -127,11 +129,11 @@ EOF
         my %h = ($i % 4 < 2)
                 ? (traceparent => "00-$CALLER-$CALLER_SPAN-01") : ();
         if ($c{http2}) {
-            my @r = ProfTest::h2_requests($t->port,
+            my @r = ProfHTTP::h2_requests($t->port,
                         [ { path => $paths[$i], headers => [ %h ] } ], 20);
             $failed++ if ($r[0]{status} // 0) != 200;
         } else {
-            my $r = ProfTest::get_with($t, $paths[$i], \%h);
+            my $r = ProfHTTP::get_with($t, $paths[$i], \%h);
             $failed++ if $r->{status} != 200;
         }
     }
@@ -181,7 +183,7 @@ EOF
         my $sent = $by_rid{ $p->{tags}{'runtime-id'} } // {};
         for my $s (@{ $p->{samples} }) {
             next unless $s->{cpu} > 0
-                && ProfTest::stack_has($s, 'ngx_http_profiling_burn_spin');
+                && ProfHotspots::stack_has($s, 'ngx_http_profiling_burn_spin');
             $total += $s->{cpu};
             my $span = $s->{span};
             if (!defined $span) {
@@ -190,7 +192,7 @@ EOF
             if (!$sent->{$span}) {
                 $foreign += $s->{cpu};
                 $caller += $s->{cpu}
-                    if $span eq ProfTest::hex_to_u64($CALLER_SPAN);
+                    if $span eq ProfHotspots::hex_to_u64($CALLER_SPAN);
                 next;
             }
             $good += $s->{cpu};
@@ -203,7 +205,8 @@ EOF
             # span in a caller's trace: the root is left out then only.
             if (!defined $s->{root}) {
                 next if $sp->{name} eq 'nginx.location'
-                        && $sp->{trace_id} eq ProfTest::hex_to_u64($CALLER);
+                        && $sp->{trace_id}
+                           eq ProfHotspots::hex_to_u64($CALLER);
                 $roots_missing += $s->{cpu};
                 diag("no root for $sp->{name} $sp->{resource} in trace "
                      . "$sp->{trace_id}");

@@ -16,19 +16,21 @@ use POSIX ();
 use Test::More;
 use Time::HiRes qw(time);
 
-use ProfTest;
+use ProfEnv;
+use ProfFiles qw(slurp);
+use ProfHTTP;
+use ProfNginx;
+use ProfPprof;
+use ProfWait;
+use ProfWorkload;
 use ProfAgent;
 
 
 # Recorded uploads, oldest first: { dir, request, parts, event, ... }.
 sub uploads {
     my ($agent) = @_;
-    opendir(my $dh, $agent->{dir}) or return ();
-    my @d = sort grep { /^upload-\d+-\d+-\d+$/ } readdir($dh);
-    closedir($dh);
     my @u;
-    for my $d (@d) {
-        my $path = "$agent->{dir}/$d";
+    for my $path (ProfAgent::upload_dirs($agent)) {
         my %u = (dir => $path);
         $u{request} = slurp("$path/request");
         $u{parts} = slurp("$path/parts");
@@ -60,10 +62,10 @@ sub wait_uploads {
 
 
 subtest 'a healthy agent over TCP gets every profile, complete' => sub {
-    my $agent_port = ProfTest::free_port();
+    my $agent_port = ProfHTTP::free_port();
     my $agent = start_agent("127.0.0.1:$agent_port");
 
-    my $t = ProfTest->new(workers => 1);
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config(<<"EOF");
     profiling on;
     profiling_agent_url http://127.0.0.1:$agent_port;
@@ -79,7 +81,7 @@ subtest 'a healthy agent over TCP gets every profile, complete' => sub {
 EOF
     $t->run;
     my ($worker) = $t->worker_pids;
-    $t->drive('/burn', 2.5, 0);
+    ProfWorkload::drive($t, '/burn', 2.5, 0);
 
     my @u = wait_uploads($agent, 1);
     ok(@u >= 1, 'an upload arrived') or return;
@@ -122,7 +124,7 @@ EOF
     ok(length $tags->{host}, 'host tag');
     is($tags->{language}, 'native', 'language tag');
     is($tags->{runtime}, 'nginx', 'runtime tag');
-    is($tags->{runtime_version}, ProfTest::nginx_version_string(),
+    is($tags->{runtime_version}, ProfEnv::nginx_version_string(),
        'runtime_version tag: the version of the nginx under test');
     like($tags->{'runtime-id'},
          qr/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
@@ -147,7 +149,7 @@ EOF
         !@{ $_->{line} || [] } && $_->{mapping_id}
         && length pstr($p, $mapping{ $_->{mapping_id} }{build_id})
     } @{ $p->{location} || [] };
-    my $stripped = `nm '@{[ ProfTest::nginx_real() ]}' 2>&1`
+    my $stripped = `nm '@{[ ProfEnv::nginx_real() ]}' 2>&1`
                    =~ /no symbols/;
     if ($stripped) {
         ok($unnamed > 0, "$unnamed locations in the stripped nginx without "
@@ -167,7 +169,7 @@ EOF
 
     my $prov = eval { decode_json(slurp("$u->{dir}/code-provenance.json")) };
     ok($prov && ref $prov->{v1} eq 'ARRAY', 'code-provenance.json is JSON');
-    my $binary = Cwd::realpath(ProfTest::nginx_real());
+    my $binary = Cwd::realpath(ProfEnv::nginx_real());
     my ($nginx) = grep { $_->{paths}[0] eq $binary } @{ $prov->{v1} };
     ok($nginx, "provenance lists the nginx binary $binary") or return;
     like($nginx->{build_id}, qr/^[0-9a-f]{40}$/, 'with its build id');
@@ -194,7 +196,7 @@ EOF
 
 
 subtest 'a unix socket agent, named by DD_TRACE_AGENT_URL' => sub {
-    my $t = ProfTest->new(workers => 1, agent_url => undef);
+    my $t = ProfNginx->new(workers => 1, agent_url => undef);
     my $sock = $t->prefix . "/apm.socket";
     my $agent = start_agent("unix:$sock");
 
@@ -231,10 +233,10 @@ MAIN
 
 
 subtest 'DD_AGENT_HOST and DD_TRACE_AGENT_PORT from the environment' => sub {
-    my $agent_port = ProfTest::free_port();
+    my $agent_port = ProfHTTP::free_port();
     my $agent = start_agent("127.0.0.1:$agent_port");
 
-    my $t = ProfTest->new(workers => 1, agent_url => undef);
+    my $t = ProfNginx->new(workers => 1, agent_url => undef);
     $t->write_config(<<'EOF');
     profiling on;
     profiling_period 1s;
@@ -265,10 +267,10 @@ sub failing_agent_test {
     my ($name, $mode, $check) = @_;
 
     subtest $name => sub {
-        my $agent_port = ProfTest::free_port();
+        my $agent_port = ProfHTTP::free_port();
         my $agent = start_agent("127.0.0.1:$agent_port", mode => $mode);
 
-        my $t = ProfTest->new(workers => 1);
+        my $t = ProfNginx->new(workers => 1);
         $t->write_config(<<"EOF");
     profiling on;
     profiling_agent_url http://127.0.0.1:$agent_port;
@@ -320,8 +322,8 @@ failing_agent_test('4xx: dropped without retry; 404 is explained', 'status=404',
     });
 
 subtest 'refused connections: retried once, counted, nginx unaffected' => sub {
-    my $dead_port = ProfTest::free_port();
-    my $t = ProfTest->new(workers => 1);
+    my $dead_port = ProfHTTP::free_port();
+    my $t = ProfNginx->new(workers => 1);
     $t->write_config(<<"EOF");
     profiling on;
     profiling_agent_url http://127.0.0.1:$dead_port;
@@ -332,7 +334,7 @@ subtest 'refused connections: retried once, counted, nginx unaffected' => sub {
     }
 EOF
     $t->run;
-    my $ok = $t->drive('/', 3, 0.01);
+    my $ok = ProfWorkload::drive($t, '/', 3, 0.01);
     ok($ok > 50, 'nginx serves while uploads fail');
     my @failed = $t->error_log =~ /(profiling: upload to .* failed)/g;
     is(scalar @failed, 1, 'logged once, not per profile');
@@ -342,10 +344,10 @@ EOF
 };
 
 subtest 'a hanging agent: nginx serves, graceful quit is bounded' => sub {
-    my $agent_port = ProfTest::free_port();
+    my $agent_port = ProfHTTP::free_port();
     my $agent = start_agent("127.0.0.1:$agent_port", mode => 'hang');
 
-    my $t = ProfTest->new(workers => 2);
+    my $t = ProfNginx->new(workers => 2);
     $t->write_config(<<"EOF");
     profiling on;
     profiling_agent_url http://127.0.0.1:$agent_port;
@@ -359,7 +361,7 @@ EOF
     $t->run;
 
     my @times;
-    my $ok = $t->drive('/', 2.5, 0.01, \@times);
+    my $ok = ProfWorkload::drive($t, '/', 2.5, 0.01, \@times);
     my @lat = sort { $a <=> $b } map { $_->[1] - $_->[0] } @times;
     ok($ok > 50, 'requests are served while uploads hang');
     ok($lat[int(@lat * 0.99)] < 0.1, 'p99 latency stays small')

@@ -5,9 +5,10 @@ package ProfHostile;
 # independent of the module and of protoc (Python: every string of a
 # pprof's string table, every JSON document, decoded as strict UTF-8), the
 # replacement a string must get (Python's decode('utf-8', 'replace')), a
-# watch on files that must never be opened (inotify), the counters of the
-# workers' exit lines, the stand-in agent's recordings, and an nginx
-# started under a name of invalid UTF-8 (its workers' thread name).
+# watch on files that must never be opened (inotify), and an nginx started
+# under a name of invalid UTF-8 (its workers' thread name). (The workers'
+# exit lines are read with ProfLog, the stand-in agent's recordings with
+# ProfAgent.)
 #
 #   my $r = ProfHostile::check_pprof($file);   # { ok, error, labels }
 #   my $e = ProfHostile::check_json($file);    # { ok, error, doc }
@@ -27,7 +28,9 @@ use JSON::PP ();
 use POSIX ();
 use Time::HiRes qw(time);
 
-use ProfTest qw(wait_until);
+use ProfCommand qw(run_stdout);
+use ProfEnv;
+use ProfWait qw(wait_until);
 
 
 my $DIR = tempdir('hostile-XXXXXX', TMPDIR => 1, CLEANUP => 1);
@@ -190,23 +193,10 @@ sub _script {
     return $path;
 }
 
-sub _capture {
-    my (@cmd) = @_;
-    my $pid = open(my $fh, '-|');
-    croak "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        exec(@cmd) or POSIX::_exit(127);
-    }
-    local $/;
-    my $out = <$fh> // '';
-    close($fh);
-    return ($? >> 8, $out);
-}
-
 sub _python {
     my ($mode, @args) = @_;
-    my ($rc, $out) = _capture('python3', _script('decode.py', $DECODER),
-                              $mode, @args);
+    my ($rc, $out) = run_stdout('python3', _script('decode.py', $DECODER),
+                                $mode, @args);
     croak "python3 decode.py $mode failed (exit $rc): $out" if $rc != 0;
     return JSON::PP->new->decode($out);
 }
@@ -314,51 +304,6 @@ sub DESTROY { $_[0]->stop }
 
 package ProfHostile;
 
-
-# The counters of every "profiling: stopped:" line of an error log, in
-# order: [ { pid, name => value, ... } ].
-sub exit_counters {
-    my ($log) = @_;
-    my @lines;
-    for my $line (split /\n/, $log) {
-        next unless $line =~ /\s(\d+)#\d+: profiling: stopped: (.*)$/;
-        my ($pid, $tail) = ($1, $2);
-        my %c = (pid => $pid);
-        $c{$1} = $2 while $tail =~ /\b(\w+)=(\d+)/g;
-        push @lines, \%c;
-    }
-    return @lines;
-}
-
-# The error log's lines matching $re.
-sub log_lines {
-    my ($log, $re) = @_;
-    return grep { $_ =~ $re } split /\n/, $log;
-}
-
-
-# The stand-in agent's recorded uploads (upload-*), oldest first: { dir,
-# request, content_length }.
-sub agent_uploads {
-    my ($agent) = @_;
-    opendir(my $dh, $agent->{dir}) or return ();
-    my @d = sort grep { /^upload-\d+-\d+-\d+$/ } readdir($dh);
-    closedir($dh);
-    my @u;
-    for my $d (@d) {
-        my $path = "$agent->{dir}/$d";
-        open(my $fh, '<', "$path/request") or next;
-        local $/;
-        my $request = <$fh>;
-        close($fh);
-        my ($length) = $request =~ /^content-length:\s*(\d+)/mi;
-        push @u, { dir => $path, request => $request,
-                   content_length => $length };
-    }
-    return @u;
-}
-
-
 # An nginx binary under the name $name (bytes, at most 15: the thread
 # name of its processes): a symbolic link in the instance's prefix to the
 # binary; when PROFILING_NGINX is a wrapper script (t/sanitizer-nginx),
@@ -372,14 +317,14 @@ sub nginx_named {
 
     my $link = "$dir/$name";
     unlink($link);
-    symlink(ProfTest::nginx_real(), $link) or croak "symlink $link: $!";
+    symlink(ProfEnv::nginx_real(), $link) or croak "symlink $link: $!";
 
-    return $link unless ProfTest::nginx_wrapped();
+    return $link unless ProfEnv::nginx_wrapped();
 
     my $wrapper = "$dir/wrapper";
     open(my $out, '>', $wrapper) or croak "$wrapper: $!";
     print $out "#!/bin/sh\nPROFILING_NGINX_REAL=$link exec "
-               . ProfTest::nginx_binary() . " \"\$@\"\n";
+               . ProfEnv::nginx_binary() . " \"\$@\"\n";
     close($out);
     chmod(0755, $wrapper);
     return $wrapper;
