@@ -8,9 +8,10 @@
  * carry the same runtime-id (and service, env, version) as the tracer's
  * spans are linked to them.
  *
- * Threading: any thread but a signal handler; reads /proc/self/fd and
- * the file (the profiler loop thread). Memory: the result is copied into
- * the caller's struct.
+ * Threading: the worker's thread, outside the handler, once
+ * (prof_take_tracer_identity, worker/profiler.h): reads the worker's
+ * /proc/self/fd and the file. The profiler process reads only channel.h's
+ * copy. Memory: the result is copied into the caller's struct.
  */
 
 #ifndef PROF_TRACER_INFO_H
