@@ -94,8 +94,16 @@ struct prof_process_s {
     int                  worker_gone;
     int64_t              stop_upload_ms;        /* set before stop */
     int64_t              stop_started_ns;       /* CLOCK_MONOTONIC */
+    prof_ring_drain_t   *drain;                 /* its sampler thread,
+                                                   started and finished
+                                                   here */
+
+    /* the sampler thread fills it, the loop thread empties it, under its
+       own mutex (sample_queue.h) */
     prof_queue_t         queue;
-    prof_ring_drain_t   *drain;                 /* its sampler thread */
+
+    /* opened by the main thread before any thread starts, then written
+       by the loop thread only */
     prof_dump_dir_t     *dump;
 
     /* profiler loop thread only */
