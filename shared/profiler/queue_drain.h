@@ -6,9 +6,12 @@
  * the channel, into the aggregator; a barrier takes the worker's endpoint
  * counts of the periods it closes and gives their tables back.
  *
- * Threading: the profiler loop thread only. It takes the queue's mutex
- * (briefly) and reads the worker's /proc maps (prof_read_maps, at most
- * every 200 ms while walks leave the unwind tables); nothing else blocks.
+ * Threading: the profiler loop thread only. It blocks: it takes the
+ * queue's mutex (briefly), reads the worker's /proc maps (prof_read_maps,
+ * at most every 200 ms while walks leave the unwind tables), reads ELF
+ * files for addresses new to the aggregator (their symbols), and at a
+ * barrier encodes the closed profile and writes it to the dump directory
+ * (export.h).
  */
 
 #ifndef PROF_QUEUE_DRAIN_H
