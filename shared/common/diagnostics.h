@@ -5,9 +5,11 @@
  * histogram of the cost of one sample in the worker.
  *
  * Threading: every field is written with relaxed atomics by the thread that
- * owns the event (handler, sampler, loop, server) and may be read by any
- * thread at any time.
- * Memory: a plain struct owned by the profiler.
+ * owns the event (the worker's thread; the sampler, loop and fetch threads
+ * of its profiler process) and may be read by any thread of either
+ * process at any time.
+ * Memory: a plain struct in the channel (channel/channel.h), shared by the
+ * worker and its profiler process.
  */
 
 #ifndef PROF_DIAGNOSTICS_H
@@ -28,7 +30,11 @@ typedef struct {
 
 
 typedef struct {
-    /* sampler thread: what the ring's slots became */
+    /* the sampler thread: what the ring's slots became; but the worker's
+       thread writes ring_full (and adds it to dropped_samples) at stop,
+       flushes_merged (prof_sampler_post_flush) and the unwind table's
+       four (worker/sampler.c); the loop thread adds to dropped_samples
+       what the aggregator could not keep */
     uint64_t          cpu_samples;          /* CPU timer signals */
     uint64_t          blocked_samples;      /* stacks asked of a thread
                                                blocked outside its loop */
@@ -36,8 +42,9 @@ typedef struct {
     uint64_t          samples_recorded;     /* all samples, in a batch */
     uint64_t          wall_dropped;         /* wall time without a stack */
     uint64_t          wall_dropped_ns;
-    uint64_t          signals_sent;         /* stacks asked by tgkill */
-    uint64_t          signal_failures;      /* tgkill failed */
+    uint64_t          signals_sent;         /* stacks asked by a queued
+                                               SIGPROF */
+    uint64_t          signal_failures;      /* its queueing failed */
     uint64_t          truncated_stacks;
     uint64_t          dropped_samples;      /* past the byte ceiling, or
                                                the ring full */
@@ -57,7 +64,8 @@ typedef struct {
     uint64_t          unwind_objects_skipped;   /* corrupt, left out */
     prof_histogram_t  handler_ns;           /* one sample in the handler */
 
-    /* server thread */
+    /* the worker's thread (no room), and the loop thread (the endpoint
+       table's own drops; the aggregator's label bound) */
     uint64_t          endpoints_dropped;    /* requests not in the endpoint
                                                counts: table full, or the
                                                loop thread behind */
@@ -74,9 +82,14 @@ typedef struct {
     uint64_t          dump_files_deleted;   /* by retention */
     uint64_t          dump_temps_removed;   /* stale temporary files */
     uint64_t          addresses_evicted;    /* address cache bound */
-    uint64_t          requests_evicted;     /* request label bound */
+    uint64_t          requests_evicted;     /* stays 0, kept for the
+                                               exit line's and the status
+                                               page's format (the label
+                                               bound counts as
+                                               labels_dropped) */
 
-    /* debuginfod (its fetch thread, in the profiler process) */
+    /* debuginfod (asked by the loop thread, fetched by its fetch
+       thread, in the profiler process) */
     uint64_t          debuginfod_asked;     /* build ids queued */
     uint64_t          debuginfod_found;     /* debug files fetched */
     uint64_t          debuginfod_failed;    /* none, a server down, a
