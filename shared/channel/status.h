@@ -5,17 +5,20 @@
  * shared by the workers, so that any worker can answer for all of them
  * without asking the others.
  *
- * A slot belongs to one process (its pid, claimed and released with
- * compare-and-swap). Its profiler loop thread writes it under a seqlock
- * (odd while writing): a reader copies it and retries a few times while
- * the count is odd or changed, never waits on a lock, and gives up (the
- * slot is then "busy") rather than block. Writers never wait either.
- * The owner's profiler process writes it while the owner runs; the owner
- * itself only when no profiler process does.
+ * A slot belongs to one worker (its pid, claimed and released with
+ * compare-and-swap). The worker's profiler process writes it, from its
+ * loop thread (profiler/status_publish.c), under a seqlock (odd while
+ * writing): a reader copies it and retries a few times while the count is
+ * odd or changed, never waits on a lock, and gives up (the slot is then
+ * "busy") rather than block. Writers never wait either. The profiler
+ * process writes it while the worker runs; the worker itself only when no
+ * profiler process does (it could not start, or was lost).
  *
- * Threading: prof_status_claim/release by the owning process's main
- * thread; prof_status_publish by its profiler loop thread; prof_status_read
- * and the renderers by any thread of any process sharing the slots.
+ * Threading: prof_status_claim/release by the owning worker's thread;
+ * prof_status_publish by its profiler process's loop thread;
+ * prof_status_publish_stopped/_lost by the worker's thread;
+ * prof_status_read and the renderers by any thread of any process sharing
+ * the slots.
  * Memory: the slots are the caller's (shared memory); rendering appends to
  * a caller's buffer.
  */
