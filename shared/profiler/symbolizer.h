@@ -1,25 +1,31 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Symbolizer: maps instruction addresses of this process to the loaded
- * object (file, build id, ELF virtual address) and to a function name.
+ * Symbolizer: maps instruction addresses of a process (this one, or the
+ * one prof_symbolizer_set_pid names: the profiler process names its
+ * worker's) to the loaded object (file, build id, ELF virtual address)
+ * and to a function name.
  *
  * Threading: a symbolizer belongs to one thread (the profiler loop thread);
- * it is not thread-safe. It reads /proc/self/maps and ELF files, so it may
- * block on file I/O: never call it from a signal handler or the nginx event
- * loop. To learn whether the loader's objects changed (for a pc in no
- * known object, in refresh and in collect) it calls dl_iterate_phdr(): the
- * loader's lock, held for one callback that does not allocate. Never call
- * it with that lock held (from a dl_iterate_phdr() callback or an ELF
- * constructor).
+ * it is not thread-safe. It reads /proc/self/maps (/proc/PID/maps after
+ * prof_symbolizer_set_pid) and ELF files, so it may block on file I/O:
+ * never call it from a signal handler or the nginx event loop. To learn
+ * whether the loader's objects changed (for a pc in no known object, in
+ * refresh and in collect) it calls dl_iterate_phdr(): the loader's lock,
+ * held for one callback that does not allocate. Never call it with that
+ * lock held (from a dl_iterate_phdr() callback or an ELF constructor).
  *
  * When the maps are read: on the first lookup; for a pc in no known object
- * only when the loader's count of loads and unloads changed since the last
+ * when the loader's count of loads and unloads changed since the last
  * read (dlopen, dlclose), or else at most 4 times at once and once a
  * second on average (mappings made without the loader); in collect when
- * that count changed; and on prof_symbolizer_refresh(). A pc in anonymous
- * executable memory (JIT code) is in no object: it is answered NULL and
- * makes nothing grow.
+ * that count changed; and on prof_symbolizer_refresh(). The loader's
+ * count is this process's own: it says nothing of another process's
+ * loads, so that process's maps are read again after a dlopen there only
+ * at the rate for unknown pcs or on the owner's prof_symbolizer_refresh()
+ * (the profiler process's prof_read_maps, profiler/queue_drain.h). A pc
+ * in anonymous executable memory (JIT code) is in no object: it is
+ * answered NULL and makes nothing grow.
  *
  * ELF files: every read is bounds-checked against the file's size. An
  * object whose file is malformed (headers, notes, section or symbol tables
@@ -144,8 +150,9 @@ int prof_symbolizer_renamed(prof_symbolizer_t *sym,
     const prof_object_t *object);
 
 /*
- * Re-reads /proc/self/maps now (objects mapped outside the loader at an
- * address known before, tests). 0 or -errno.
+ * Re-reads the maps now (/proc/self/maps, or /proc/PID/maps; objects
+ * mapped outside the loader at an address known before, a process other
+ * than this one, tests). 0 or -errno (-ESRCH once frozen).
  */
 int prof_symbolizer_refresh(prof_symbolizer_t *sym);
 
