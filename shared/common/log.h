@@ -5,15 +5,16 @@
  * most one line a minute per cause for what can repeat (export failures).
  *
  * The server's log objects are not thread-safe: the handler is only ever
- * called on the server's thread. A message from another thread (the
- * profiler loop) waits in a small queue; notify (if set) tells the server
- * that one waits, and the server hands them to its handler with
- * prof_log_deliver(). A full queue drops messages (counted).
+ * called on the thread that called prof_log_init (the worker's thread; in
+ * the profiler process, its main thread). A message from another thread
+ * (the profiler process's loop thread) waits in a small queue; notify (if
+ * set) tells that thread that one waits, and it hands them to the handler
+ * with prof_log_deliver(). A full queue drops messages (counted).
  *
- * Threading: prof_log may be called from the server's thread and from one
- * other thread (the profiler loop); prof_log_limited only from the loop
- * thread, which owns the limiter's state; prof_log_deliver from the
- * server's thread.
+ * Threading: prof_log may be called from the thread that called
+ * prof_log_init and from one other thread (the loop thread);
+ * prof_log_limited only from that other thread, which owns the limiter's
+ * state; prof_log_deliver from the thread that called prof_log_init.
  */
 
 #ifndef PROF_LOG_H
@@ -57,7 +58,8 @@ typedef struct {
     void         *data;
     void        (*notify)(void *data);  /* any thread: a message waits */
     void         *notify_data;
-    pid_t         server_tid;           /* the handler's thread */
+    pid_t         server_tid;           /* the handler's thread: the one
+                                           that called prof_log_init */
     prof_spsc_t   queue;                /* of prof_log_message_t */
     uint64_t      dropped;
     int64_t       last_ns[PROF_CAUSES];
@@ -66,7 +68,8 @@ typedef struct {
 } prof_log_t;
 
 
-/* Called on the server's thread. 0 or -ENOMEM. */
+/* Called on the thread whose messages go straight to the handler (the
+   worker's; the profiler process's main thread). 0 or -ENOMEM. */
 int prof_log_init(prof_log_t *log);
 void prof_log_free(prof_log_t *log);
 
@@ -75,7 +78,8 @@ void prof_log(prof_log_t *log, int level, const char *fmt, ...)
 void prof_log_limited(prof_log_t *log, unsigned cause, int level,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* The server's thread: the messages waiting, to the handler. */
+/* The thread that called prof_log_init: the messages waiting, to the
+   handler. */
 void prof_log_deliver(prof_log_t *log);
 
 
