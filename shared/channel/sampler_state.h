@@ -19,8 +19,10 @@
  *   without a last flush (it crashed);
  * - the struct, its slots and idle frames are in memory shared with the
  *   profiler process (MAP_SHARED, at the same address in both after the
- *   fork): its pointers are valid in the process that wrote them only,
- *   and futex words are process-shared (no FUTEX_PRIVATE_FLAG).
+ *   fork): its pointers into mappings made before the fork (slots,
+ *   idle_frames, lua, conf.diagnostics) are valid in both; table and
+ *   borrowed (the unwind tables) are the worker's alone. Futex words are
+ *   process-shared (no FUTEX_PRIVATE_FLAG).
  * - sampled (prof_sampled_thread_t, sampled_thread.h): written by the
  *   sampled thread only.
  * Cross-thread fields are accessed with atomics; futex words wake.
