@@ -17,13 +17,15 @@
  * table.
  *
  * Threading: a table's rows are immutable once built; prof_unwind reads
- * them from a signal handler while another thread may build the next
- * table. prof_unwind also keeps a cache of rows in the table: one thread
- * at a time may walk with a table. Building and freeing are not
- * async-signal-safe. Building reads every loaded object's .eh_frame_hdr
- * and .eh_frame inside dl_iterate_phdr (the loader lock held, so that no
- * object is unmapped meanwhile) and allocates nothing there: the table is
- * one anonymous mapping, sized before the loader lock is taken.
+ * them from a signal handler, which may interrupt the same thread while it
+ * builds the next table (prof_sampler_maintain_table, worker/sampler.h:
+ * SIGPROF is blocked only for the swap). prof_unwind also keeps a cache
+ * of rows in the table: one thread at a time may walk with a table.
+ * Building and freeing are not async-signal-safe. Building reads every
+ * loaded object's .eh_frame_hdr and .eh_frame inside dl_iterate_phdr (the
+ * loader lock held, so that no object is unmapped meanwhile) and allocates
+ * nothing there: the table is one anonymous mapping, sized before the
+ * loader lock is taken.
  * Every read of an object's data is bounded by the loaded segment that
  * holds its .eh_frame_hdr: a corrupt object is left out (counted), never
  * read past its segment.
