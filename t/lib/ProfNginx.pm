@@ -33,7 +33,8 @@ package ProfNginx;
 #
 # run() returns once the port answers and every worker has set its title
 # ("worker process"), which nginx does after the modules' init_process:
-# by then a worker's profiler threads exist.
+# by then a worker's profiler process is forked (its threads: see
+# ProfProc::profiler_ready).
 #
 # Hermetic: the DD_* variables the module reads for its defaults (service,
 # env, tags, agent address) are removed from the environment nginx starts
