@@ -6,11 +6,13 @@
  * forks its profiler process at prof_start; they share only the channel
  * (channel.h) and the sampler's ring (sampler_state.h), and the child
  * starts from what the worker handed it (handover.h). The profiler process
- * (profiler/process.h) runs the sampler thread and the profiler loop
- * thread (libuv): aggregation, symbols, pprof encoding, the dump directory
- * and uploads. It closes every descriptor it inherited but those the
- * server names (conf.child_init), blocks every signal, and exits once its
- * worker has gone and its last profile is out.
+ * (profiler/process.h) runs its main thread (its log's lines, the wait for
+ * its worker, the end), the sampler thread (the ring), the profiler loop
+ * thread (libuv: aggregation, symbols, pprof encoding, the dump directory
+ * and uploads) and, with debuginfod, a fetch thread (profiler/debuginfod.h).
+ * It closes every descriptor it inherited but those the server names
+ * (conf.child_init), blocks every signal, and exits once its worker has
+ * gone and its last profile is out.
  *
  * What the worker does per request costs no lock, no allocation and no
  * copy: it counts the request's endpoint in a shared table, hashed where
@@ -18,8 +20,11 @@
  * carried, resolves their labels into a shared ring (prof_label); a full
  * table or ring drops what does not fit (counted).
  *
- * Threading: everything here is called by the worker's thread and never
- * blocks. The log handler is called on the worker's thread for the
+ * Threading: everything here is called by the worker's thread and waits
+ * for nothing of the profiler process. prof_start forks it and, when no
+ * table was inherited (conf.unwind_table), builds the unwind table
+ * (milliseconds); prof_take_tracer_identity reads a file, once; the rest
+ * never blocks. The log handler is called on the worker's thread for the
  * worker's messages, and on the profiler process's main thread for its
  * own (after conf.child_init).
  * A process has at most one profiler.
