@@ -5,10 +5,11 @@
  * interleaved with the native frames.
  *
  * - prof_lua_find (the worker, at start, outside the handler): checks that
- *   the LuaJIT in the process has the layout this file knows (LuaJIT 2.1,
- *   GC64, x86-64: OpenResty's luajit2 and Debian's libluajit2) by running a
- *   known Lua function once and walking it, and finds the interpreter's
- *   code. Anything else: not found, said once, native stacks as before.
+ *   the LuaJIT in the process has the layout worker/lua_layout.h knows
+ *   (LuaJIT 2.1, GC64, x86-64: OpenResty's luajit2 and Debian's
+ *   libluajit2) by running a known Lua function once and walking it, and
+ *   finds the interpreter's code. Anything else: not found, said once,
+ *   native stacks as before.
  * - prof_lua_splice (the SIGPROF handler, signal_lua.c): for every
  *   activation of the VM on the native stack, its Lua frames in place of
  *   the VM's own frame (the interpreter, a trace's machine code), callers
