@@ -62,7 +62,8 @@ typedef struct {
     struct prof_unwind_table_s  *unwind_table;  /* built before (e.g.
                                            inherited from a parent
                                            process), kept by the caller;
-                                           NULL: built here */
+                                           NULL: the sampler builds one
+                                           (worker/sampler.c) */
     int                  identify;      /* log the module's version and
                                            what it found, at NOTICE */
     struct prof_status_slot_s  *status_slot;    /* written every second
