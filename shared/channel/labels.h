@@ -8,8 +8,8 @@
  * resolution that has span ids, so that ids known only late in a request
  * (a tracer's span) label its first samples too.
  *
- * Threading: plain data; see prof_label() (profiler.h) for the way from
- * the server's thread to the profiler loop thread.
+ * Threading: plain data; see prof_label() (worker/profiler.h) for the way
+ * from the worker's thread to the profiler loop thread.
  */
 
 #ifndef PROF_LABELS_H
@@ -21,7 +21,7 @@
 
 
 typedef struct {
-    uint64_t    tag;                    /* sampler.h */
+    uint64_t    tag;                    /* sampled_thread.h */
     uint64_t    request;                /* the request's key, nonzero */
     uint64_t    span_id;                /* 0: none */
     uint64_t    local_root_span_id;     /* 0: none (unknown) */

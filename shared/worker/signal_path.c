@@ -220,9 +220,10 @@ prof_signal_account_slot(prof_sampler_t *s, prof_slot_t *slot,
 
 
 /*
- * The tag of what runs (sampler.h): the pending one for the same words, a
- * new one when none is pending, else none. The object's stamp is read
- * only from an object of the array, whose memory stays mapped.
+ * The tag of what runs (channel/sampled_thread.h): the pending one for the
+ * same words, a new one when none is pending, else none. The object's
+ * stamp is read only from an object of the array, whose memory stays
+ * mapped.
  */
 static uint64_t
 prof_signal_tag(prof_sampled_thread_t *h)

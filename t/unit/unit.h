@@ -61,7 +61,8 @@ unit_batch(size_t capacity)
 
 /*
  * A sample as the tests write it: values, and the labels its request
- * resolves to (sampler.h: a tag in the sample, the labels apart).
+ * resolves to (channel/sampled_thread.h: a tag in the sample, the labels
+ * apart).
  */
 typedef struct {
     int64_t       cpu_ns;
