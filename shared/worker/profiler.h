@@ -83,7 +83,7 @@ int prof_label(prof_t *p, const prof_labels_t *labels);
  * module is initialized: vm, its frames in the samples from now; or
  * NULL, and why (the status page and identification line say it); or
  * NULL and NULL: the worker has none. The identification line waits for
- * it (at most PROF_IDENTIFY_LUA_WAIT_MS).
+ * it (at most 5 s, profiler/identify.c).
  */
 void prof_lua_found(prof_t *p, const struct prof_lua_vm_s *vm,
     const char *why);
