@@ -651,7 +651,8 @@ main(int argc, char **argv)
 
     /*
      * Encoding: one tick for each of the 10,000 stacks makes one profile,
-     * encoded as prof_export() encodes it, into an empty buffer each time.
+     * encoded as prof_export_profile() (profiler/export.c) encodes it, into
+     * an empty buffer each time.
      */
 
     bench_ticks(&batches, stacks, BENCH_STACKS, BENCH_STACKS, BENCH_STACKS,
