@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of the container detection (shared/container.h) on cgroup v1 and
- * v2 texts as Docker, containerd, CRI-O, Kubernetes, ECS and systemd
- * write them, and on the process running the test.
+ * Tests of the container detection (shared/profiler/container.h) on
+ * cgroup v1 and v2 texts as Docker, containerd, CRI-O, Kubernetes, ECS
+ * and systemd write them, and on the process running the test.
  */
 
 #include <stdarg.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of the endpoint counts (shared/endpoint_counts.h): bounded tables,
- * whatever the number of distinct endpoints a server sees, and the shared
- * tables a worker counts into and its profiler process takes.
+ * Tests of the endpoint counts (shared/channel/endpoint_counts.h): bounded
+ * tables, whatever the number of distinct endpoints a server sees, and the
+ * shared tables a worker counts into and its profiler process takes.
  */
 
 #include <stdarg.h>

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of the dump directory (shared/file_export.h): files created only
- * under new random names and renamed without following planted links,
- * the directory held by one descriptor, clear errors at open, retention
- * by count and size over this service's profiles only, stale temporary
- * files removed.
+ * Tests of the dump directory (shared/profiler/file_export.h): files
+ * created only under new random names and renamed without following
+ * planted links, the directory held by one descriptor, clear errors at
+ * open, retention by count and size over this service's profiles only,
+ * stale temporary files removed.
  */
 
 #define _GNU_SOURCE

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Unit tests of shared/sample_queue.c: batches come out in push order, pool
- * batches are reused, the byte ceiling refuses batches and gives their
- * bytes back, barrier batches live outside the ceiling, and a producer and
- * a consumer thread pass batches without losing any.
+ * Unit tests of shared/profiler/sample_queue.c: batches come out in push
+ * order, pool batches are reused, the byte ceiling refuses batches and
+ * gives their bytes back, barrier batches live outside the ceiling, and a
+ * producer and a consumer thread pass batches without losing any.
  */
 
 #include <pthread.h>

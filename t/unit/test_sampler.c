@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of the sampler (shared/sampler.h) with real signals and threads:
- * CPU samples where the thread burns CPU, wall time accounted on the
- * thread itself (the event wait's without a wake-up, a blocked thread's
- * asked for), flush barriers, and SIGPROF signals the sampler did not arm.
+ * Tests of the sampler (shared/worker/sampler.h and
+ * shared/profiler/ring_drain.h) with real signals and threads: CPU
+ * samples where the thread burns CPU, wall time accounted on the thread
+ * itself (the event wait's without a wake-up, a blocked thread's asked
+ * for), flush barriers, and SIGPROF signals the sampler did not arm.
  */
 
 #define _GNU_SOURCE

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of the status slots (shared/status.h): claimed by live processes
- * only, read consistently while written, rendered as JSON and text.
+ * Tests of the status slots (shared/channel/status.h): claimed by live
+ * processes only, read consistently while written, rendered as JSON and
+ * text.
  */
 
 #include <errno.h>

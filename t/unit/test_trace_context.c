@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of trace context parsing (shared/trace_context.h).
+ * Tests of trace context parsing (shared/worker/trace_context.h).
  */
 
 #include <stdarg.h>

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of the Datadog tracer's self-description (shared/tracer_info.h):
- * the MessagePack map as dd-trace-cpp writes it, found among the
- * process's descriptors; malformed content is refused, never overread.
+ * Tests of the Datadog tracer's self-description
+ * (shared/worker/tracer_info.c): the MessagePack map as dd-trace-cpp
+ * writes it, found among the process's descriptors; malformed content is
+ * refused, never overread.
  */
 
 #define _GNU_SOURCE

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of shared/upload.h: the real uploader on a real libuv loop
+ * Tests of shared/profiler/upload.h: the real uploader on a real libuv loop
  * against an agent played by a thread of this process on 127.0.0.1,
  * which answers each connection as the test scripts it (a status, maybe
  * late; never; a closed connection), or a closed port. Every outcome is

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Tests of shared/utf8.h: what is valid, what becomes U+FFFD and how
+ * Tests of shared/common/utf8.h: what is valid, what becomes U+FFFD and how
  * many of them (Unicode's substitution of maximal subparts), JSON
  * escaping; and, against Python's decoder ("replace" for the expected
  * text, "strict" and json.loads for the output), random byte strings
