@@ -57,7 +57,6 @@
 static prof_process_t  prof_process;
 
 
-/* At the start: the dump directory, once; its problem logged once. */
 /* Whether this process runs under valgrind (its client request: a few
    instructions natively); 0 where its header was not there to build with. */
 static int
@@ -71,6 +70,7 @@ prof_under_valgrind(void)
 }
 
 
+/* At the start: the dump directory, once; its problem logged once. */
 static void
 prof_open_dump_dir(prof_process_t *p)
 {
