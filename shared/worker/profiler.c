@@ -25,7 +25,7 @@
 #include "channel/handover.h"
 #include "channel/lua_frames.h"
 #include "channel/status.h"
-#include "channel/tracer_info.h"
+#include "worker/tracer_info.h"
 #include "worker/profiler.h"
 
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "channel/tracer_info.h"
+#include "worker/tracer_info.h"
 
 
 #define PROF_TRACER_INFO_NAME  "/memfd:datadog-tracer-info-"

@@ -2,7 +2,7 @@
 
 /*
  * Tests of the Datadog tracer's self-description
- * (shared/worker/tracer_info.c): the MessagePack map as dd-trace-cpp
+ * (shared/worker/tracer_info.h): the MessagePack map as dd-trace-cpp
  * writes it, found among the process's descriptors; malformed content is
  * refused, never overread.
  */
@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "channel/tracer_info.h"
+#include "worker/tracer_info.h"
 
 
 typedef struct {
