@@ -203,25 +203,15 @@ void prof_sampler_wake(prof_sampler_t *s);
 /*
  * Adds to the flush mailbox a flush after the slots filled so far: taken
  * at now_ns (CLOCK_MONOTONIC), closing period, with the wall time since
- * the last sample (split as prof_signal_account splits it; 0 when not
- * accounted). A mailbox full of flushes the sampler thread has not taken
- * merges this one into the last (counted). Never blocks. Its one producer:
- * the sampled thread with SIGPROF blocked, or, once that thread is gone
- * without a last flush, the profiler process's side.
+ * the last sample (split as prof_signal_account, worker/signal_path.h,
+ * splits it; 0 when not accounted). A mailbox full of flushes the sampler
+ * thread has not taken merges this one into the last (counted). Never
+ * blocks. Its one producer: the sampled thread with SIGPROF blocked, or,
+ * once that thread is gone without a last flush, the profiler process's
+ * side.
  */
 void prof_sampler_post_flush(prof_sampler_t *s, uint64_t period, int final,
     int64_t now_ns, int64_t wall_ns, int64_t off_cpu_ns, int64_t idle_ns);
-
-
-/* worker/signal_path.c: the handler and its wall accounting, for the
-   worker's side only. */
-void prof_signal_handler(int signo, siginfo_t *info, void *context);
-
-/* The wall time since the last account, split; on the sampled thread,
-   with SIGPROF blocked outside the handler. */
-void prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
-    int64_t cpu_ns, int64_t *wall_ns, int64_t *off_cpu_ns, int64_t *idle_ns);
-extern prof_sampler_t  *prof_signal_sampler;
 
 
 #endif /* PROF_SAMPLER_STATE_H */

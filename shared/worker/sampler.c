@@ -24,6 +24,7 @@
 #include "channel/channel.h"
 #include "channel/sampler_state.h"
 #include "worker/sampler.h"
+#include "worker/signal_path.h"
 
 
 /* How often the sampler looks for objects loaded after its unwind table. */

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The signal path's entry points (signal_path.c), for the worker's side
+ * only: the SIGPROF handler, its wall accounting, and the sampler it
+ * samples for.
+ *
+ * Threading: prof_signal_handler runs in signal context on the sampled
+ * thread and is async-signal-safe (ci/check-signal-path checks its
+ * objects). prof_signal_account is the handler's, and the sampled
+ * thread's outside it with SIGPROF blocked (prof_sampler_flush, _stop).
+ * prof_signal_sampler is set and cleared by the sampled thread
+ * (prof_sampler_start, _stop) and read by the handler (atomics).
+ */
+
+#ifndef PROF_SIGNAL_PATH_H
+#define PROF_SIGNAL_PATH_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "channel/sampler_state.h"
+
+
+/* The SIGPROF action the sampler installs (sa_sigaction). */
+void prof_signal_handler(int signo, siginfo_t *info, void *context);
+
+/* The wall time since the last account, split (worker/sampler.h says
+   how); on the sampled thread, with SIGPROF blocked outside the
+   handler. */
+void prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
+    int64_t cpu_ns, int64_t *wall_ns, int64_t *off_cpu_ns, int64_t *idle_ns);
+
+/* The sampler running in this process, NULL: none (the handler then
+   returns at once). */
+extern prof_sampler_t  *prof_signal_sampler;
+
+
+#endif /* PROF_SIGNAL_PATH_H */
