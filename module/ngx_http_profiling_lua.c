@@ -7,6 +7,7 @@
 
 #include "ngx_http_profiling_module.h"
 #include "channel/lua_frames.h"
+#include "worker/lua.h"
 
 
 /*

@@ -4,18 +4,18 @@
  * Lua-land stacks: LuaJIT's call stack in the samples, where it runs,
  * interleaved with the native frames.
  *
- * - prof_lua_find (the worker, at start, outside the handler): checks that
- *   the LuaJIT in the process has the layout worker/lua_layout.h knows
- *   (LuaJIT 2.1, GC64, x86-64: OpenResty's luajit2 and Debian's
- *   libluajit2) by running a known Lua function once and walking it, and
- *   finds the interpreter's code. Anything else: not found, said once,
- *   native stacks as before.
- * - prof_lua_splice (the SIGPROF handler, signal_lua.c): for every
+ * - prof_lua_find (worker/lua.h: the worker's thread, after the fork,
+ *   outside the handler): checks that the LuaJIT in the process has the
+ *   layout worker/lua_layout.h knows (LuaJIT 2.1, GC64, x86-64:
+ *   OpenResty's luajit2 and Debian's libluajit2) by running a known Lua
+ *   function once and walking it, and finds the interpreter's code.
+ *   Anything else: not found, said once, native stacks as before.
+ * - prof_lua_splice (worker/signal_lua.h: the SIGPROF handler): for every
  *   activation of the VM on the native stack, its Lua frames in place of
  *   the VM's own frame (the interpreter, a trace's machine code), callers
  *   below callees, the C code a Lua function called above them. Reads
- *   LuaJIT's memory under a fault guard (prof_lua_guard_install): a fault
- *   or any inconsistency ends the Lua part with a marker frame, counted.
+ *   LuaJIT's memory under a fault guard (worker/lua_guard.h): a fault or
+ *   any inconsistency ends the Lua part with a marker frame, counted.
  * - What names a frame is copied into the table below by the handler the
  *   first time it meets a function (bounded), so that the profiler
  *   process names it without reading the worker's memory, even after the
@@ -28,8 +28,8 @@
 #ifndef PROF_LUA_FRAMES_H
 #define PROF_LUA_FRAMES_H
 
+#include <stddef.h>
 #include <stdint.h>
-#include <ucontext.h>
 
 
 #define PROF_LUA_FUNCTIONS      2048        /* a power of two */
@@ -95,7 +95,12 @@ typedef struct prof_lua_vm_s {
 #define PROF_LUA_NOT_RECOGNIZED  (-1)   /* why: stacks stay native */
 
 
-/* In memory shared with the profiler process; the handler writes. */
+/*
+ * In memory shared with the profiler process. The worker's thread writes
+ * state, why and vm (prof_lua_found, worker/profiler.h; state last,
+ * release); the handler the counters, count, slots and functions; the
+ * profiler process only reads.
+ */
 typedef struct prof_lua_s {
     int32_t              state;         /* PROF_LUA_* */
     char                 why[128];      /* when not recognized */
@@ -111,19 +116,14 @@ typedef struct prof_lua_s {
 } prof_lua_t;
 
 
-/*
- * Finds LuaJIT in the process from a lua_State of it (the lua module's),
- * checks its layout and fills vm. 0, or -1 with why in err.
- */
-int prof_lua_find(void *lua_state, prof_lua_vm_t *vm, char *err,
-    size_t size);
-
-/* The shared table (mmap'ed MAP_SHARED before the fork), or NULL. */
+/* The shared table (mmap'ed MAP_SHARED before the fork), or NULL; the
+   worker's thread (prof_start, prof_stop: its own mapping). */
 prof_lua_t *prof_lua_create(void);
 void prof_lua_free(prof_lua_t *lua);
 
 /* The function of a Lua frame's id copied into f: 0, or -1 when its
-   entry holds another one now. */
+   entry holds another one now. The profiler loop thread (aggregator.c),
+   and the layout's check on the worker's thread (worker/lua.c). */
 int prof_lua_function(const prof_lua_t *lua, uint32_t id,
     prof_lua_function_t *f);
 
@@ -132,27 +132,6 @@ int prof_lua_function(const prof_lua_t *lua, uint32_t id,
    it), else "chunk:firstline" (the chunkname shown as Lua shows it). */
 void prof_lua_function_name(const prof_lua_function_t *f, char *buf,
     size_t size);
-
-/* Where a native frame was: its sp and frame pointer (rbp on x86-64;
-   0: unknown), and whether its pc is in no object the unwind table knows
-   (JIT code). */
-typedef struct {
-    uintptr_t       sp;
-    uintptr_t       fp;
-    uintptr_t       unknown;
-} prof_lua_where_t;
-
-/* signal_lua.c: the handler's side. */
-int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
-    const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
-    uintptr_t stack_high);
-
-/* lua_guard.c: the fault guard, installed by the worker outside the
-   handler. */
-int prof_lua_guard_install(void);
-void prof_lua_guard_remove(void);
-/* The guard over a SIGSEGV action installed since (handed faults on to). */
-void prof_lua_guard_retake(void);
 
 
 #endif /* PROF_LUA_FRAMES_H */

@@ -22,8 +22,11 @@
 #include <libunwind.h>
 
 #include "channel/lua_frames.h"
-#include "worker/lua_layout.h"
 #include "channel/sample.h"
+#include "worker/lua.h"
+#include "worker/lua_guard.h"
+#include "worker/lua_layout.h"
+#include "worker/signal_lua.h"
 
 
 /* LuaJIT's C API, as the lua module's library exports it. */

@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <string.h>
 
-#include "channel/lua_frames.h"
 #include "worker/lua_guard.h"
 
 

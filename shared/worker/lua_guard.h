@@ -6,8 +6,8 @@
  * (prof_lua_jump, set by __builtin_setjmp) and otherwise hands the fault
  * on to the action before it.
  *
- * - prof_lua_guard_install, _remove, _retake (lua_frames.h, lua_guard.c):
- *   the worker's thread, outside the handler.
+ * - prof_lua_guard_install, _remove, _retake (below, lua_guard.c): the
+ *   worker's thread, outside the handler.
  * - prof_lua_guarded and the reads below: the handler's Lua part
  *   (signal_lua.c, signal_lua_walk.c), async-signal-safe; a read may
  *   fault only between prof_lua_probing = 1 and its return to 0.
@@ -46,6 +46,18 @@ extern unsigned int           prof_lua_guard_walks; /* since the start */
 void prof_lua_segv(int signo, siginfo_t *info, void *context);
 
 #pragma GCC visibility pop
+
+
+/* The guard installed as the process's SIGSEGV action, the one before it
+   kept to hand faults on to: 0, or -1 (then no Lua frames). */
+int prof_lua_guard_install(void);
+
+/* The guard removed, the action before it back, unless another one was
+   installed over it since (that one stays). */
+void prof_lua_guard_remove(void);
+
+/* The guard over a SIGSEGV action installed since (handed faults on to). */
+void prof_lua_guard_retake(void);
 
 
 /*

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "channel/channel.h"
 #include "channel/sampler_state.h"
+#include "worker/lua_guard.h"
 #include "worker/sampler.h"
 #include "worker/signal_path.h"
 

@@ -32,6 +32,7 @@
 #include "channel/sample.h"
 #include "worker/lua_guard.h"
 #include "worker/lua_layout.h"
+#include "worker/signal_lua.h"
 #include "worker/signal_lua_walk.h"
 
 

@@ -28,6 +28,7 @@
 #include "channel/sample.h"
 #include "channel/sampler_state.h"
 #include "worker/arch.h"
+#include "worker/signal_lua.h"
 #include "worker/signal_path.h"
 #include "worker/unwind.h"
 

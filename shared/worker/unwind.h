@@ -62,7 +62,8 @@ typedef struct {
     uintptr_t *where;           /* when not NULL: for each frame, its sp,
                                    fp and 0 (3 words), the last one's
                                    third word 1 when its pc is in no
-                                   object (lua_frames.h's prof_lua_where_t) */
+                                   object (signal_lua.h's
+                                   prof_lua_where_t) */
 } prof_unwind_regs_t;
 
 

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The signal path's Lua part (signal_lua.c): LuaJIT's frames spliced into
+ * a sample's native ones.
+ *
+ * Threading: the SIGPROF handler (signal_path.c), and the layout's check
+ * on the worker's thread (lua.c); async-signal-safe. It reads LuaJIT's
+ * memory under the fault guard (lua_guard.h), which the worker's thread
+ * installs beforehand: without it, no Lua frames. Memory: writes the
+ * caller's frames, and new functions into the shared table
+ * (channel/lua_frames.h); allocates nothing.
+ */
+
+#ifndef PROF_SIGNAL_LUA_H
+#define PROF_SIGNAL_LUA_H
+
+#include <stdint.h>
+#include <ucontext.h>
+
+#include "channel/lua_frames.h"
+
+
+/* Where a native frame was: its sp and frame pointer (rbp on x86-64;
+   0: unknown), and whether its pc is in no object the unwind table knows
+   (JIT code). */
+typedef struct {
+    uintptr_t       sp;
+    uintptr_t       fp;
+    uintptr_t       unknown;
+} prof_lua_where_t;
+
+
+/*
+ * LuaJIT's frames into frames[] (n native ones, with where they were), at
+ * most max in all: each activation of the VM, from the one running out,
+ * replaces the VM's own frames for it, callers below callees. A fault or
+ * an inconsistency ends the Lua part with PROF_FRAME_LUA_LOST (counted).
+ * Returns the new count.
+ */
+int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
+    const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
+    uintptr_t stack_high);
+
+
+#endif /* PROF_SIGNAL_LUA_H */
