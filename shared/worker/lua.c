@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * LuaJIT found and checked (lua_frames.h), outside the handler: on the
+ * LuaJIT found and checked (lua.h), outside the handler: on the
  * worker's thread, once prof_start has forked the profiler process
  * (module/ngx_http_profiling_lua.c). What it found reaches the profiler
  * process through the shared table (prof_lua_found, worker/profiler.h).

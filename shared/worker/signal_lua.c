@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The signal path's Lua part (lua_frames.h): LuaJIT's frames spliced into
+ * The signal path's Lua part (signal_lua.h): LuaJIT's frames spliced into
  * a sample's native ones, in the SIGPROF handler. This file finds the
  * activations of the VM on the native stack (their C frames, the running
  * one's top frame from the registers or its state, a coroutine's resumer)
