@@ -33,6 +33,7 @@
 #include "common/intern.h"
 #include "channel/labels.h"
 #include "channel/sample.h"
+#include "profiler/sample_batch.h"
 #include "profiler/symbolizer.h"
 
 

@@ -19,7 +19,7 @@
 
 #include <pthread.h>
 
-#include "channel/sample.h"
+#include "profiler/sample_batch.h"
 
 
 typedef struct {

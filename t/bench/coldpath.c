@@ -47,6 +47,7 @@
 #include "channel/labels.h"
 #include "profiler/pprof.h"
 #include "channel/sample.h"
+#include "profiler/sample_batch.h"
 #include "profiler/symbolizer.h"
 
 

@@ -22,6 +22,7 @@
 #include "channel/labels.h"
 #include "common/diagnostics.h"
 #include "channel/sample.h"
+#include "profiler/sample_batch.h"
 #include "profiler/symbolizer.h"
 
 
