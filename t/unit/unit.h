@@ -2,8 +2,9 @@
 
 /*
  * Helpers shared by the unit tests of the aggregator and the pprof encoder:
- * batches built by hand in the layout of sample.h, and an aggregator whose
- * closed profiles are collected for the test to inspect.
+ * batches built by hand in the layout of profiler/sample_batch.h, and an
+ * aggregator whose closed profiles are collected for the test to
+ * inspect.
  */
 
 #ifndef UNIT_H
