@@ -7,10 +7,13 @@
  * dlopen() by the first fetch: a process that never asks never loads it.
  *
  * Threading: the prof_debuginfod_* functions are called by one thread (the
- * profiler loop thread), prof_debuginfod_end_waits() by any; fetches run
- * one at a time on a thread of this
- * component, started by the first ask. The mutex protects the records'
- * state, the queue and the stop flag; a record's build id never changes.
+ * profiler loop thread), prof_debuginfod_end_waits() by any (the profiler
+ * process's main thread); fetches run one at a time on a thread of this
+ * component (the fetch thread), started by the first ask. The mutex
+ * protects the records (records, nrecords and each record's state), the
+ * count of those pending (the queue), down_until_ns, waits_end_ns, the
+ * stop flag, done (the fetch thread ended) and load_failed/load_error
+ * (libdebuginfod could not be loaded); a record's build id never changes.
  *
  * Bounds: at most PROF_DEBUGINFOD_RECORDS build ids are asked in a process
  * (past that, an ask fails). A fetch is one try given timeout_ms
