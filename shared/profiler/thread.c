@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Profiler-owned threads: every signal blocked from their first instruction.
+ * The profiler process's threads: every signal blocked from their first
+ * instruction.
  */
 
 #define _GNU_SOURCE

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Profiler-owned threads: created with every signal blocked, so that they
- * never run a handler of the process (SIGPROF, nginx's SIGHUP, SIGQUIT...).
+ * The profiler process's threads (the sampler thread, ring_drain.c; the
+ * loop thread, loop.c; debuginfod's fetch thread, debuginfod.c), and
+ * those the unit tests start through them: created with every signal
+ * blocked, so that they never run a handler of the process. The profiler
+ * process blocks every signal anyway, from its start (process.c); in a
+ * test's process, this keeps the process's signals (the sampler's
+ * SIGPROF among them) off these threads.
+ *
+ * Threading: any thread; prof_thread_settle on the new thread.
  */
 
 #ifndef PROF_THREAD_H
