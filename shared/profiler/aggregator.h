@@ -130,8 +130,9 @@ int prof_aggregator_add_labels(prof_aggregator_t *agg,
     const prof_labels_t *labels);
 
 /* What is known of an address seen in a profile's stacks: from
-   on_profile, for the profile being closed; valid until the next
-   consume. */
+   on_profile, for the profile being closed; valid until on_profile
+   returns (the address cache may be dropped right after, within the
+   same consume). */
 const prof_address_t *prof_aggregator_address(prof_aggregator_t *agg,
     uint64_t pc);
 
