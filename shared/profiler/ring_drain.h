@@ -36,7 +36,9 @@ typedef struct prof_ring_drain_s  prof_ring_drain_t;
 typedef struct {
     int64_t        push_every_ns;   /* hand partial batches over this often */
     prof_queue_t  *queue;
-    void         (*notify)(void *data);   /* a batch was queued */
+    void         (*notify)(void *data);   /* a batch was queued, or
+                                           walks left the unwind
+                                           tables */
     void          *notify_data;
 } prof_ring_drain_conf_t;
 
