@@ -7,11 +7,12 @@
  * CFA is computed, where the return address and the frame pointer (arch.h)
  * were saved.
  *
- * Used by the unwind table's builder (unwind_build.c), outside the signal
- * handler, also inside dl_iterate_phdr: nothing here blocks, allocates or
- * takes a lock. Every read stays within the bounds the caller gives (the
- * loaded segment that holds the data): corrupt data is refused, never
- * read past. Memory: the caller's; nothing is kept.
+ * Used by the unwind table's builder (unwind_build.c) and its sizing pass
+ * (unwind.c), outside the signal handler, also inside dl_iterate_phdr:
+ * nothing here blocks, allocates or takes a lock. Every read stays within
+ * the bounds the caller gives (the loaded segment that holds the data):
+ * corrupt data is refused, never read past. Memory: the caller's; nothing
+ * is kept.
  */
 
 #ifndef PROF_EH_FRAME_H

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The layout of an unwind table, shared by its builder (unwind_build.c) and
- * its walker (unwind_walk.c, which runs in the signal handler). Not a public
- * interface: see unwind.h.
+ * The layout of an unwind table, shared by its builder (unwind.c,
+ * unwind_build.c), its walker (unwind_walk.c, which runs in the signal
+ * handler) and the fuzz target that checks what the builder made
+ * (t/fuzz/fuzz_unwind.c). Not a public interface: see unwind.h.
  *
  * A table lives in one anonymous mapping of its own (rows, page indexes,
  * object descriptors and the row cache), written while the table is built
