@@ -406,13 +406,6 @@ prof_take_tracer_identity(prof_t *p)
 }
 
 
-void
-prof_deliver_log(prof_t *p)
-{
-    prof_log_deliver(&p->log);
-}
-
-
 prof_endpoint_table_t **
 prof_get_endpoint_table(prof_t *p)
 {
@@ -424,11 +417,4 @@ prof_sampler_t *
 prof_get_sampler(prof_t *p)
 {
     return p->sampler;
-}
-
-
-pid_t
-prof_get_profiler_pid(prof_t *p)
-{
-    return p->profiler_pid;
 }

@@ -88,9 +88,6 @@ int prof_label(prof_t *p, const prof_labels_t *labels);
 void prof_lua_found(prof_t *p, const struct prof_lua_vm_s *vm,
     const char *why);
 
-/* Messages queued, to the handler (the worker's own go at once). */
-void prof_deliver_log(prof_t *p);
-
 /*
  * Once every module of the server is initialized (a tracer's included),
  * before the first profile is closed: reads what a Datadog tracer in the
@@ -100,7 +97,6 @@ void prof_deliver_log(prof_t *p);
 void prof_take_tracer_identity(prof_t *p);
 
 prof_sampler_t *prof_get_sampler(prof_t *p);
-pid_t prof_get_profiler_pid(prof_t *p);
 
 /* Where the worker counts endpoints (see prof_count_endpoint). */
 prof_endpoint_table_t **prof_get_endpoint_table(prof_t *p);
