@@ -54,7 +54,7 @@ struct prof_ring_drain_s {
 
 
 static void
-prof_sampler_notify(prof_ring_drain_t *drain)
+prof_ring_drain_notify(prof_ring_drain_t *drain)
 {
     if (drain->conf.notify != NULL) {
         drain->conf.notify(drain->conf.notify_data);
@@ -63,18 +63,18 @@ prof_sampler_notify(prof_ring_drain_t *drain)
 
 
 static void
-prof_sampler_push(prof_ring_drain_t *drain, int64_t now_ns)
+prof_ring_drain_push(prof_ring_drain_t *drain, int64_t now_ns)
 {
     prof_queue_push(drain->conf.queue, drain->batch);
     drain->batch = NULL;
     drain->last_push_ns = now_ns;
-    prof_sampler_notify(drain);
+    prof_ring_drain_notify(drain);
 }
 
 
 /* Room for a sample of size bytes in the current batch, or NULL. */
 static unsigned char *
-prof_sampler_reserve(prof_ring_drain_t *drain, size_t size, int64_t now_ns)
+prof_ring_drain_reserve(prof_ring_drain_t *drain, size_t size, int64_t now_ns)
 {
     prof_batch_t        *next;
     prof_diagnostics_t  *d = drain->sampler->conf.diagnostics;
@@ -97,7 +97,7 @@ prof_sampler_reserve(prof_ring_drain_t *drain, size_t size, int64_t now_ns)
             drain->batch->sample_count = 0;
 
         } else {
-            prof_sampler_push(drain, now_ns);
+            prof_ring_drain_push(drain, now_ns);
             drain->batch = next;
         }
     }
@@ -112,7 +112,7 @@ prof_sampler_reserve(prof_ring_drain_t *drain, size_t size, int64_t now_ns)
 
 /* The sampling intervals a wall time covers. */
 static uint32_t
-prof_sampler_intervals(prof_sampler_t *s, int64_t wall_ns)
+prof_ring_drain_intervals(prof_sampler_t *s, int64_t wall_ns)
 {
     int64_t  n;
 
@@ -124,7 +124,7 @@ prof_sampler_intervals(prof_sampler_t *s, int64_t wall_ns)
 
 /* 0: recorded; -1: dropped (and counted). */
 static int
-prof_sampler_append(prof_ring_drain_t *drain, const prof_sample_t *values,
+prof_ring_drain_append(prof_ring_drain_t *drain, const prof_sample_t *values,
     const uint64_t *frames, int64_t now_ns)
 {
     size_t               size;
@@ -133,7 +133,7 @@ prof_sampler_append(prof_ring_drain_t *drain, const prof_sample_t *values,
 
     size = prof_sample_size(values->frame_count);
 
-    p = prof_sampler_reserve(drain, size, now_ns);
+    p = prof_ring_drain_reserve(drain, size, now_ns);
     if (p == NULL) {
         prof_counter_add(d->dropped_samples, 1);
         return -1;
@@ -154,7 +154,7 @@ prof_sampler_append(prof_ring_drain_t *drain, const prof_sample_t *values,
 
 /* Wall time without CPU at a stack: the wait's, or where it last ran. */
 static void
-prof_sampler_append_wall(prof_ring_drain_t *drain, int idle, int64_t wall_ns,
+prof_ring_drain_append_wall(prof_ring_drain_t *drain, int idle, int64_t wall_ns,
     int64_t off_cpu_ns, int64_t time_ns, int64_t now_ns)
 {
     prof_sample_t        values;
@@ -169,7 +169,7 @@ prof_sampler_append_wall(prof_ring_drain_t *drain, int idle, int64_t wall_ns,
     memset(&values, 0, sizeof(values));
     values.wall_ns = wall_ns;
     values.off_cpu_ns = off_cpu_ns;
-    values.wall_samples = prof_sampler_intervals(s, wall_ns);
+    values.wall_samples = prof_ring_drain_intervals(s, wall_ns);
     values.time_ns = time_ns;
 
     if (idle && __atomic_load_n(&s->idle_stack_ready, __ATOMIC_ACQUIRE)) {
@@ -187,13 +187,13 @@ prof_sampler_append_wall(prof_ring_drain_t *drain, int idle, int64_t wall_ns,
         return;
     }
 
-    (void) prof_sampler_append(drain, &values, frames, now_ns);
+    (void) prof_ring_drain_append(drain, &values, frames, now_ns);
 }
 
 
 /* A slot the handler filled: its samples. */
 static void
-prof_sampler_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
+prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
     int64_t now_ns)
 {
     prof_sample_t        values;
@@ -220,7 +220,7 @@ prof_sampler_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
     memset(&values, 0, sizeof(values));
     values.wall_ns = slot->wall_ns;
     values.off_cpu_ns = slot->off_cpu_ns;
-    values.wall_samples = prof_sampler_intervals(s, slot->wall_ns);
+    values.wall_samples = prof_ring_drain_intervals(s, slot->wall_ns);
     values.request = slot->request;
     values.time_ns = slot->time_ns;
     values.frame_count = slot->frame_count;
@@ -238,24 +238,24 @@ prof_sampler_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
         prof_counter_add(d->blocked_samples, 1);
     }
 
-    (void) prof_sampler_append(drain, &values, slot->frames, now_ns);
+    (void) prof_ring_drain_append(drain, &values, slot->frames, now_ns);
 
-    prof_sampler_append_wall(drain, 1, slot->idle_ns, slot->idle_ns,
-                             slot->time_ns, now_ns);
+    prof_ring_drain_append_wall(drain, 1, slot->idle_ns, slot->idle_ns,
+                                slot->time_ns, now_ns);
 }
 
 
 /* A barrier closes the profile after every sample taken before it. */
 static void
-prof_sampler_barrier(prof_ring_drain_t *drain, prof_flush_t *f,
+prof_ring_drain_barrier(prof_ring_drain_t *drain, prof_flush_t *f,
     int64_t now_ns)
 {
     prof_batch_t  *b;
 
-    prof_sampler_append_wall(drain, 0, f->wall_ns, f->off_cpu_ns,
-                             f->monotonic_ns, now_ns);
-    prof_sampler_append_wall(drain, 1, f->idle_ns, f->idle_ns, f->monotonic_ns,
-                             now_ns);
+    prof_ring_drain_append_wall(drain, 0, f->wall_ns, f->off_cpu_ns,
+                                f->monotonic_ns, now_ns);
+    prof_ring_drain_append_wall(drain, 1, f->idle_ns, f->idle_ns,
+                                f->monotonic_ns, now_ns);
 
     b = drain->batch;
     if (b == NULL) {
@@ -276,13 +276,13 @@ prof_sampler_barrier(prof_ring_drain_t *drain, prof_flush_t *f,
     b->flush_period = f->period;
 
     drain->batch = b;
-    prof_sampler_push(drain, now_ns);
+    prof_ring_drain_push(drain, now_ns);
 }
 
 
 /* The slots filled so far, and the flushes between them, in order. */
 static void
-prof_sampler_drain(prof_ring_drain_t *drain, int64_t now_ns)
+prof_ring_drain_slots(prof_ring_drain_t *drain, int64_t now_ns)
 {
     uint32_t         limit, added;
     prof_slot_t     *slot;
@@ -306,7 +306,7 @@ prof_sampler_drain(prof_ring_drain_t *drain, int64_t now_ns)
                 break;
             }
 
-            prof_sampler_take_slot(drain, slot, now_ns);
+            prof_ring_drain_take_slot(drain, slot, now_ns);
 
             __atomic_store_n(&slot->state, PROF_SLOT_FREE, __ATOMIC_RELEASE);
             __atomic_store_n(&s->read_index, s->read_index + 1,
@@ -317,7 +317,7 @@ prof_sampler_drain(prof_ring_drain_t *drain, int64_t now_ns)
             return;
         }
 
-        prof_sampler_barrier(drain, f, now_ns);
+        prof_ring_drain_barrier(drain, f, now_ns);
         __atomic_store_n(&s->flushes_taken, s->flushes_taken + 1,
                          __ATOMIC_RELEASE);
     }
@@ -330,7 +330,7 @@ prof_sampler_drain(prof_ring_drain_t *drain, int64_t now_ns)
  * raise() of the process's own.
  */
 static int
-prof_sampler_signal(prof_sampler_t *s)
+prof_ring_drain_signal(prof_sampler_t *s)
 {
     siginfo_t  si;
 
@@ -351,7 +351,7 @@ prof_sampler_signal(prof_sampler_t *s)
  * (from the CPU timer) would have absorbed it.
  */
 static void
-prof_sampler_request_stack(prof_sampler_t *s)
+prof_ring_drain_request_stack(prof_sampler_t *s)
 {
     int64_t              waited_ns;
     uint32_t             request, served;
@@ -366,7 +366,7 @@ prof_sampler_request_stack(prof_sampler_t *s)
     for (waited_ns = 0; waited_ns < PROF_REQUEST_WAIT_NS;
          waited_ns += PROF_REQUEST_WAIT_STEP_NS)
     {
-        if (prof_sampler_signal(s) != 0) {
+        if (prof_ring_drain_signal(s) != 0) {
             __atomic_store_n(&s->served, request, __ATOMIC_RELEASE);
             prof_counter_add(d->signal_failures, 1);
             return;
@@ -396,7 +396,7 @@ prof_sampler_request_stack(prof_sampler_t *s)
  * outside the loop: its stack is asked for, to account the time there.
  */
 static void
-prof_sampler_watch(prof_ring_drain_t *drain, int64_t now_ns)
+prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns)
 {
     int              waiting;
     int64_t          cpu_ns;
@@ -421,7 +421,7 @@ prof_sampler_watch(prof_ring_drain_t *drain, int64_t now_ns)
         && waits == drain->watch_waits && index == drain->watch_index
         && cpu_ns - drain->watch_cpu_ns < (now_ns - drain->watch_ns) / 2)
     {
-        prof_sampler_request_stack(s);
+        prof_ring_drain_request_stack(s);
     }
 
     drain->watch_ns = now_ns;
@@ -432,7 +432,7 @@ prof_sampler_watch(prof_ring_drain_t *drain, int64_t now_ns)
 
 
 static void
-prof_sampler_main(void *arg)
+prof_ring_drain_main(void *arg)
 {
     int                 stopping;
     uint32_t            unknown;
@@ -455,7 +455,7 @@ prof_sampler_main(void *arg)
 
         now_ns = prof_clock_ns(CLOCK_MONOTONIC);
 
-        prof_sampler_drain(drain, now_ns);
+        prof_ring_drain_slots(drain, now_ns);
 
         if (stopping
             && s->flushes_taken
@@ -464,24 +464,24 @@ prof_sampler_main(void *arg)
             break;
         }
 
-        prof_sampler_watch(drain, now_ns);
+        prof_ring_drain_watch(drain, now_ns);
 
         /* Walks left the tables (new objects, or JIT code): the other
            side reads the worker's maps while it lives. */
         unknown = __atomic_load_n(&s->sampled.unknown_pcs, __ATOMIC_RELAXED);
         if (unknown != drain->unknown_pcs_told) {
             drain->unknown_pcs_told = unknown;
-            prof_sampler_notify(drain);
+            prof_ring_drain_notify(drain);
         }
 
-        /* The next look: when prof_sampler_watch() will take it */
+        /* The next look: when prof_ring_drain_watch() will take it */
         next_ns = drain->watch_ns
                   + (__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
                      ? PROF_WATCH_IDLE_NS : PROF_WATCH_BUSY_NS);
 
         if (drain->batch != NULL && drain->batch->sample_count > 0) {
             if (now_ns - drain->last_push_ns >= drain->conf.push_every_ns) {
-                prof_sampler_push(drain, now_ns);
+                prof_ring_drain_push(drain, now_ns);
 
             } else if (drain->last_push_ns + drain->conf.push_every_ns
                        < next_ns)
@@ -502,7 +502,7 @@ prof_sampler_main(void *arg)
     }
 
     if (drain->batch != NULL && drain->batch->sample_count > 0) {
-        prof_sampler_push(drain, prof_clock_ns(CLOCK_MONOTONIC));
+        prof_ring_drain_push(drain, prof_clock_ns(CLOCK_MONOTONIC));
     }
 }
 
@@ -538,7 +538,7 @@ prof_ring_drain_start(prof_ring_drain_t **drain, prof_sampler_t *s,
 
     d->last_push_ns = prof_clock_ns(CLOCK_MONOTONIC);
 
-    rc = prof_thread_create(&d->thread, prof_sampler_main, d);
+    rc = prof_thread_create(&d->thread, prof_ring_drain_main, d);
     if (rc != 0) {
         prof_ring_drain_free(d);
         return rc;
