@@ -62,11 +62,11 @@ prof_identify(prof_process_t *p, const char *agent)
         "with debuginfod's debug file", "with .dynsym only"
     };
 
-    if (p->identified || !p->conf.identify) {
+    if (p->identify_logged || !p->conf.identify) {
         return;
     }
 
-    p->identified = 1;
+    p->identify_logged = 1;
 
     len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     exe[len > 0 ? len : 0] = '\0';

@@ -85,7 +85,8 @@ struct prof_process_s {
     prof_container_t     container;
     char                 runtime_id[PROF_TRACER_INFO_VALUE_MAX];
     prof_intake_conf_t   intake;
-    int                  identity_done;         /* loop thread */
+    int                  tracer_identity_resolved;  /* loop thread
+                                                   (prof_resolve_identity) */
 
     /* the main thread; worker_gone, stop_* and status_due read by the
        loop thread too (atomics) */
@@ -119,7 +120,7 @@ struct prof_process_s {
                                                    them */
     uint64_t             maps_read_ms;          /* when (uv_now) */
     int                  maps_read;
-    int                  identified;            /* the line of
+    int                  identify_logged;       /* the line of
                                                    prof_identify() */
 
     uv_loop_t            loop;

@@ -134,11 +134,11 @@ prof_resolve_identity(prof_process_t *p)
 {
     prof_tracer_info_t  info;
 
-    if (p->identity_done) {
+    if (p->tracer_identity_resolved) {
         return;
     }
 
-    p->identity_done = 1;
+    p->tracer_identity_resolved = 1;
 
     if (!p->conf.tracer_identity) {
         return;
@@ -154,7 +154,7 @@ prof_resolve_identity(prof_process_t *p)
     case 2:
         return;
     default:
-        p->identity_done = 0;           /* not known yet */
+        p->tracer_identity_resolved = 0;    /* not known yet */
         return;
     }
 
