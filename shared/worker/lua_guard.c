@@ -16,9 +16,9 @@
 #include "worker/lua_guard.h"
 
 
-volatile sig_atomic_t  prof_lua_probing;
-volatile sig_atomic_t  prof_lua_installed;
-void                  *prof_lua_jump[5];
+volatile sig_atomic_t  prof_lua_guard_reading;
+volatile sig_atomic_t  prof_lua_guard_installed;
+void                  *prof_lua_guard_jump[5];
 unsigned int           prof_lua_guard_walks;
 
 static struct sigaction  prof_lua_saved_segv;
@@ -36,12 +36,12 @@ prof_lua_segv(int signo, siginfo_t *info, void *context)
     (void) info;
     (void) context;
 
-    if (prof_lua_probing) {
-        prof_lua_probing = 0;
-        __builtin_longjmp(prof_lua_jump, 1);
+    if (prof_lua_guard_reading) {
+        prof_lua_guard_reading = 0;
+        __builtin_longjmp(prof_lua_guard_jump, 1);
     }
 
-    prof_lua_installed = 0;
+    prof_lua_guard_installed = 0;
     (void) sigaction(SIGSEGV, &prof_lua_saved_segv, NULL);
 }
 
@@ -51,7 +51,7 @@ prof_lua_guard_install(void)
 {
     struct sigaction  sa;
 
-    if (prof_lua_installed) {
+    if (prof_lua_guard_installed) {
         return 0;
     }
 
@@ -64,7 +64,7 @@ prof_lua_guard_install(void)
         return -1;
     }
 
-    prof_lua_installed = 1;
+    prof_lua_guard_installed = 1;
     return 0;
 }
 
@@ -74,11 +74,11 @@ prof_lua_guard_remove(void)
 {
     struct sigaction  now;
 
-    if (!prof_lua_installed) {
+    if (!prof_lua_guard_installed) {
         return;
     }
 
-    prof_lua_installed = 0;
+    prof_lua_guard_installed = 0;
 
     /* Only ours goes: one installed after it stays. */
     if (sigaction(SIGSEGV, NULL, &now) == 0
@@ -100,6 +100,6 @@ prof_lua_guard_retake(void)
         return;
     }
 
-    prof_lua_installed = 0;
+    prof_lua_guard_installed = 0;
     (void) prof_lua_guard_install();
 }

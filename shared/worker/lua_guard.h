@@ -2,15 +2,15 @@
 
 /*
  * The fault guard over the handler's reads of LuaJIT's memory: a SIGSEGV
- * action that, while a walk reads (prof_lua_probing), jumps back into it
- * (prof_lua_jump, set by __builtin_setjmp) and otherwise hands the fault
- * on to the action before it.
+ * action that, while a walk reads (prof_lua_guard_reading), jumps back
+ * into it (prof_lua_guard_jump, set by __builtin_setjmp) and otherwise
+ * hands the fault on to the action before it.
  *
  * - prof_lua_guard_install, _remove, _retake (below, lua_guard.c): the
  *   worker's thread, outside the handler.
  * - prof_lua_guarded and the reads below: the handler's Lua part
  *   (signal_lua.c, signal_lua_walk.c), async-signal-safe; a read may
- *   fault only between prof_lua_probing = 1 and its return to 0.
+ *   fault only between prof_lua_guard_reading = 1 and its return to 0.
  * - prof_lua_segv: the SIGSEGV action itself (signal context).
  *
  * Nothing blocks or allocates. The state is this process's, hidden from
@@ -28,20 +28,22 @@
 #define PROF_LUA_GUARD_EVERY  64
 
 /* Reads of LuaJIT's memory, each made once, where the walk says. */
-#define RD64(a)  (*(volatile const uint64_t *) (uintptr_t) (a))
-#define RD32(a)  (*(volatile const uint32_t *) (uintptr_t) (a))
-#define RD16(a)  (*(volatile const uint16_t *) (uintptr_t) (a))
-#define RD8(a)   (*(volatile const uint8_t *) (uintptr_t) (a))
+#define PROF_LUA_RD64(a)  (*(volatile const uint64_t *) (uintptr_t) (a))
+#define PROF_LUA_RD32(a)  (*(volatile const uint32_t *) (uintptr_t) (a))
+#define PROF_LUA_RD16(a)  (*(volatile const uint16_t *) (uintptr_t) (a))
+#define PROF_LUA_RD8(a)   (*(volatile const uint8_t *) (uintptr_t) (a))
 
 
 #pragma GCC visibility push(hidden)
 
-extern volatile sig_atomic_t  prof_lua_probing;     /* a walk reads */
-extern volatile sig_atomic_t  prof_lua_installed;   /* the guard is the
-                                                       process's action */
-extern void                  *prof_lua_jump[5];     /* where a fault
-                                                       returns */
-extern unsigned int           prof_lua_guard_walks; /* since the start */
+extern volatile sig_atomic_t  prof_lua_guard_reading;   /* a walk reads */
+extern volatile sig_atomic_t  prof_lua_guard_installed; /* the guard is the
+                                                           process's
+                                                           action */
+extern void                  *prof_lua_guard_jump[5];   /* where a fault
+                                                           returns */
+extern unsigned int           prof_lua_guard_walks;     /* since the
+                                                           start */
 
 void prof_lua_segv(int signo, siginfo_t *info, void *context);
 
@@ -71,7 +73,7 @@ prof_lua_guarded(void)
 {
     struct sigaction  now;
 
-    if (!prof_lua_installed) {
+    if (!prof_lua_guard_installed) {
         return 0;
     }
 
@@ -85,7 +87,7 @@ prof_lua_guarded(void)
         return 1;
     }
 
-    prof_lua_installed = 0;
+    prof_lua_guard_installed = 0;
     return 0;
 }
 

@@ -58,13 +58,13 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
     int32_t    state;
     uintptr_t  base, fp, stack;
 
-    state = (int32_t) RD32(lua->vm.g + LJL_G_VMSTATE);
+    state = (int32_t) PROF_LUA_RD32(lua->vm.g + LJL_G_VMSTATE);
     *pc = 0;
     *alt = 0;
 
     if (state >= 0) {
         /* A trace runs: the base it runs on (its inlined calls unseen). */
-        base = RD64(lua->vm.g + LJL_G_JIT_BASE);
+        base = PROF_LUA_RD64(lua->vm.g + LJL_G_JIT_BASE);
 
     } else if (state == LJL_VMST_INTERP && n > 0
                && prof_lua_in_vm(lua, frames[0]) && where[0].sp == cf)
@@ -86,11 +86,11 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
             }
         }
 
-        base = RD64(L + LJL_L_BASE);
-        stack = RD64(L + LJL_L_STACK);
+        base = PROF_LUA_RD64(L + LJL_L_BASE);
+        stack = PROF_LUA_RD64(L + LJL_L_STACK);
 
         if (fp >= stack + 16 && (fp & 7) == 0 && fp != base
-            && fp < stack + (uintptr_t) RD32(L + LJL_L_STACKSIZE) * 8)
+            && fp < stack + (uintptr_t) PROF_LUA_RD32(L + LJL_L_STACKSIZE) * 8)
         {
             *alt = base - 8;
             base = fp;
@@ -98,7 +98,7 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
 
     } else {
         /* A C function, the collector, the trace compiler: L->base. */
-        base = RD64(L + LJL_L_BASE);
+        base = PROF_LUA_RD64(L + LJL_L_BASE);
     }
 
     if (base == 0 || (base & 7) != 0) {
@@ -135,33 +135,35 @@ prof_lua_resumer(const prof_lua_t *lua, const uint64_t *frames,
     }
 
     cf = where[i].sp;
-    rL = RD64(cf + LJL_CF_L) & LJL_GCVMASK;
+    rL = PROF_LUA_RD64(cf + LJL_CF_L) & LJL_GCVMASK;
 
-    if (rL == 0 || rL == L || RD8(rL + LJL_GCT) != LJL_GCT_THREAD
-        || (RD64(rL + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) != cf)
+    if (rL == 0 || rL == L || PROF_LUA_RD8(rL + LJL_GCT) != LJL_GCT_THREAD
+        || (PROF_LUA_RD64(rL + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) != cf)
     {
         return 0;
     }
 
-    base = RD64(rL + LJL_L_BASE);
+    base = PROF_LUA_RD64(rL + LJL_L_BASE);
     if (base < 16 || (base & 7) != 0) {
         return 0;
     }
 
-    fv = RD64(base - 16);
+    fv = PROF_LUA_RD64(base - 16);
     fn = fv & LJL_GCVMASK;
 
-    if ((int64_t) fv >> 47 != LJL_TFUNC || RD8(fn + LJL_GCT) != LJL_GCT_FUNC) {
+    if ((int64_t) fv >> 47 != LJL_TFUNC
+        || PROF_LUA_RD8(fn + LJL_GCT) != LJL_GCT_FUNC)
+    {
         return 0;
     }
 
-    ffid = RD8(fn + LJL_FN_FFID);
+    ffid = PROF_LUA_RD8(fn + LJL_FN_FFID);
 
     if (ffid != 0 && ffid == lua->vm.resume_ffid[0]) {
-        co = RD64(base);                /* coroutine.resume(co, ...) */
+        co = PROF_LUA_RD64(base);       /* coroutine.resume(co, ...) */
 
     } else if (ffid != 0 && ffid == lua->vm.resume_ffid[1]) {
-        co = RD64(fn + LJL_FN_UPVALUE0);
+        co = PROF_LUA_RD64(fn + LJL_FN_UPVALUE0);
 
     } else {
         return 0;
@@ -192,10 +194,10 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
         return n;
     }
 
-    prof_lua_probing = 1;
+    prof_lua_guard_reading = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 
-    if (__builtin_setjmp(prof_lua_jump)) {
+    if (__builtin_setjmp(prof_lua_guard_jump)) {
         /* A fault: the native frames as they were. */
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         lua->faults++;
@@ -204,19 +206,19 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     }
 
     g = lua->vm.g;
-    L = RD64(g + LJL_G_CUR_L) & LJL_GCVMASK;
-    cf = (L != 0) ? (RD64(L + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) : 0;
+    L = PROF_LUA_RD64(g + LJL_G_CUR_L) & LJL_GCVMASK;
+    cf = (L != 0) ? (PROF_LUA_RD64(L + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) : 0;
 
     /* No Lua running: nothing of it on this stack. */
     if (cf == 0 || cf < where[0].sp || cf >= stack_high || cf < stack_low) {
-        prof_lua_probing = 0;
+        prof_lua_guard_reading = 0;
         return n;
     }
 
     lua->walks++;
     /* On a trace: running it, or C code it called (the collector too). */
-    trace = (int32_t) RD32(g + LJL_G_VMSTATE) >= 0
-            || RD64(g + LJL_G_JIT_BASE) != 0;
+    trace = (int32_t) PROF_LUA_RD32(g + LJL_G_VMSTATE) >= 0
+            || PROF_LUA_RD64(g + LJL_G_JIT_BASE) != 0;
 
     w.lua = lua;
     w.out = out;
@@ -232,7 +234,7 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
             break;
         }
 
-        cfL = RD64(cf + LJL_CF_L) & LJL_GCVMASK;
+        cfL = PROF_LUA_RD64(cf + LJL_CF_L) & LJL_GCVMASK;
 
         /*
          * The native frames above the activation: kept, but for the VM's
@@ -261,7 +263,7 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
             pc = 0;
             rc = 0;
         } else {
-            frame = RD64(cfL + LJL_L_BASE) - 8;
+            frame = PROF_LUA_RD64(cfL + LJL_L_BASE) - 8;
             pc = 0;
             rc = 0;
         }
@@ -286,14 +288,14 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
         }
 
         prevL = cfL;
-        cf = RD64(cf + LJL_CF_PREV) & LJL_CFRAME_RAWMASK;
+        cf = PROF_LUA_RD64(cf + LJL_CF_PREV) & LJL_CFRAME_RAWMASK;
 
         if (cf == 0) {
             cf = prof_lua_resumer(lua, frames, where, i, n, cfL);
         }
     }
 
-    prof_lua_probing = 0;
+    prof_lua_guard_reading = 0;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 
     for ( /* void */ ; i < n && w.n < max; i++) {

@@ -36,7 +36,7 @@ prof_lua_copy_name(uintptr_t p, char *name)
     uint32_t  n;
 
     for (n = 0; n < PROF_LUA_NAME_MAX; n++) {
-        c = (char) RD8(p + n);
+        c = (char) PROF_LUA_RD8(p + n);
         if (c == '\0') {
             break;
         }
@@ -58,7 +58,7 @@ prof_lua_uleb(uintptr_t p, uint32_t *v)
     r = 0;
 
     for (i = 0; i < 5; i++) {
-        b = RD8(p++);
+        b = PROF_LUA_RD8(p++);
         r |= (uint32_t) (b & 0x7f) << (7 * i);
         if (b < 0x80) {
             break;
@@ -79,19 +79,19 @@ prof_lua_local_name(uintptr_t pt, uint32_t pos, uint32_t slot, char *name)
     uintptr_t    p, at;
     const char  *own;
 
-    p = RD64(pt + LJL_PT_VARINFO);
+    p = PROF_LUA_RD64(pt + LJL_PT_VARINFO);
     start = 0;
 
     for (i = 0; p != 0 && i < PROF_LUA_NAME_SCAN; i++) {
         at = p;
-        vn = RD8(p);
+        vn = PROF_LUA_RD8(p);
 
         if (vn == 0) {
             return 0;                   /* the end */
         }
 
         if (vn >= LJL_VARNAME_MAX) {
-            while (RD8(p) != 0) {
+            while (PROF_LUA_RD8(p) != 0) {
                 if (++p - at > 255) {
                     return 0;
                 }
@@ -134,18 +134,20 @@ prof_lua_constant_name(uintptr_t pt, uint32_t idx, char *name)
     uint32_t   n, len;
     uintptr_t  str;
 
-    str = RD64(RD64(pt + LJL_PT_K) - 8 * ((uintptr_t) idx + 1)) & LJL_GCVMASK;
-    if (str == 0 || RD8(str + LJL_GCT) != LJL_GCT_STR) {
+    str = PROF_LUA_RD64(PROF_LUA_RD64(pt + LJL_PT_K)
+                        - 8 * ((uintptr_t) idx + 1))
+          & LJL_GCVMASK;
+    if (str == 0 || PROF_LUA_RD8(str + LJL_GCT) != LJL_GCT_STR) {
         return 0;
     }
 
-    len = RD32(str + LJL_STR_LEN);
+    len = PROF_LUA_RD32(str + LJL_STR_LEN);
     if (len > PROF_LUA_NAME_MAX) {
         len = PROF_LUA_NAME_MAX;
     }
 
     for (n = 0; n < len; n++) {
-        name[n] = (char) RD8(str + LJL_STR_DATA + n);
+        name[n] = (char) PROF_LUA_RD8(str + LJL_STR_DATA + n);
     }
 
     return len;
@@ -158,13 +160,13 @@ prof_lua_upvalue_name(uintptr_t pt, uint32_t idx, char *name)
 {
     uintptr_t  p, start;
 
-    p = RD64(pt + LJL_PT_UVINFO);
+    p = PROF_LUA_RD64(pt + LJL_PT_UVINFO);
     if (p == 0) {
         return 0;
     }
 
     for (start = p; idx > 0; p++) {
-        if (RD8(p) == 0) {
+        if (PROF_LUA_RD8(p) == 0) {
             idx--;
         }
         if (p - start > 4096) {
@@ -191,7 +193,7 @@ prof_lua_callee_name(uintptr_t pt, uintptr_t ip, char *name)
     static const char  modes[] = LJL_BC_AMODES;
 
     bc = pt + LJL_PT_SIZE;
-    ins = RD32(ip);
+    ins = PROF_LUA_RD32(ip);
     slot = LJL_BC_A(ins);
 
     if (LJL_BC_OP(ins) == LJL_BC_ITERC) {
@@ -211,7 +213,7 @@ prof_lua_callee_name(uintptr_t pt, uintptr_t ip, char *name)
                 return 0;
             }
 
-            ins = RD32(ip);
+            ins = PROF_LUA_RD32(ip);
             op = LJL_BC_OP(ins);
             a = LJL_BC_A(ins);
 
@@ -270,13 +272,13 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
     uintptr_t             data;
     prof_lua_function_t  *f;
 
-    if (RD8(pt + LJL_GCT) != LJL_GCT_PROTO) {
+    if (PROF_LUA_RD8(pt + LJL_GCT) != LJL_GCT_PROTO) {
         return -1;
     }
 
-    chunk = RD64(pt + LJL_PT_CHUNKNAME) & LJL_GCVMASK;
-    first = (int32_t) RD32(pt + LJL_PT_FIRSTLINE);
-    ins = (site != 0) ? RD32(site - 4) : 0;
+    chunk = PROF_LUA_RD64(pt + LJL_PT_CHUNKNAME) & LJL_GCVMASK;
+    first = (int32_t) PROF_LUA_RD32(pt + LJL_PT_FIRSTLINE);
+    ins = (site != 0) ? PROF_LUA_RD32(site - 4) : 0;
 
     h = (uint32_t) (((pt >> 3) ^ (site * 0x2545f491)) * 0x9e3779b1u);
     free = NULL;
@@ -301,7 +303,7 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
         }
     }
 
-    if (chunk == 0 || RD8(chunk + LJL_GCT) != LJL_GCT_STR) {
+    if (chunk == 0 || PROF_LUA_RD8(chunk + LJL_GCT) != LJL_GCT_STR) {
         return -1;
     }
 
@@ -325,13 +327,13 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
                                 : 0;
 
     /* The first byte ('@' a file, '=' a name) and the end of it. */
-    len = RD32(chunk + LJL_STR_LEN);
+    len = PROF_LUA_RD32(chunk + LJL_STR_LEN);
     data = chunk + LJL_STR_DATA;
     head = 0;
     k = 0;
 
     if (len > PROF_LUA_CHUNK_MAX) {
-        f->chunk_name[k++] = (char) RD8(data);
+        f->chunk_name[k++] = (char) PROF_LUA_RD8(data);
         f->chunk_name[k++] = '.';
         f->chunk_name[k++] = '.';
         f->chunk_name[k++] = '.';
@@ -339,7 +341,7 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
     }
 
     for (j = head; j < len; j++) {
-        f->chunk_name[k++] = (char) RD8(data + j);
+        f->chunk_name[k++] = (char) PROF_LUA_RD8(data + j);
     }
 
     f->chunk_len = k;
@@ -362,31 +364,31 @@ prof_lua_line(uintptr_t pt, uintptr_t pc)
     uintptr_t  bc, lineinfo;
 
     bc = pt + LJL_PT_SIZE;
-    sizebc = RD32(pt + LJL_PT_SIZEBC);
+    sizebc = PROF_LUA_RD32(pt + LJL_PT_SIZEBC);
 
     /* The instruction pc follows: one after the function header. */
     if (pc < bc + 8 || pc > bc + (uintptr_t) sizebc * 4 || (pc & 3) != 0) {
         return -1;
     }
 
-    lineinfo = RD64(pt + LJL_PT_LINEINFO);
+    lineinfo = PROF_LUA_RD64(pt + LJL_PT_LINEINFO);
     if (lineinfo == 0) {
         return 0;
     }
 
-    first = (int32_t) RD32(pt + LJL_PT_FIRSTLINE);
-    numline = RD32(pt + LJL_PT_NUMLINE);
+    first = (int32_t) PROF_LUA_RD32(pt + LJL_PT_FIRSTLINE);
+    numline = PROF_LUA_RD32(pt + LJL_PT_NUMLINE);
     i = (uint32_t) ((pc - bc) / 4 - 2);     /* header has no entry */
 
     if (numline < 256) {
-        return first + RD8(lineinfo + i);
+        return first + PROF_LUA_RD8(lineinfo + i);
     }
 
     if (numline < 65536) {
-        return first + RD16(lineinfo + 2 * i);
+        return first + PROF_LUA_RD16(lineinfo + 2 * i);
     }
 
-    return first + (int32_t) RD32(lineinfo + 4 * i);
+    return first + (int32_t) PROF_LUA_RD32(lineinfo + 4 * i);
 }
 
 
@@ -406,8 +408,8 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
     uint64_t   fv, ftsz;
     uintptr_t  stack, bot, top, fn, pt, next, site, caller, link;
 
-    stack = RD64(L + LJL_L_STACK);
-    top = stack + (uintptr_t) RD32(L + LJL_L_STACKSIZE) * 8;
+    stack = PROF_LUA_RD64(L + LJL_L_STACK);
+    top = stack + (uintptr_t) PROF_LUA_RD32(L + LJL_L_STACKSIZE) * 8;
     bot = stack + 8;
 
     leaf = 1;
@@ -422,15 +424,15 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
             return -1;
         }
 
-        fv = RD64(frame - 8);
-        ftsz = RD64(frame);
+        fv = PROF_LUA_RD64(frame - 8);
+        ftsz = PROF_LUA_RD64(frame);
 
         if ((int64_t) fv >> 47 != LJL_TFUNC) {
             return -1;
         }
 
         fn = fv & LJL_GCVMASK;
-        if (RD8(fn + LJL_GCT) != LJL_GCT_FUNC) {
+        if (PROF_LUA_RD8(fn + LJL_GCT) != LJL_GCT_FUNC) {
             return -1;
         }
 
@@ -448,7 +450,7 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
             if (ftsz > LJL_GCVMASK || (ftsz & 3) != 0 || ftsz < 8) {
                 return -1;
             }
-            ins = RD32(ftsz - 4);
+            ins = PROF_LUA_RD32(ftsz - 4);
             op = LJL_BC_OP(ins);
             if (op != LJL_BC_CALLM && op != LJL_BC_CALL
                 && op != LJL_BC_ITERC && op != LJL_BC_ITERN)
@@ -476,7 +478,7 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
 
         case LJL_FRAME_CONT:
             /* A metamethod the interpreter called: the caller's pc. */
-            link = RD64(frame - 16);
+            link = PROF_LUA_RD64(frame - 16);
             break;
 
         default:
@@ -484,8 +486,8 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
             break;
         }
 
-        if (RD8(fn + LJL_FN_FFID) == LJL_FF_LUA) {
-            pt = RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
+        if (PROF_LUA_RD8(fn + LJL_FN_FFID) == LJL_FF_LUA) {
+            pt = PROF_LUA_RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
 
             line = 0;
             if (pc != 0) {
@@ -501,19 +503,19 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
             /* The caller's prototype: its call names this function. */
             caller = 0;
             if (site != 0 && next < frame && next > bot) {
-                fv = RD64(next - 8);
+                fv = PROF_LUA_RD64(next - 8);
                 fn = fv & LJL_GCVMASK;
                 if ((int64_t) fv >> 47 == LJL_TFUNC
-                    && RD8(fn + LJL_GCT) == LJL_GCT_FUNC
-                    && RD8(fn + LJL_FN_FFID) == LJL_FF_LUA)
+                    && PROF_LUA_RD8(fn + LJL_GCT) == LJL_GCT_FUNC
+                    && PROF_LUA_RD8(fn + LJL_FN_FFID) == LJL_FF_LUA)
                 {
-                    caller = RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
+                    caller = PROF_LUA_RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
 
                     /* A call instruction of it, past its header. */
                     if (site < caller + LJL_PT_SIZE + 8
                         || site > caller + LJL_PT_SIZE
-                                  + (uintptr_t) RD32(caller + LJL_PT_SIZEBC)
-                                    * 4)
+                                  + (uintptr_t) PROF_LUA_RD32(caller
+                                                      + LJL_PT_SIZEBC) * 4)
                     {
                         return -1;
                     }

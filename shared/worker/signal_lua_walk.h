@@ -6,9 +6,9 @@
  * handler (and in the layout's check, lua.c, through it).
  *
  * Async-signal-safe; reads LuaJIT's memory, so the caller holds the fault
- * guard up (lua_guard.h: prof_lua_probing, prof_lua_jump). Writes the
- * frames into the caller's array and new functions into the shared table
- * (lua_frames.h); allocates nothing, blocks on nothing.
+ * guard up (lua_guard.h: prof_lua_guard_reading, prof_lua_guard_jump).
+ * Writes the frames into the caller's array and new functions into the
+ * shared table (lua_frames.h); allocates nothing, blocks on nothing.
  */
 
 #ifndef PROF_SIGNAL_LUA_WALK_H
