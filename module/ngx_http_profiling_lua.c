@@ -60,7 +60,7 @@ ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler)
 
     L = ngx_http_profiling_lua_state(cycle);
     if (L == NULL) {
-        prof_lua_found(profiler, NULL, NULL);
+        prof_set_lua_vm(profiler, NULL, NULL);
         return;
     }
 
@@ -68,9 +68,9 @@ ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler)
         ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                       "profiling: the lua module's LuaJIT is not one the "
                       "profiler knows, %s: stacks without Lua frames", err);
-        prof_lua_found(profiler, NULL, err);
+        prof_set_lua_vm(profiler, NULL, err);
         return;
     }
 
-    prof_lua_found(profiler, &vm, NULL);
+    prof_set_lua_vm(profiler, &vm, NULL);
 }

@@ -85,7 +85,7 @@ typedef struct {
                                            most max) in keep: the count */
     void                *child_init_data;
     int                  lua;           /* LuaJIT may be found later
-                                           (prof_lua_found): room for its
+                                           (prof_set_lua_vm): room for its
                                            frames' names */
 } prof_conf_t;
 

@@ -97,7 +97,7 @@ typedef struct prof_lua_vm_s {
 
 /*
  * In memory shared with the profiler process. The worker's thread writes
- * state, why and vm (prof_lua_found, worker/profiler.h; state last,
+ * state, why and vm (prof_set_lua_vm, worker/profiler.h; state last,
  * release); the handler the counters, count, slots and functions; the
  * profiler process only reads.
  */

@@ -4,7 +4,7 @@
  * LuaJIT found and checked (lua.h), outside the handler: on the
  * worker's thread, once prof_start has forked the profiler process
  * (module/ngx_http_profiling_lua.c). What it found reaches the profiler
- * process through the shared table (prof_lua_found, worker/profiler.h).
+ * process through the shared table (prof_set_lua_vm, worker/profiler.h).
  */
 
 #define _GNU_SOURCE

@@ -9,7 +9,7 @@
  * runs Lua code in the lua module's state and installs the fault guard
  * (lua_guard.h) for the check's walks, removing it after. What it found
  * goes to the profiler process through the shared table
- * (prof_lua_found, worker/profiler.h).
+ * (prof_set_lua_vm, worker/profiler.h).
  * Memory: vm is the caller's; the check's own table is freed before it
  * returns.
  */

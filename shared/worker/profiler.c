@@ -226,7 +226,7 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
 
 
 void
-prof_lua_found(prof_t *p, const prof_lua_vm_t *vm, const char *why)
+prof_set_lua_vm(prof_t *p, const prof_lua_vm_t *vm, const char *why)
 {
     if (p->lua == NULL || p->sampler == NULL) {
         return;

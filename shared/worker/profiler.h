@@ -85,7 +85,7 @@ int prof_label(prof_t *p, const prof_labels_t *labels);
  * NULL and NULL: the worker has none. The identification line waits for
  * it (at most 5 s, profiler/identify.c).
  */
-void prof_lua_found(prof_t *p, const struct prof_lua_vm_s *vm,
+void prof_set_lua_vm(prof_t *p, const struct prof_lua_vm_s *vm,
     const char *why);
 
 /*
