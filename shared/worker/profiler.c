@@ -51,7 +51,7 @@ struct prof_s {
                                                    profiler process sees it
                                                    close when the worker
                                                    goes */
-    uint64_t             flushes;               /* the period now */
+    uint64_t             period;                /* the period now */
     int                  profiler_lost;
     prof_endpoint_table_t  *counting;           /* its table, NULL: not
                                                    given back yet */
@@ -259,7 +259,7 @@ prof_profiler_lost(prof_t *p)
 {
     /* Its mapping stays: the server's hooks still write its words
        (prof_sampler_sampled_thread). */
-    prof_sampler_stop(p->sampler, p->flushes);
+    prof_sampler_stop(p->sampler, p->period);
     p->sampler = NULL;
 
     p->profiler_lost = 1;
@@ -308,12 +308,12 @@ prof_flush(prof_t *p)
         return;
     }
 
-    closing = p->flushes++;
+    closing = p->period++;
 
     /* The next period's table, once the profiler process gave it back. */
-    next = &p->channel->endpoints[p->flushes & 1];
+    next = &p->channel->endpoints[p->period & 1];
     p->counting = (__atomic_load_n(&next->period, __ATOMIC_ACQUIRE)
-                   == p->flushes) ? next : NULL;
+                   == p->period) ? next : NULL;
 
     prof_sampler_flush(p->sampler, closing);
 }
@@ -328,7 +328,7 @@ prof_stop(prof_t *p, int64_t upload_ms, int64_t wait_ms)
         __atomic_store_n(&p->channel->stop_upload_ms, upload_ms,
                          __ATOMIC_RELEASE);
 
-        prof_sampler_stop(p->sampler, p->flushes);
+        prof_sampler_stop(p->sampler, p->period);
         prof_sampler_release(p->sampler);
         p->sampler = NULL;
     }
@@ -377,9 +377,9 @@ prof_count_endpoint_slow(prof_t *p, uint64_t seed, const void *a,
     prof_endpoint_table_t  *t;
 
     /* Given back since the flush? */
-    t = &p->channel->endpoints[p->flushes & 1];
+    t = &p->channel->endpoints[p->period & 1];
 
-    if (__atomic_load_n(&t->period, __ATOMIC_ACQUIRE) != p->flushes) {
+    if (__atomic_load_n(&t->period, __ATOMIC_ACQUIRE) != p->period) {
         prof_counter_add(p->channel->diagnostics.endpoints_dropped, 1);
         return;
     }
