@@ -162,8 +162,8 @@ struct prof_sampler_s {
     uint32_t                flushes_taken;
     uint64_t                flushes_merged;
 
-    /* stacks asked for by tgkill: requests (sampler thread) and served
-       (futex word, handler) */
+    /* stacks asked for by a queued SIGPROF (rt_tgsigqueueinfo): requests
+       (sampler thread) and served (futex word, handler) */
     uint32_t                requests;
     uint32_t                served;
 
