@@ -142,6 +142,8 @@ typedef struct {
 } prof_lua_where_t;
 
 /* signal_lua.c: the handler's side. */
+int prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
+    uintptr_t *sp, uintptr_t stack_low, uintptr_t stack_high);
 int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
     uintptr_t stack_high);

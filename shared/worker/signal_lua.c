@@ -43,6 +43,64 @@ prof_lua_in_vm(const prof_lua_t *lua, uint64_t pc)
 
 
 /*
+ * Where the native walk starts when the signal interrupted one of the
+ * interpreter's own subroutines (vm_mod for %, vm_floor for math.floor):
+ * at its return address, on the C frame of the running state's
+ * activation, which the VM's unwind rule (one for all its code, that of
+ * code running on that frame) then reads right, and the splice finds the
+ * interpreter there with its BASE and PC registers as they were. 1 with
+ * *pc and *sp moved there; 0, unchanged: not such a subroutine (its
+ * return address not in the VM, or not returning to the C frame: a
+ * subroutine that C code called, or the VM's own frame, whose first slot
+ * may hold a return address left there).
+ */
+__attribute__((no_sanitize_address)) int
+prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
+    uintptr_t *sp, uintptr_t stack_low, uintptr_t stack_high)
+{
+    uintptr_t  L, cf, ra, ret;
+
+    if (lua == NULL || uc == NULL || !prof_lua_in_vm(lua, *pc)
+        || (*sp & 7) != 0 || *sp < stack_low || *sp + 8 > stack_high)
+    {
+        return 0;
+    }
+
+    prof_arch_lj_vm_return(uc, *sp, &ra, &ret);
+
+    if (!prof_lua_in_vm(lua, ra) || ret < stack_low || ret >= stack_high
+        || !prof_lua_guarded())
+    {
+        return 0;
+    }
+
+    prof_lua_probing = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    if (__builtin_setjmp(prof_lua_jump)) {
+        /* A fault: as it was; the splice reads the same words. */
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        return 0;
+    }
+
+    L = RD64(lua->vm.g + LJL_G_CUR_L) & LJL_GCVMASK;
+    cf = (L != 0) ? (RD64(L + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) : 0;
+
+    prof_lua_probing = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    if (cf != ret) {
+        return 0;
+    }
+
+    *pc = ra;
+    *sp = ret;
+
+    return 1;
+}
+
+
+/*
  * Where the innermost activation of L (the one running) has its top
  * frame: *frame (base - 1) and *pc (0: unknown); -1 when it cannot be
  * told. cf: the activation's C frame; i: the native frame of the VM for

@@ -72,6 +72,14 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
         status = PROF_UNWIND_NO_RULE;
 
     } else {
+        /* In a subroutine of LuaJIT's VM: walked from where it returns. */
+        if (lua != NULL
+            && prof_lua_vm_return(lua, uc, &regs.pc, &regs.sp,
+                                  s->stack_low, s->stack_high))
+        {
+            regs.caller = 1;
+        }
+
         for ( ;; ) {
             if (lua != NULL) {
                 regs.where = (uintptr_t *) &where[n];

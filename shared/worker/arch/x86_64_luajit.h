@@ -53,4 +53,25 @@ prof_arch_lj_kept_base(const ucontext_t *uc, uintptr_t vm_fp)
 }
 
 
+/*
+ * Where one of the interpreter's own subroutines returns: vm_mod (the %
+ * of BC_MOD*), vm_floor and vm_ceil (math.floor, math.ceil), called from
+ * the VM's code on its C frame; a call pushes the return address and the
+ * subroutine keeps no frame of its own (the VM's call frame information,
+ * one rule for all its code, does not tell), nor moves BASE (rdx) or PC
+ * (rbx). sp: the stack pointer where the signal interrupted it, a word of
+ * the thread's stack (the caller checks); *ra: the return address there,
+ * *ret_sp: sp once returned. uc: the signal's context.
+ */
+static inline void
+prof_arch_lj_vm_return(const ucontext_t *uc, uintptr_t sp, uintptr_t *ra,
+    uintptr_t *ret_sp)
+{
+    (void) uc;
+
+    *ra = *(const uintptr_t *) sp;
+    *ret_sp = sp + 8;
+}
+
+
 #endif /* PROF_ARCH_X86_64_LUAJIT_H */
