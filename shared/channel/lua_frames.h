@@ -141,7 +141,11 @@ typedef struct {
     uintptr_t       unknown;
 } prof_lua_where_t;
 
-/* signal_lua.c: the handler's side. */
+/* signal_lua.c: the handler's side. What prof_lua_vm_return found the
+   signal interrupted: code the VM called on its frame, its own or other. */
+#define PROF_LUA_CALLED_VM      1
+#define PROF_LUA_CALLED_CODE    2
+
 int prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
     uintptr_t *sp, uintptr_t stack_low, uintptr_t stack_high);
 int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,

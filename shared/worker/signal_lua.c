@@ -43,25 +43,32 @@ prof_lua_in_vm(const prof_lua_t *lua, uint64_t pc)
 
 
 /*
- * Where the native walk starts when the signal interrupted one of the
- * interpreter's own subroutines (vm_mod for %, vm_floor for math.floor):
- * at its return address, on the C frame of the running state's
- * activation, which the VM's unwind rule (one for all its code, that of
- * code running on that frame) then reads right, and the splice finds the
- * interpreter there with its BASE and PC registers as they were. 1 with
- * *pc and *sp moved there; 0, unchanged: not such a subroutine (its
- * return address not in the VM, or not returning to the C frame: a
- * subroutine that C code called, or the VM's own frame, whose first slot
- * may hold a return address left there).
+ * Where the native walk goes on when the signal interrupted code that the
+ * interpreter called on its C frame, before that code pushed anything:
+ * from its return address, on the C frame of the running state's
+ * activation. That code is one of the interpreter's own subroutines
+ * (vm_mod for %, vm_floor for math.floor), which keep no frame and leave
+ * BASE and PC in their registers, and which the VM's unwind rule (one for
+ * all its code, that of code on its C frame) reads 8 bytes off; or a PLT
+ * entry on its way to libm, whose rule the table does not keep (a scan
+ * finds the return address, not the frame pointer, where the interpreter
+ * keeps BASE around such calls). *pc and *sp set to that return address
+ * and the C frame, and PROF_LUA_CALLED_VM: the VM's own code, its frame
+ * left out as the VM's frames are; PROF_LUA_CALLED_CODE: other code, its
+ * frame kept, with the frame pointer as it is (nothing pushed, nothing
+ * saved). 0, unchanged: neither (the return address not in the VM, or
+ * not returning to the C frame: code C code called, or the VM on its
+ * frame, whose first slot may hold a return address left there).
  */
 __attribute__((no_sanitize_address)) int
 prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
     uintptr_t *sp, uintptr_t stack_low, uintptr_t stack_high)
 {
+    int        called;
     uintptr_t  L, cf, ra, ret;
 
-    if (lua == NULL || uc == NULL || !prof_lua_in_vm(lua, *pc)
-        || (*sp & 7) != 0 || *sp < stack_low || *sp + 8 > stack_high)
+    if (lua == NULL || uc == NULL || (*sp & 7) != 0 || *sp < stack_low
+        || *sp + 8 > stack_high)
     {
         return 0;
     }
@@ -93,10 +100,12 @@ prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
         return 0;
     }
 
+    called = prof_lua_in_vm(lua, *pc) ? PROF_LUA_CALLED_VM
+                                      : PROF_LUA_CALLED_CODE;
     *pc = ra;
-    *sp = ret;
+    *sp = cf;
 
-    return 1;
+    return called;
 }
 
 
