@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 
 # Lua-land stacks: a Lua app whose functions each burn a known CPU time in
-# their own location (JIT-compiled; with jit.off; in a light thread; after
+# their own location (JIT-compiled; with jit.off; an interpreted loop of
+# integer arithmetic and modulo, under a Lua caller; in a light thread; after
 # ngx.sleep; after a cosocket's reads; in a timer; in the init_worker,
 # rewrite, access, header filter, body filter, log, balancer and
 # ssl_certificate phases; in
@@ -65,6 +66,7 @@ $app .= "jit.off(interp_burn)\n\n";
 # Burners called the other ways a caller names a function: a global, an
 # upvalue, a method, a local holding it.
 my @NAMED = qw(global_burn upvalue_burn method_burn local_burn);
+my @OWN = qw(mod_burn);     # its own body
 $app .= <<"EOF";
 rawset(_G, "global_burn", function(ms) -- burner global_burn
 ${BODY})
@@ -72,7 +74,28 @@ local function upvalue_burn(ms) -- burner upvalue_burn
 ${BODY}local obj = {}
 function obj:method_burn(ms) -- burner method_burn
 ${BODY}local function local_burn(ms) -- burner local_burn
-${BODY}-- inl_outer's loop: the JIT compiles it with the two others inlined.
+${BODY}-- An interpreted loop of integer arithmetic and modulo (the interpreter
+-- runs % in a subroutine of its own), called from a Lua function whose
+-- concatenation leaves the caller's frame the last one LuaJIT saved.
+local function mod_burn(n) -- burner mod_burn
+    local s = 0
+    for i = 1, n do
+        s = (s * 31 + i) % 1000003
+    end
+    return s
+end
+jit.off(mod_burn)
+function M.mod_caller(ms)
+    local stop = clock() + ms / 1000
+    local t, last = 0, ""
+    while clock() < stop do
+        last = "round " .. t
+        t = t + mod_burn(5000)
+    end
+    return t .. last
+end
+
+-- inl_outer's loop: the JIT compiles it with the two others inlined.
 local function inl_inner(x) -- inlined inl_inner
     local y = x % 7
     if y > 3 then y = y * 2 end
@@ -125,7 +148,7 @@ for (split /\n/, $app) {
 # Each burner's name, as its caller calls it (debug.getinfo's name): the
 # field of the module a location calls; a light thread's function, called
 # from C, has none: its chunk and first line; the local holding one.
-my %NAME = map { $_ => $_ } @BURNERS, @NAMED;
+my %NAME = map { $_ => $_ } @BURNERS, @NAMED, @OWN;
 $NAME{$_} = "$file:$FIRST{$_}" for qw(thread_burn coro_burn);
 $NAME{local_burn} = 'alias';
 
@@ -219,6 +242,8 @@ $tls_server
                 if ngx.arg[2] then require("app").coro_outer(20) end } }
         location = /inline { content_by_lua_block {
             ngx.say(require("app").inl_outer(40)) } }
+        location = /modulo { content_by_lua_block {
+            ngx.say(require("app").mod_caller(40)) } }
         location = /names { content_by_lua_block {
             ngx.say(require("app").names(20)) } }
         location = /jitp { content_by_lua_block {
@@ -263,6 +288,7 @@ sub check_run {
         # (/three thrice: enough samples for shares within 5 points)
         for my $path (qw(/jit /interp /thread /sleep /timer /filter
                          /three /three /three /names /inline /coro
+                         /modulo
                          /rewrite /access /header /log /balancer
                          /cosocket), $OPENSSL ? ('/tls') : ())
         {
@@ -289,7 +315,7 @@ sub check_run {
         for my $f (@{ $s->{lua} }) {
             next unless $f->{file} eq "\@$file";
             my ($b) = grep { $FIRST{$_} == $f->{start_line} }
-                      @BURNERS, @NAMED;
+                      @BURNERS, @NAMED, @OWN;
             next unless $b;
             $seen{$b} = 1;
             $seen_frames{$b}{"$f->{name} $f->{file} $f->{start_line} "
@@ -327,6 +353,7 @@ sub check_run {
                     init_burn => 'no request (init_worker)',
                     filter_burn => 'GET /filter', coro_burn => 'GET /coro',
                     cosocket_burn => 'GET /cosocket',
+                    mod_burn => 'GET /modulo',
                     $OPENSSL ? (ssl_burn => 'no request (a TLS handshake)')
                              : (),
                     map { /^(\w+)_burn$/; ($_ => "GET /$1") } @PHASES);
@@ -335,7 +362,7 @@ sub check_run {
         my $total = $c->{total} // 0;
         my $right = $c->{$b} // 0;
         my $other = 0;
-        $other += $c->{$_} // 0 for grep { $_ ne $b } @BURNERS, '*';
+        $other += $c->{$_} // 0 for grep { $_ ne $b } @BURNERS, @OWN, '*';
         ok($total >= 100e6 && $right >= 0.9 * $total && $other == 0,
            sprintf('%s: %s: %.1f%% of %.0fms of Lua CPU in %s carries it, '
                    . '%.0fms another burner', $what, $b,
@@ -344,7 +371,7 @@ sub check_run {
             or diag(explain($c), explain([ keys %by ]));
         my $fk = $frame_ok{$b} // {};
         ok($fk->{name} && !$fk->{misnamed} && !$fk->{wrong}
-           && ($b ne 'interp_burn' || $fk->{lines}),
+           && (($b ne 'interp_burn' && $b ne 'mod_burn') || $fk->{lines}),
            "$what: $b: named $NAME{$b}, file \@$file, first line "
            . "$FIRST{$b}, its lines")
             or diag(explain($seen_frames{$b}));

@@ -26,7 +26,11 @@
  * - prof_arch_lj_interp_regs(uc, &base, &pc): the interpreter's BASE and
  *   PC registers in a signal's context;
  * - prof_arch_lj_kept_base(uc, vm_fp): BASE where the interpreter keeps
- *   it while C code it called runs.
+ *   it while C code it called runs;
+ * - prof_arch_lj_vm_return(uc, sp, &ra, &ret_sp): where code the VM
+ *   called returns when interrupted at sp before it pushed anything (a
+ *   subroutine of the VM, which keeps no frame): its return address, and
+ *   the sp of its caller, the VM's C frame.
  *
  * The walk itself assumes 64-bit words (LP64), a stack that grows down,
  * and a return address in the stack of every frame it steps over (a link

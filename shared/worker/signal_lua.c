@@ -44,6 +44,73 @@ prof_lua_in_vm(const prof_lua_t *lua, uint64_t pc)
 
 
 /*
+ * Where the native walk goes on when the signal interrupted code that the
+ * interpreter called on its C frame, before that code pushed anything:
+ * from its return address, on the C frame of the running state's
+ * activation. That code is one of the interpreter's own subroutines
+ * (vm_mod for %, vm_floor for math.floor), which keep no frame and leave
+ * BASE and PC in their registers, and which the VM's unwind rule (one for
+ * all its code, that of code on its C frame) reads 8 bytes off; or a PLT
+ * entry on its way to libm, whose rule the table does not keep (a scan
+ * finds the return address, not the frame pointer, where the interpreter
+ * keeps BASE around such calls). *pc and *sp set to that return address
+ * and the C frame, and PROF_LUA_CALLED_VM: the VM's own code, its frame
+ * left out as the VM's frames are; PROF_LUA_CALLED_CODE: other code, its
+ * frame kept, with the frame pointer as it is (nothing pushed, nothing
+ * saved). 0, unchanged: neither (the return address not in the VM, or
+ * not returning to the C frame: code C code called, or the VM on its
+ * frame, whose first slot may hold a return address left there).
+ */
+__attribute__((no_sanitize_address)) int
+prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
+    uintptr_t *sp, uintptr_t stack_low, uintptr_t stack_high)
+{
+    int        called;
+    uintptr_t  L, cf, ra, ret;
+
+    if (lua == NULL || uc == NULL || (*sp & 7) != 0 || *sp < stack_low
+        || *sp + 8 > stack_high)
+    {
+        return 0;
+    }
+
+    prof_arch_lj_vm_return(uc, *sp, &ra, &ret);
+
+    if (!prof_lua_in_vm(lua, ra) || ret < stack_low || ret >= stack_high
+        || !prof_lua_guarded())
+    {
+        return 0;
+    }
+
+    prof_lua_guard_reading = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    if (__builtin_setjmp(prof_lua_guard_jump)) {
+        /* A fault: as it was; the splice reads the same words. */
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        return 0;
+    }
+
+    L = PROF_LUA_RD64(lua->vm.g + LJL_G_CUR_L) & LJL_GCVMASK;
+    cf = (L != 0) ? (PROF_LUA_RD64(L + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) : 0;
+
+    prof_lua_guard_reading = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    if (cf != ret) {
+        return 0;
+    }
+
+    called = prof_lua_in_vm(lua, *pc) ? PROF_LUA_CALLED_VM
+                                      : PROF_LUA_CALLED_CODE;
+    *pc = ra;
+    *sp = cf;
+
+    return called;
+}
+
+
+/*
  * Where the innermost activation of L (the one running) has its top
  * frame: *frame (base - 1) and *pc (0: unknown); -1 when it cannot be
  * told. cf: the activation's C frame; i: the native frame of the VM for

@@ -31,6 +31,20 @@ typedef struct {
 } prof_lua_where_t;
 
 
+/* What prof_lua_vm_return found the signal interrupted: code the VM called
+   on its C frame, the VM's own or other (signal_lua.c says which). */
+#define PROF_LUA_CALLED_VM      1
+#define PROF_LUA_CALLED_CODE    2
+
+/*
+ * Before the native walk: where it goes on when the signal interrupted
+ * code the interpreter called on its C frame before that code pushed
+ * anything (its return address and the C frame into *pc and *sp), and
+ * which code it was; 0, unchanged, when it was not such code.
+ */
+int prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
+    uintptr_t *sp, uintptr_t stack_low, uintptr_t stack_high);
+
 /*
  * LuaJIT's frames into frames[] (n native ones, with where they were), at
  * most max in all: each activation of the VM, from the one running out,

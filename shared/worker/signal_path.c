@@ -46,7 +46,8 @@ static void
 prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     int max)
 {
-    int                   n, count, scans;
+    int                   n, count, scans, called;
+    uintptr_t             pc, sp;
     prof_lua_t           *lua;
     prof_lua_where_t      where[PROF_MAX_FRAMES_LIMIT + 1];
     prof_unwind_regs_t    regs;
@@ -74,6 +75,27 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
         status = PROF_UNWIND_NO_RULE;
 
     } else {
+        /* In code LuaJIT's VM called, nothing pushed yet: walked on from
+           where it returns (its frame kept, but for the VM's own). */
+        pc = regs.pc;
+        sp = regs.sp;
+        called = (lua != NULL) ? prof_lua_vm_return(lua, uc, &regs.pc,
+                                                    &regs.sp, s->stack_low,
+                                                    s->stack_high)
+                               : 0;
+
+        if (called == PROF_LUA_CALLED_CODE) {
+            slot->frames[n] = pc;
+            where[n].sp = sp;
+            where[n].fp = regs.fp;
+            where[n].unknown = 0;
+            n++;
+        }
+
+        if (called != 0) {
+            regs.caller = 1;
+        }
+
         for ( ;; ) {
             if (lua != NULL) {
                 regs.where = (uintptr_t *) &where[n];

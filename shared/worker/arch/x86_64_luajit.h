@@ -53,4 +53,27 @@ prof_arch_lj_kept_base(const ucontext_t *uc, uintptr_t vm_fp)
 }
 
 
+/*
+ * Where code that the VM called on its C frame returns, interrupted before
+ * it pushed anything: one of the interpreter's own subroutines, vm_mod
+ * (the % of BC_MOD*), vm_floor and vm_ceil (math.floor, math.ceil), which
+ * keep no frame of their own (the VM's call frame information, one rule
+ * for all its code, does not tell) and move neither BASE (rdx) nor PC
+ * (rbx); or a PLT entry, or a C function's first instruction. A call
+ * pushes the return address: sp, the stack pointer where the signal
+ * interrupted that code, is a word of the thread's stack (the caller
+ * checks); *ra: the return address there, *ret_sp: sp once returned.
+ * uc: the signal's context.
+ */
+static inline void
+prof_arch_lj_vm_return(const ucontext_t *uc, uintptr_t sp, uintptr_t *ra,
+    uintptr_t *ret_sp)
+{
+    (void) uc;
+
+    *ra = *(const uintptr_t *) sp;
+    *ret_sp = sp + 8;
+}
+
+
 #endif /* PROF_ARCH_X86_64_LUAJIT_H */
