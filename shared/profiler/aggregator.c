@@ -148,7 +148,8 @@ static void
 prof_aggregator_inlines(prof_aggregator_t *agg, prof_address_t *info,
     uint64_t pc)
 {
-    size_t         n;
+    char          *p;
+    size_t         i, n, len, size;
     prof_inline_t  frames[PROF_INLINES_MAX];
 
     free(info->inlines);
@@ -166,13 +167,31 @@ prof_aggregator_inlines(prof_aggregator_t *agg, prof_address_t *info,
         return;
     }
 
-    info->inlines = malloc(n * sizeof(prof_inline_t));
+    /*
+     * The names are copied after the list, in the one allocation: the
+     * symbolizer may release the DWARF they came from.
+     */
+    size = n * sizeof(prof_inline_t);
+
+    for (i = 0; i < n; i++) {
+        size += strlen(frames[i].function) + 1;
+    }
+
+    info->inlines = malloc(size);
     if (info->inlines == NULL) {
         info->line = 0;
         return;
     }
 
-    memcpy(info->inlines, frames, n * sizeof(prof_inline_t));
+    p = (char *) &info->inlines[n];
+
+    for (i = 0; i < n; i++) {
+        len = strlen(frames[i].function) + 1;
+        info->inlines[i].function = memcpy(p, frames[i].function, len);
+        info->inlines[i].line = frames[i].line;
+        p += len;
+    }
+
     info->ninlines = (uint32_t) n;
 }
 
@@ -760,6 +779,11 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
     } else if (agg->unknown_addresses > 0) {
         evicted = prof_aggregator_forget_unknown(agg);
         prof_counter_add(agg->conf.diagnostics->addresses_evicted, evicted);
+    }
+
+    /* The DWARF no new address needed this period is not held. */
+    if (agg->conf.symbolizer != NULL) {
+        (void) prof_symbolizer_release_dwarf(agg->conf.symbolizer);
     }
 
     return rc;

@@ -85,7 +85,8 @@ typedef struct {
     uint32_t              line;     /* in function, 0: unknown */
     uint32_t              ninlines;
     prof_inline_t        *inlines;  /* the functions inlined there,
-                                       innermost first (symbolizer.h) */
+                                       innermost first (symbolizer.h),
+                                       their names after them */
     const char           *file;     /* a Lua function's chunk, else NULL */
     int64_t               start_line;   /* a Lua function's first line */
     char                 *owned;    /* a Lua function's name and chunk */

@@ -21,6 +21,7 @@
 #include "profiler/dwarf_inlines.h"
 #include "profiler/elf_file.h"
 #include "profiler/object_cache.h"
+#include "profiler/symbolizer_internal.h"
 
 
 /* Bytes of DWARF sections (decompressed) read for inlined functions. */
@@ -195,6 +196,8 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
         return 0;
     }
 
+    o->dwarf_used = 1;
+
     vaddr = pc - o->obj.load_bias;
 
     if (dwarf_addrdie(dwarf, vaddr, &cudie) == NULL) {
@@ -276,6 +279,43 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
     free(scopes);
 
     return n;
+}
+
+
+unsigned
+prof_symbolizer_release_dwarf(prof_symbolizer_t *sym)
+{
+    size_t              i;
+    unsigned            released;
+    prof_sym_object_t  *o;
+
+    released = 0;
+
+    for (i = 0; i < sym->nobjects; i++) {
+        o = sym->objects[i];
+
+        if (o->dwarf == NULL || o->dwarf_used) {
+            o->dwarf_used = 0;
+            continue;
+        }
+
+        dwarf_end(o->dwarf);
+        o->dwarf = NULL;
+        o->dwarf_tried = 0;
+
+        /* Its file stays open, as it was before it was read. */
+        if (o->names_fd < 0) {
+            o->names_fd = o->dwarf_fd;
+
+        } else {
+            close(o->dwarf_fd);
+        }
+
+        o->dwarf_fd = -1;
+        released++;
+    }
+
+    return released;
 }
 
 

@@ -50,6 +50,8 @@ typedef struct {
     Dwarf               *dwarf;             /* of that file, once asked */
     int                  dwarf_fd;
     unsigned             dwarf_tried:1;
+    unsigned             dwarf_used:1;      /* asked since the last
+                                               release */
 } prof_sym_object_t;
 
 

@@ -7,6 +7,7 @@
  * its walks left its unwind tables.
  */
 
+#include <malloc.h>
 #include <uv.h>
 
 #include "profiler/queue_drain.h"
@@ -83,6 +84,7 @@ void
 prof_drain_queue(prof_process_t *p)
 {
     prof_batch_t            *b, *next;
+    unsigned                 closed;
     prof_labels_t           *l;
     prof_endpoint_counts_t  *counts;
 
@@ -99,9 +101,12 @@ prof_drain_queue(prof_process_t *p)
         prof_spsc_release(&p->channel->labels);
     }
 
+    closed = 0;
+
     for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
 
+        closed |= b->flush_after;
         counts = b->flush_after ? prof_close_periods(p, b->flush_period)
                                 : NULL;
 
@@ -112,5 +117,14 @@ prof_drain_queue(prof_process_t *p)
         }
 
         prof_queue_release(&p->queue, b);
+    }
+
+    /*
+     * A period closed: its tables, the profile encoded and the batches of
+     * a burst are freed by now; malloc gives their pages back (it keeps
+     * them otherwise, in each thread's arena).
+     */
+    if (closed) {
+        (void) malloc_trim(0);
     }
 }

@@ -128,12 +128,23 @@ typedef struct {
  * innermost first, each with the line running in it; *line is the line
  * in the function around them (the call site of the outermost, or pc's
  * own line when none is inlined; 0: unknown). The names are valid as long
- * as the function names of the object (see prof_symbolizer_take_fetched).
- * Reads the file the first time an object is asked.
+ * as the function names of the object (see prof_symbolizer_take_fetched),
+ * and until the next prof_symbolizer_release_dwarf(). Reads the file the
+ * first time an object is asked, and again after it was released.
  */
 size_t prof_symbolizer_inlines(prof_symbolizer_t *sym,
     const prof_object_t *object, uint64_t pc, prof_inline_t *frames,
     size_t max, uint32_t *line);
+
+/*
+ * Releases the DWARF of the objects no prof_symbolizer_inlines() asked
+ * since the last call (libdw's copy of its sections, decompressed, and
+ * its mapping of the file: megabytes for libc's debug file), keeping the
+ * file open to read it again when asked. At a period's close: what is
+ * read only for the new addresses of a burst is not held once they are
+ * named. How many were released.
+ */
+unsigned prof_symbolizer_release_dwarf(prof_symbolizer_t *sym);
 
 /*
  * The debug files fetched since the last call become the names of their

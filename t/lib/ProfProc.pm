@@ -3,9 +3,10 @@ package ProfProc;
 
 # Readers of /proc for the tests, the benchmarks and t/stall.pl:
 # processes (alive, state, children, command line, status, uid, resident
-# memory, CPU time), their threads (ids, names, CPU time, by name for a
-# worker and its profiler process), the listening sockets a process
-# holds, and the profiler process of an nginx worker.
+# and proportional memory, mappings, CPU time), their threads (ids,
+# names, CPU time, by name for a worker and its profiler process), the
+# listening sockets a process holds, and the profiler process of an nginx
+# worker.
 #
 #   my $profiler = profiler_ready($worker);   # its threads running
 #   my $ns = thread_cpu_ns($worker);          # the main thread's CPU
@@ -25,8 +26,8 @@ our @EXPORT = qw(
     profiler_ready listening_sockets_held
 );
 our @EXPORT_OK = qw(
-    proc_state stat_cpu_ns rss_kb thread_names cpu_ns_by_thread
-    process_cpu_ns
+    proc_state stat_cpu_ns rss_kb pss_kb pss_mappings thread_names
+    cpu_ns_by_thread process_cpu_ns
 );
 
 
@@ -116,6 +117,34 @@ sub rss_kb {
     my ($pid) = @_;
     my $st = proc_status($pid) or return undef;
     return ($st->{VmRSS} // '') =~ /^(\d+)/ ? $1 : undef;
+}
+
+# Proportional set size of a process (smaps_rollup's Pss: each page
+# divided by the processes that map it), in kB; undef when it is gone.
+sub pss_kb {
+    my ($pid) = @_;
+    my $s = slurp("/proc/$pid/smaps_rollup") // return undef;
+    return $s =~ /^Pss:\s+(\d+)/m ? $1 : undef;
+}
+
+# The mappings of a process from its smaps, largest Pss first: [{ start,
+# perm, name ("[anon]" for an anonymous one), size, rss, pss }], in kB.
+sub pss_mappings {
+    my ($pid) = @_;
+    my $s = slurp("/proc/$pid/smaps") // return ();
+    my (@maps, $m);
+    for (split /\n/, $s) {
+        if (/^([0-9a-f]+)-([0-9a-f]+)\s+(\S+)\s+\S+\s+\S+\s+\d+\s*(.*)$/) {
+            # Page counts: hex() of a 48-bit address warns on 32 bits.
+            no warnings 'portable';
+            $m = { start => $1, perm => $3, name => $4 eq '' ? '[anon]' : $4,
+                   size => (hex($2) - hex($1)) / 1024, rss => 0, pss => 0 };
+            push @maps, $m;
+        } elsif ($m && /^(Rss|Pss):\s+(\d+)/) {
+            $m->{ lc $1 } = $2;
+        }
+    }
+    return sort { $b->{pss} <=> $a->{pss} } @maps;
 }
 
 sub thread_ids {

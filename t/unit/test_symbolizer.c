@@ -260,6 +260,45 @@ test_resolves_function_in_this_binary(void **state)
 
 
 /*
+ * The DWARF of an object no pc asked for since the last release is
+ * released, and read again when a pc asks: the same line then.
+ */
+static void
+test_dwarf_released_when_idle_and_read_again(void **state)
+{
+    size_t                n;
+    uint32_t              line, again;
+    uint64_t              pc;
+    const char           *function;
+    prof_inline_t         frames[PROF_INLINES_MAX];
+    const prof_object_t  *obj;
+
+    pc = (uintptr_t) test_target_function + 1;
+
+    obj = prof_symbolize(*state, pc, &function);
+    assert_non_null(obj);
+
+    n = prof_symbolizer_inlines(*state, obj, pc, frames, PROF_INLINES_MAX,
+                                &line);
+    assert_int_equal(n, 0);
+    assert_true(line > 0);
+
+    /* Asked since the last release: kept; then idle: released. */
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 1);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
+
+    n = prof_symbolizer_inlines(*state, obj, pc, frames, PROF_INLINES_MAX,
+                                &again);
+    assert_int_equal(n, 0);
+    assert_int_equal(again, line);
+
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 1);
+}
+
+
+/*
  * Another process's pcs (a profiler process names its worker's): its maps
  * are read. Once it has exited (a zombie: empty maps) the objects known
  * keep naming their pcs, and a frozen symbolizer reads no maps at all.
@@ -1614,6 +1653,8 @@ main(void)
             test_deleted_file_is_an_object_without_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refresh_keeps_object_ids,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_dwarf_released_when_idle_and_read_again, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_each_malformed_table_gives_no_symbols, setup, teardown),
         cmocka_unit_test_setup_teardown(
