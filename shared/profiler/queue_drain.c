@@ -7,8 +7,11 @@
  * its walks left its unwind tables.
  */
 
-#include <malloc.h>
 #include <uv.h>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "profiler/queue_drain.h"
 
@@ -121,10 +124,14 @@ prof_drain_queue(prof_process_t *p)
 
     /*
      * A period closed: its tables, the profile encoded and the batches of
-     * a burst are freed by now; malloc gives their pages back (it keeps
-     * them otherwise, in each thread's arena).
+     * a burst are freed by now; glibc's malloc gives their pages back (it
+     * keeps them otherwise, in each thread's arena).
      */
+#ifdef __GLIBC__
     if (closed) {
         (void) malloc_trim(0);
     }
+#else
+    (void) closed;
+#endif
 }
