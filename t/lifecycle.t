@@ -133,10 +133,12 @@ EOF
     $t->run;
 
     my (%role, @workers, @helpers);
-    # The helpers are forked after the workers: wait for all four.
+    # The helpers are forked after the workers: wait for all four, each
+    # under its own title (a child just forked still has the master's).
     ProfWait::wait_until(sub {
         %role = map { $_ => proc_cmdline($_) } $t->children_pids;
-        return 4 <= keys %role;
+        return 4 <= grep { /worker process|cache (?:manager|loader) process/ }
+                      values %role;
     }, 10);
     @workers = grep { $role{$_} =~ /worker process/ } keys %role;
     @helpers = grep { $role{$_} =~ /cache (?:manager|loader) process/ }
