@@ -2,7 +2,8 @@
 
 /*
  * What the master prepares for its workers at each cycle (init_module),
- * as root: the unwind tables they inherit, the dump directory they write.
+ * as root: the unwind tables they inherit, the dump directory they write,
+ * and once for its life the symbol store their profiler processes share.
  */
 
 #include "ngx_http_profiling_module.h"
@@ -10,6 +11,10 @@
 
 /* Built by the master for the cycle, inherited by its workers. */
 static prof_unwind_table_t  *ngx_http_profiling_unwind_table;
+
+/* Made by the master once, kept across its cycles (the module is never
+   unloaded: -z nodelete), inherited by its workers: -1 none. */
+static int  ngx_http_profiling_symbol_store_fd = -1;
 
 
 static void
@@ -133,4 +138,40 @@ prof_unwind_table_t *
 ngx_http_profiling_inherited_unwind_table(void)
 {
     return ngx_http_profiling_unwind_table;
+}
+
+
+/*
+ * The symbol store (profiler/symbol_store.h): the decompressed DWARF of
+ * the files read for inlined functions, built by the first profiler
+ * process that needs it and mapped by every other, of this cycle's
+ * workers and the next cycles'. Without one, each reads its own.
+ */
+void
+ngx_http_profiling_make_symbol_store(ngx_cycle_t *cycle)
+{
+    int  fd;
+
+    if (ngx_http_profiling_symbol_store_fd != -1
+        || ngx_process == NGX_PROCESS_SIGNALLER)
+    {
+        return;
+    }
+
+    fd = prof_symbol_store_create();
+    if (fd < 0) {
+        ngx_log_error(NGX_LOG_NOTICE, cycle->log, -fd,
+                      "profiling: no symbol store, every profiler process "
+                      "reads its own debug files");
+        return;
+    }
+
+    ngx_http_profiling_symbol_store_fd = fd;
+}
+
+
+int
+ngx_http_profiling_symbol_store(void)
+{
+    return ngx_http_profiling_symbol_store_fd;
 }

@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "worker/profiler.h"
+#include "profiler/symbol_store.h"
 
 
 extern ngx_module_t             ngx_http_profiling_module;
@@ -195,7 +196,9 @@ ngx_int_t ngx_http_profiling_debuginfod_path(ngx_conf_t *cf,
  */
 void ngx_http_profiling_share_unwind_table(ngx_cycle_t *cycle);
 void ngx_http_profiling_make_dump_dir(ngx_cycle_t *cycle, u_char *path);
+void ngx_http_profiling_make_symbol_store(ngx_cycle_t *cycle);
 prof_unwind_table_t *ngx_http_profiling_inherited_unwind_table(void);
+int ngx_http_profiling_symbol_store(void);
 
 
 /*

@@ -79,6 +79,7 @@ ngx_http_profiling_init_module(ngx_cycle_t *cycle)
     }
 
     ngx_http_profiling_share_unwind_table(cycle);
+    ngx_http_profiling_make_symbol_store(cycle);
 
     if (pmcf->dump_dir.len > 0) {
         path = ngx_pnalloc(cycle->pool, pmcf->dump_dir.len + 1);
@@ -217,6 +218,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     conf.upload_timeout_ms = pmcf->upload_timeout;
     conf.log = ngx_http_profiling_log_message;
     conf.unwind_table = ngx_http_profiling_inherited_unwind_table();
+    conf.symbol_store_fd = ngx_http_profiling_symbol_store();
 
     /* The line for a bug report: from one worker, not from every one. */
     conf.identify = (ngx_process == NGX_PROCESS_SINGLE || ngx_worker == 0);

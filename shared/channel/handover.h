@@ -84,6 +84,9 @@ typedef struct {
                                            descriptors to keep open (at
                                            most max) in keep: the count */
     void                *child_init_data;
+    int                  symbol_store_fd;   /* the instance's symbol
+                                           store (profiler/symbol_store.h),
+                                           inherited; 0 or -1: none */
     int                  lua;           /* LuaJIT may be found later
                                            (prof_set_lua_vm): room for its
                                            frames' names */

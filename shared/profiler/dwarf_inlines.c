@@ -21,6 +21,7 @@
 #include "profiler/dwarf_inlines.h"
 #include "profiler/elf_file.h"
 #include "profiler/object_cache.h"
+#include "profiler/symbol_store.h"
 #include "profiler/symbolizer_internal.h"
 
 
@@ -87,13 +88,78 @@ prof_sym_dwarf_bytes(prof_elf_t *elf, Elf64_Shdr *sh, size_t n)
 }
 
 
+void
+prof_symbolizer_set_store(prof_symbolizer_t *sym, prof_symbol_store_t *store)
+{
+    sym->store = store;
+}
+
+
+/*
+ * The DWARF of the file open at fd from the instance's symbol store: its
+ * image, built by whichever profiler process asked first, mapped here.
+ */
+static void
+prof_sym_dwarf_shared(prof_symbolizer_t *sym, prof_sym_object_t *o, int fd)
+{
+    int      err;
+    void    *image;
+    size_t   len;
+
+    image = prof_symbol_store_dwarf(sym->store, fd, &len, &err);
+    if (image == NULL) {
+        return;
+    }
+
+    o->dwarf_elf = elf_memory(image, len);
+    if (o->dwarf_elf != NULL) {
+        o->dwarf = dwarf_begin_elf(o->dwarf_elf, DWARF_C_READ, NULL);
+    }
+
+    if (o->dwarf == NULL) {
+        if (o->dwarf_elf != NULL) {
+            (void) elf_end(o->dwarf_elf);
+            o->dwarf_elf = NULL;
+        }
+        prof_symbol_store_unmap(sym->store, image, len);
+        return;
+    }
+
+    o->dwarf_store = sym->store;
+    o->dwarf_image = image;
+    o->dwarf_image_len = len;
+}
+
+
+/* What o's DWARF holds, let go. */
+static void
+prof_sym_dwarf_end(prof_sym_object_t *o)
+{
+    if (o->dwarf != NULL) {
+        dwarf_end(o->dwarf);
+        o->dwarf = NULL;
+    }
+
+    if (o->dwarf_elf != NULL) {
+        (void) elf_end(o->dwarf_elf);
+        o->dwarf_elf = NULL;
+    }
+
+    if (o->dwarf_image != NULL) {
+        prof_symbol_store_unmap(o->dwarf_store, o->dwarf_image,
+                                o->dwarf_image_len);
+        o->dwarf_image = NULL;
+    }
+}
+
+
 /*
  * The DWARF of the file o's names came from, opened the first time it is
  * asked for: NULL when that file has none (or too much of it), or when
  * the names came from no such file.
  */
 static Dwarf *
-prof_sym_dwarf(prof_sym_object_t *o)
+prof_sym_dwarf(prof_symbolizer_t *sym, prof_sym_object_t *o)
 {
     int          fd, rc;
     char         path[32];
@@ -137,7 +203,12 @@ prof_sym_dwarf(prof_sym_object_t *o)
         prof_elf_close(&elf);
     }
 
-    if (rc == 0) {
+    if (rc == 0 && sym->store != NULL) {
+        prof_sym_dwarf_shared(sym, o, fd);
+    }
+
+    /* Without a store, or past its bounds: its own. */
+    if (rc == 0 && o->dwarf == NULL) {
         o->dwarf = dwarf_begin(fd, DWARF_C_READ);
     }
 
@@ -192,7 +263,7 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
     o = (prof_sym_object_t *) object;
     *line = 0;
 
-    if (!o->loaded || (dwarf = prof_sym_dwarf(o)) == NULL) {
+    if (!o->loaded || (dwarf = prof_sym_dwarf(sym, o)) == NULL) {
         return 0;
     }
 
@@ -283,7 +354,7 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
 
 
 unsigned
-prof_symbolizer_release_dwarf(prof_symbolizer_t *sym)
+prof_symbolizer_release_dwarf(prof_symbolizer_t *sym, int stored_only)
 {
     size_t              i;
     unsigned            released;
@@ -294,13 +365,16 @@ prof_symbolizer_release_dwarf(prof_symbolizer_t *sym)
     for (i = 0; i < sym->nobjects; i++) {
         o = sym->objects[i];
 
-        if (o->dwarf == NULL || o->dwarf_used) {
+        if (o->dwarf == NULL || (stored_only && o->dwarf_image == NULL)) {
+            continue;
+        }
+
+        if (o->dwarf_used) {
             o->dwarf_used = 0;
             continue;
         }
 
-        dwarf_end(o->dwarf);
-        o->dwarf = NULL;
+        prof_sym_dwarf_end(o);
         o->dwarf_tried = 0;
 
         /* Its file stays open, as it was before it was read. */
@@ -323,10 +397,7 @@ prof_symbolizer_release_dwarf(prof_symbolizer_t *sym)
 void
 prof_sym_dwarf_forget(prof_sym_object_t *o)
 {
-    if (o->dwarf != NULL) {
-        dwarf_end(o->dwarf);
-        o->dwarf = NULL;
-    }
+    prof_sym_dwarf_end(o);
 
     if (o->dwarf_fd >= 0) {
         close(o->dwarf_fd);

@@ -153,6 +153,11 @@ prof_start_loop(prof_process_t *p)
 
     prof_symbolizer_set_pid(p->symbolizer, p->pid);
 
+    if (p->conf.symbol_store_fd > 0) {
+        p->store = prof_symbol_store_open(p->conf.symbol_store_fd);
+        prof_symbolizer_set_store(p->symbolizer, p->store);
+    }
+
     if (p->debuginfod != NULL) {
         prof_symbolizer_set_debuginfod(p->symbolizer, p->debuginfod,
                                        p->conf.upload_timeout_ms);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "profiler/elf_file.h"
+#include "profiler/symbol_store.h"
 #include "profiler/symbol_table.h"
 #include "profiler/symbolizer.h"
 
@@ -49,6 +50,10 @@ typedef struct {
     int                  names_fd;          /* or that file open: -1 */
     Dwarf               *dwarf;             /* of that file, once asked */
     int                  dwarf_fd;
+    Elf                 *dwarf_elf;         /* its image, when the symbol */
+    void                *dwarf_image;       /* store holds it: NULL, or */
+    size_t               dwarf_image_len;   /* mapped from */
+    prof_symbol_store_t *dwarf_store;
     unsigned             dwarf_tried:1;
     unsigned             dwarf_used:1;      /* asked since the last
                                                release */

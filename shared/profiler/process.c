@@ -38,7 +38,7 @@
 
 
 #define PROF_BATCH_BYTES        (64 * 1024)
-#define PROF_POOL_BATCHES       4
+#define PROF_POOL_BATCHES       2
 #define PROF_PUSH_EVERY_NS      (1000 * 1000 * 1000LL)
 
 /* How long the profiler process finishes after a worker that crashed:
@@ -143,8 +143,8 @@ prof_child_close_listed(const int *keep, int n)
 
 
 /*
- * Every descriptor inherited from the worker closed but 0 to 2, the pipe
- * and what the server asked to keep (its error log): a listening socket
+ * Every descriptor inherited from the worker closed but 0 to 2, the pipe,
+ * the symbol store and what the server asked to keep (its error log): a listening socket
  * held open here would keep its port bound and, with reuseport, take
  * connections.
  */
@@ -154,6 +154,10 @@ prof_child_close_fds(prof_process_t *p, int *keep, int n)
     int  i, j, t, from;
 
     keep[n++] = p->worker_fd;
+
+    if (p->conf.symbol_store_fd > 0) {
+        keep[n++] = p->conf.symbol_store_fd;
+    }
 
     for (i = 1; i < n; i++) {
         for (j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
@@ -219,7 +223,7 @@ prof_start_debuginfod(prof_process_t *p)
 void
 prof_process_main(const prof_handover_t *h)
 {
-    int                     rc, n, nfds, keep[PROF_KEEP_FDS_MAX + 1];
+    int                     rc, n, nfds, keep[PROF_KEEP_FDS_MAX + 2];
     char                    line[2048];
     int64_t                 upload_ms, wait_ms;
     uint64_t                count;

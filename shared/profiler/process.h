@@ -110,6 +110,7 @@ struct prof_process_s {
     /* profiler loop thread only */
     prof_debuginfod_t   *debuginfod;            /* NULL: none */
     prof_symbolizer_t   *symbolizer;
+    prof_symbol_store_t *store;                 /* NULL: none */
     prof_aggregator_t   *aggregator;
     prof_uploader_t     *uploader;
     uint64_t             open_period;           /* not closed yet */

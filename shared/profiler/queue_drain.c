@@ -127,6 +127,16 @@ prof_drain_queue(prof_process_t *p)
      * a burst are freed by now; glibc's malloc gives their pages back (it
      * keeps them otherwise, in each thread's arena).
      */
+    /*
+     * The DWARF from the symbol store that this drain and the one before
+     * did not ask: libdw's tables of it (megabytes for glibc's) rebuilt,
+     * when a new address needs them, from the image every profiler
+     * process maps.
+     */
+    if (prof_symbolizer_release_dwarf(p->symbolizer, 1) > 0) {
+        closed = 1;
+    }
+
 #ifdef __GLIBC__
     if (closed) {
         (void) malloc_trim(0);

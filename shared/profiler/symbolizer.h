@@ -47,6 +47,7 @@
 #include <sys/types.h>
 
 #include "profiler/debuginfod.h"
+#include "profiler/symbol_store.h"
 
 
 typedef struct prof_symbolizer_s  prof_symbolizer_t;
@@ -106,6 +107,14 @@ void prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym,
     prof_debuginfod_t *d, int64_t wait_ms);
 
 /*
+ * The instance's symbol store (symbol_store.h; NULL: none, the default):
+ * the DWARF of the files read for inlined functions comes from there,
+ * built once for all the profiler processes, when it has room.
+ */
+void prof_symbolizer_set_store(prof_symbolizer_t *sym,
+    prof_symbol_store_t *store);
+
+/*
  * The function containing pc in an object prof_symbolize() returned and
  * the symbolizer still holds (mapped or not), reading no file: NULL when
  * none, or when its names were never loaded.
@@ -142,9 +151,12 @@ size_t prof_symbolizer_inlines(prof_symbolizer_t *sym,
  * its mapping of the file: megabytes for libc's debug file), keeping the
  * file open to read it again when asked. At a period's close: what is
  * read only for the new addresses of a burst is not held once they are
- * named. How many were released.
+ * named. stored_only: only the DWARF whose image the symbol store holds
+ * (set_store), which costs no file read nor decompression to open again:
+ * after each drain. How many were released.
  */
-unsigned prof_symbolizer_release_dwarf(prof_symbolizer_t *sym);
+unsigned prof_symbolizer_release_dwarf(prof_symbolizer_t *sym,
+    int stored_only);
 
 /*
  * The debug files fetched since the last call become the names of their

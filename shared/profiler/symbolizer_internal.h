@@ -18,6 +18,7 @@
 
 #include "profiler/debuginfod.h"
 #include "profiler/object_cache.h"
+#include "profiler/symbol_store.h"
 #include "profiler/symbolizer.h"
 
 
@@ -29,6 +30,8 @@ struct prof_symbolizer_s {
     size_t               nactive;
     char                *debug_dir;
     prof_debuginfod_t   *debuginfod;        /* NULL: none */
+    prof_symbol_store_t *store;             /* the instance's, NULL: none
+                                               (symbol_store.h) */
     int64_t              fetch_wait_ms;
     unsigned             next_id;
     unsigned             maps_tried:1;      /* a read was attempted */

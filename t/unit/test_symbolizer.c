@@ -31,6 +31,7 @@
 
 #include <cmocka.h>
 
+#include "profiler/symbol_store.h"
 #include "profiler/symbolizer.h"
 
 
@@ -284,17 +285,122 @@ test_dwarf_released_when_idle_and_read_again(void **state)
     assert_true(line > 0);
 
     /* Asked since the last release: kept; then idle: released. */
-    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
-    assert_int_equal(prof_symbolizer_release_dwarf(*state), 1);
-    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 1);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 0);
 
     n = prof_symbolizer_inlines(*state, obj, pc, frames, PROF_INLINES_MAX,
                                 &again);
     assert_int_equal(n, 0);
     assert_int_equal(again, line);
 
-    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
-    assert_int_equal(prof_symbolizer_release_dwarf(*state), 1);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 1);
+}
+
+
+/*
+ * With the instance's symbol store, the DWARF comes from an image the
+ * first process built: the same lines as without it; a released object
+ * unmaps it; another process (a fork, as profiler processes are) maps
+ * the same image without building it; a file without DWARF is
+ * remembered as such.
+ */
+static void
+test_dwarf_from_the_symbol_store(void **state)
+{
+    int                         fd, err, status, exe;
+    pid_t                       child;
+    size_t                      n, len;
+    uint32_t                    line, stored;
+    uint64_t                    pc;
+    const char                 *function;
+    prof_inline_t               frames[PROF_INLINES_MAX];
+    prof_symbolizer_t          *other;
+    prof_symbol_store_t        *store;
+    const prof_object_t        *obj;
+    prof_symbol_store_stats_t   st;
+
+    pc = (uintptr_t) test_target_function + 1;
+
+    obj = prof_symbolize(*state, pc, &function);
+    assert_non_null(obj);
+    (void) prof_symbolizer_inlines(*state, obj, pc, frames, PROF_INLINES_MAX,
+                                   &line);
+    assert_true(line > 0);
+
+    fd = prof_symbol_store_create();
+    assert_true(fd > 0);
+    store = prof_symbol_store_open(fd);
+    assert_non_null(store);
+
+    other = prof_symbolizer_create();
+    assert_non_null(other);
+    prof_symbolizer_set_store(other, store);
+
+    obj = prof_symbolize(other, pc, &function);
+    assert_non_null(obj);
+    n = prof_symbolizer_inlines(other, obj, pc, frames, PROF_INLINES_MAX,
+                                &stored);
+    assert_int_equal(n, 0);
+    assert_int_equal(stored, line);
+
+    prof_symbol_store_stats(store, &st);
+    assert_int_equal(st.images, 1);
+    assert_int_equal(st.built, 1);
+    assert_int_equal(st.mapped, 1);
+    assert_true(st.bytes > 0);
+
+    /* Asked since the last release: kept; then idle: unmapped. */
+    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
+    prof_symbol_store_stats(store, &st);
+    assert_int_equal(st.mapped, 0);
+
+    child = fork();
+    assert_true(child >= 0);
+
+    if (child == 0) {
+        prof_symbol_store_t        *s;
+        prof_symbolizer_t          *sym;
+        prof_symbol_store_stats_t   cst;
+
+        s = prof_symbol_store_open(fd);
+        sym = prof_symbolizer_create();
+        if (s == NULL || sym == NULL) {
+            _exit(10);
+        }
+        prof_symbolizer_set_store(sym, s);
+        obj = prof_symbolize(sym, pc, &function);
+        if (obj == NULL) {
+            _exit(11);
+        }
+        (void) prof_symbolizer_inlines(sym, obj, pc, frames,
+                                       PROF_INLINES_MAX, &stored);
+        prof_symbol_store_stats(s, &cst);
+        _exit(stored != line ? 12 : cst.built != 0 ? 13
+              : cst.mapped != 1 ? 14 : cst.images != 1 ? 15 : 0);
+    }
+
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    /* A file without DWARF (this machine's true(1)): none, remembered. */
+    exe = open("/bin/true", O_RDONLY | O_CLOEXEC);
+    assert_true(exe >= 0);
+    assert_null(prof_symbol_store_dwarf(store, exe, &len, &err));
+    assert_int_equal(err, -ENOENT);
+    assert_null(prof_symbol_store_dwarf(store, exe, &len, &err));
+    assert_int_equal(err, -ENOENT);
+    prof_symbol_store_stats(store, &st);
+    assert_int_equal(st.images, 1);
+    assert_int_equal(st.built, 1);
+    (void) close(exe);
+
+    prof_symbolizer_destroy(other);
+    prof_symbol_store_close(store);
+    (void) close(fd);
 }
 
 
@@ -1625,6 +1731,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_resolves_function_in_this_binary,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_resolves_libc_function_via_dynsym,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dwarf_from_the_symbol_store,
                                         setup, teardown),
         cmocka_unit_test(test_another_process_and_its_exit),
         cmocka_unit_test_setup_teardown(

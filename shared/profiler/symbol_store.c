@@ -1,0 +1,607 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The symbol store (symbol_store.h): a memory file of a table and the
+ * images it lists. The table is the file's first pages; each image starts
+ * on a page of its own after them. Locks (fcntl record locks on the
+ * file's first bytes, advisory): byte 0 the table's, byte 1 + i entry i's
+ * while its image is built.
+ */
+
+#define _GNU_SOURCE
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "profiler/symbol_store.h"
+
+
+#define PROF_STORE_MAGIC        0x31737973666f7270ULL   /* "profsys1" */
+#define PROF_STORE_ENTRIES      256
+#define PROF_STORE_MAX_BYTES    (1ULL << 30)
+/* How long a process waits for another's image before reading its own. */
+#define PROF_STORE_WAIT_NS      (3 * 1000 * 1000 * 1000LL)
+#define PROF_STORE_POLL_NS      (10 * 1000 * 1000)
+
+
+typedef enum {
+    PROF_STORE_FREE = 0,
+    PROF_STORE_BUILDING,                    /* by the holder of its lock */
+    PROF_STORE_READY,
+    PROF_STORE_NONE                         /* the file has no DWARF */
+} prof_store_state_e;
+
+
+typedef struct {
+    uint64_t             dev;               /* the file: its key */
+    uint64_t             ino;
+    uint64_t             size;
+    int64_t              mtime_ns;
+    uint32_t             state;             /* prof_store_state_e */
+    uint32_t             reserved;
+    uint64_t             off;               /* of its image, in the file */
+    uint64_t             len;
+} prof_store_entry_t;
+
+
+typedef struct {
+    uint64_t             magic;
+    uint64_t             used;              /* bytes of images, rounded */
+    uint32_t             count;             /* entries in use or freed */
+    uint32_t             images;
+    prof_store_entry_t   entries[PROF_STORE_ENTRIES];
+} prof_store_table_t;
+
+
+struct prof_symbol_store_s {
+    int                  fd;
+    size_t               table_bytes;       /* rounded to pages */
+    prof_store_table_t  *table;             /* mapped read-write */
+    unsigned             built;
+    unsigned             mapped;
+};
+
+
+static size_t
+prof_store_table_bytes(void)
+{
+    size_t  page;
+
+    page = (size_t) sysconf(_SC_PAGESIZE);
+
+    return (sizeof(prof_store_table_t) + page - 1) & ~(page - 1);
+}
+
+
+int
+prof_symbol_store_create(void)
+{
+    int                  fd, err;
+    size_t               n;
+    prof_store_table_t  *t;
+
+    fd = memfd_create("nginx-profiling-symbols", MFD_CLOEXEC);
+    if (fd == -1) {
+        return -errno;
+    }
+
+    n = prof_store_table_bytes();
+
+    if (ftruncate(fd, (off_t) n) == -1) {
+        err = -errno;
+        (void) close(fd);
+        return err;
+    }
+
+    t = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (t == MAP_FAILED) {
+        err = -errno;
+        (void) close(fd);
+        return err;
+    }
+
+    t->magic = PROF_STORE_MAGIC;
+    (void) munmap(t, n);
+
+    return fd;
+}
+
+
+prof_symbol_store_t *
+prof_symbol_store_open(int fd)
+{
+    prof_symbol_store_t  *s;
+
+    s = calloc(1, sizeof(prof_symbol_store_t));
+    if (s == NULL) {
+        return NULL;
+    }
+
+    s->fd = fd;
+    s->table_bytes = prof_store_table_bytes();
+    s->table = mmap(NULL, s->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                    fd, 0);
+
+    if (s->table == MAP_FAILED || s->table->magic != PROF_STORE_MAGIC) {
+        if (s->table != MAP_FAILED) {
+            (void) munmap(s->table, s->table_bytes);
+        }
+        free(s);
+        return NULL;
+    }
+
+    return s;
+}
+
+
+void
+prof_symbol_store_close(prof_symbol_store_t *s)
+{
+    if (s == NULL) {
+        return;
+    }
+
+    (void) munmap(s->table, s->table_bytes);
+    free(s);
+}
+
+
+/* A record lock on one byte: 0, or -errno (-EAGAIN: held elsewhere). */
+static int
+prof_store_lock(prof_symbol_store_t *s, off_t byte, short type, int wait)
+{
+    struct flock  fl;
+
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = byte;
+    fl.l_len = 1;
+
+    while (fcntl(s->fd, wait ? F_SETLKW : F_SETLK, &fl) == -1) {
+        if (errno != EINTR) {
+            return (errno == EACCES) ? -EAGAIN : -errno;
+        }
+    }
+
+    return 0;
+}
+
+
+#define prof_store_lock_table(s)                                            \
+    prof_store_lock(s, 0, F_WRLCK, 1)
+#define prof_store_unlock_table(s)                                          \
+    (void) prof_store_lock(s, 0, F_UNLCK, 1)
+#define prof_store_entry_byte(s, e)                                         \
+    ((off_t) (1 + ((e) - (s)->table->entries)))
+
+
+static prof_store_entry_t *
+prof_store_find(prof_symbol_store_t *s, const struct stat *st)
+{
+    uint32_t             i;
+    prof_store_entry_t  *e;
+
+    for (i = 0; i < s->table->count && i < PROF_STORE_ENTRIES; i++) {
+        e = &s->table->entries[i];
+
+        if (e->state != PROF_STORE_FREE && e->dev == (uint64_t) st->st_dev
+            && e->ino == (uint64_t) st->st_ino
+            && e->size == (uint64_t) st->st_size
+            && e->mtime_ns == prof_timespec_ns(&st->st_mtim))
+        {
+            return e;
+        }
+    }
+
+    return NULL;
+}
+
+
+static prof_store_entry_t *
+prof_store_claim(prof_symbol_store_t *s, const struct stat *st)
+{
+    uint32_t             i;
+    prof_store_entry_t  *e;
+
+    for (i = 0; i < s->table->count; i++) {
+        if (s->table->entries[i].state == PROF_STORE_FREE) {
+            break;
+        }
+    }
+
+    if (i == PROF_STORE_ENTRIES) {
+        return NULL;
+    }
+
+    if (i == s->table->count) {
+        s->table->count++;
+    }
+
+    e = &s->table->entries[i];
+    memset(e, 0, sizeof(*e));
+    e->dev = (uint64_t) st->st_dev;
+    e->ino = (uint64_t) st->st_ino;
+    e->size = (uint64_t) st->st_size;
+    e->mtime_ns = prof_timespec_ns(&st->st_mtim);
+    e->state = PROF_STORE_BUILDING;
+
+    return e;
+}
+
+
+/* Whether a section goes into an image: what libdw reads. */
+static int
+prof_store_keeps(const char *name)
+{
+    return strncmp(name, ".debug_", 7) == 0
+           || strcmp(name, ".gnu_debugaltlink") == 0;
+}
+
+
+#define prof_store_align(n)     (((n) + 15) & ~(uint64_t) 15)
+
+
+/*
+ * The image of the DWARF of the file at fd, in memory of its own (malloc):
+ * an ELF header, the file's .debug_* sections (decompressed) and
+ * .gnu_debugaltlink, its section names, then the section headers. -ENOENT
+ * when it has no .debug_info; -ENOEXEC when it is not a native 64-bit ELF
+ * file.
+ */
+static int
+prof_store_image(int fd, void **image, size_t *len)
+{
+    int          rc;
+    char        *name, *out;
+    size_t       shstrndx, n, i, kept;
+    uint64_t     total, off;
+    Elf         *elf;
+    Elf_Scn     *scn, **scns;
+    Elf_Data    *data, *strs;
+    Elf64_Ehdr  *ehdr, *oh;
+    Elf64_Shdr  *sh, *osh;
+
+    (void) elf_version(EV_CURRENT);
+
+    elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (elf == NULL) {
+        return -ENOEXEC;
+    }
+
+    rc = -ENOEXEC;
+    scns = NULL;
+
+    ehdr = elf64_getehdr(elf);
+    if (ehdr == NULL || ehdr->e_ident[EI_DATA] != ELFDATA2LSB
+        || elf_getshdrstrndx(elf, &shstrndx) != 0
+        || elf_getshdrnum(elf, &n) != 0
+        || (strs = elf_getdata(elf_getscn(elf, shstrndx), NULL)) == NULL)
+    {
+        goto done;
+    }
+
+    rc = -ENOMEM;
+    scns = calloc(n + 1, sizeof(Elf_Scn *));
+    if (scns == NULL) {
+        goto done;
+    }
+
+    /* The sections kept, decompressed; the size of the image. */
+    rc = -ENOENT;
+    kept = 0;
+    total = sizeof(Elf64_Ehdr) + prof_store_align(strs->d_size);
+
+    for (scn = elf_nextscn(elf, NULL); scn != NULL;
+         scn = elf_nextscn(elf, scn))
+    {
+        sh = elf64_getshdr(scn);
+        if (sh == NULL || sh->sh_type == SHT_NOBITS
+            || (name = elf_strptr(elf, shstrndx, sh->sh_name)) == NULL
+            || !prof_store_keeps(name))
+        {
+            continue;
+        }
+
+        if ((sh->sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0) {
+            continue;
+        }
+
+        data = elf_getdata(scn, NULL);
+        if (data == NULL || data->d_buf == NULL) {
+            continue;
+        }
+
+        if (strcmp(name, ".debug_info") == 0) {
+            rc = 0;
+        }
+
+        scns[kept++] = scn;
+        total += prof_store_align(data->d_size);
+    }
+
+    if (rc != 0) {
+        goto done;
+    }
+
+    total += (kept + 2) * sizeof(Elf64_Shdr);
+
+    out = calloc(1, total);
+    if (out == NULL) {
+        rc = -ENOMEM;
+        goto done;
+    }
+
+    /* Section 0 is null, 1 the names, then those kept in their order. */
+    oh = (Elf64_Ehdr *) out;
+    *oh = *ehdr;
+    oh->e_phoff = 0;
+    oh->e_phnum = 0;
+    oh->e_shentsize = sizeof(Elf64_Shdr);
+    oh->e_shnum = (Elf64_Half) (kept + 2);
+    oh->e_shstrndx = 1;
+    oh->e_shoff = total - (kept + 2) * sizeof(Elf64_Shdr);
+
+    osh = (Elf64_Shdr *) (out + oh->e_shoff);
+    off = sizeof(Elf64_Ehdr);
+
+    osh[1] = *elf64_getshdr(elf_getscn(elf, shstrndx));
+    osh[1].sh_offset = off;
+    osh[1].sh_size = strs->d_size;
+    memcpy(out + off, strs->d_buf, strs->d_size);
+    off += prof_store_align(strs->d_size);
+
+    for (i = 0; i < kept; i++) {
+        data = elf_getdata(scns[i], NULL);
+        osh[i + 2] = *elf64_getshdr(scns[i]);
+        osh[i + 2].sh_flags &= ~(uint64_t) SHF_COMPRESSED;
+        osh[i + 2].sh_offset = off;
+        osh[i + 2].sh_size = data->d_size;
+        osh[i + 2].sh_link = 0;
+        memcpy(out + off, data->d_buf, data->d_size);
+        off += prof_store_align(data->d_size);
+    }
+
+    *image = out;
+    *len = total;
+
+done:
+
+    free(scns);
+    (void) elf_end(elf);
+
+    return rc;
+}
+
+
+static int
+prof_store_write(int fd, const char *p, size_t len, uint64_t off)
+{
+    ssize_t  n;
+
+    while (len > 0) {
+        n = pwrite(fd, p, len, (off_t) off);
+        if (n == -1) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        p += n;
+        len -= (size_t) n;
+        off += (uint64_t) n;
+    }
+
+    return 0;
+}
+
+
+/*
+ * Builds entry e's image (its lock held, the table's not) and marks it
+ * ready, or none, or free again on a failure that may pass.
+ */
+static int
+prof_store_build(prof_symbol_store_t *s, prof_store_entry_t *e, int fd)
+{
+    int       rc;
+    void     *image;
+    size_t    len, page;
+    uint64_t  off, rounded;
+
+    image = NULL;
+    rc = prof_store_image(fd, &image, &len);
+
+    page = (size_t) sysconf(_SC_PAGESIZE);
+    off = 0;
+
+    if (prof_store_lock_table(s) != 0) {
+        free(image);
+        return -ENOLCK;
+    }
+
+    if (rc == 0) {
+        rounded = (len + page - 1) & ~(uint64_t) (page - 1);
+
+        if (s->table->used + rounded > PROF_STORE_MAX_BYTES) {
+            rc = -ENOSPC;
+
+        } else {
+            off = s->table_bytes + s->table->used;
+            if (ftruncate(s->fd, (off_t) (off + rounded)) == -1) {
+                rc = -errno;
+            } else {
+                s->table->used += rounded;
+            }
+        }
+    }
+
+    prof_store_unlock_table(s);
+
+    /* Its pages allocated, then written: an error, never SIGBUS. */
+    if (rc == 0) {
+        if (fallocate(s->fd, 0, (off_t) off, (off_t) len) == -1
+            && errno != EOPNOTSUPP)
+        {
+            rc = -errno;
+        } else {
+            rc = prof_store_write(s->fd, image, len, off);
+        }
+    }
+
+    free(image);
+
+    (void) prof_store_lock_table(s);
+
+    if (rc == 0) {
+        e->off = off;
+        e->len = len;
+        e->state = PROF_STORE_READY;
+        s->table->images++;
+        s->built++;
+
+    } else if (rc == -ENOENT || rc == -ENOEXEC) {
+        e->state = PROF_STORE_NONE;
+
+    } else {
+        e->state = PROF_STORE_FREE;     /* its pages, if any, are lost */
+    }
+
+    prof_store_unlock_table(s);
+    (void) prof_store_lock(s, prof_store_entry_byte(s, e), F_UNLCK, 0);
+
+    return rc;
+}
+
+
+void *
+prof_symbol_store_dwarf(prof_symbol_store_t *s, int fd, size_t *len,
+    int *err)
+{
+    int                  rc;
+    void                *image;
+    int64_t              deadline;
+    uint64_t             off;
+    struct stat          st;
+    struct timespec      pause = { 0, PROF_STORE_POLL_NS };
+    prof_store_entry_t  *e;
+
+    if (fstat(fd, &st) == -1) {
+        *err = -errno;
+        return NULL;
+    }
+
+    deadline = prof_clock_ns(CLOCK_MONOTONIC) + PROF_STORE_WAIT_NS;
+
+    for ( ;; ) {
+        if (prof_store_lock_table(s) != 0) {
+            *err = -ENOLCK;
+            return NULL;
+        }
+
+        e = prof_store_find(s, &st);
+
+        if (e == NULL) {
+            e = prof_store_claim(s, &st);
+            if (e == NULL) {
+                prof_store_unlock_table(s);
+                *err = -ENOSPC;
+                return NULL;
+            }
+
+            /* Held before the table is let go: nobody takes it over. */
+            (void) prof_store_lock(s, prof_store_entry_byte(s, e), F_WRLCK,
+                                   0);
+            prof_store_unlock_table(s);
+
+            rc = prof_store_build(s, e, fd);
+            if (rc != 0) {
+                *err = rc;
+                return NULL;
+            }
+
+            continue;
+        }
+
+        if (e->state == PROF_STORE_READY) {
+            off = e->off;
+            *len = e->len;
+            prof_store_unlock_table(s);
+            break;
+        }
+
+        if (e->state == PROF_STORE_NONE) {
+            prof_store_unlock_table(s);
+            *err = -ENOENT;
+            return NULL;
+        }
+
+        /* Being built: by a live process while its lock is held. */
+        if (prof_store_lock(s, prof_store_entry_byte(s, e), F_WRLCK, 0)
+            == 0)
+        {
+            prof_store_unlock_table(s);
+
+            rc = prof_store_build(s, e, fd);
+            if (rc != 0) {
+                *err = rc;
+                return NULL;
+            }
+
+            continue;
+        }
+
+        prof_store_unlock_table(s);
+
+        if (prof_clock_ns(CLOCK_MONOTONIC) >= deadline) {
+            *err = -ETIMEDOUT;
+            return NULL;
+        }
+
+        (void) nanosleep(&pause, NULL);
+    }
+
+    image = mmap(NULL, *len, PROT_READ, MAP_SHARED, s->fd, (off_t) off);
+    if (image == MAP_FAILED) {
+        *err = -errno;
+        return NULL;
+    }
+
+    s->mapped++;
+
+    return image;
+}
+
+
+void
+prof_symbol_store_unmap(prof_symbol_store_t *s, void *image, size_t len)
+{
+    (void) munmap(image, len);
+    s->mapped--;
+}
+
+
+void
+prof_symbol_store_stats(prof_symbol_store_t *s,
+    prof_symbol_store_stats_t *stats)
+{
+    memset(stats, 0, sizeof(*stats));
+
+    if (s == NULL) {
+        return;
+    }
+
+    /* Without the lock: figures, each read whole. */
+    stats->bytes = __atomic_load_n(&s->table->used, __ATOMIC_RELAXED);
+    stats->images = __atomic_load_n(&s->table->images, __ATOMIC_RELAXED);
+    stats->built = s->built;
+    stats->mapped = s->mapped;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The symbol store: what every profiler process of an instance would
+ * otherwise compute alike, computed once and held once. A memory file
+ * (memfd) the master creates before its first workers and keeps for its
+ * life; every worker, and so every profiler process, inherits its
+ * descriptor. It holds images: for each file whose DWARF a profiler
+ * process reads for inlined functions, the file's .debug_* sections,
+ * decompressed, as an ELF image libdw reads in place (elf_memory), which
+ * every process maps read-only: its pages count once in the instance, not
+ * once per worker (the 9-10 MB of glibc's debug file, for one).
+ *
+ * Entries are keyed by the file (device, inode, size, modification time)
+ * and never change once ready; the first process to ask builds an image
+ * (outside the table's lock, holding a lock on its entry's byte), the
+ * others wait for it, with a deadline, or take over an entry whose builder
+ * died. Locks are fcntl()'s record locks: a process that dies holds none.
+ * Nothing is ever freed before the master exits: the store is bounded
+ * (PROF_STORE_MAX_BYTES, PROF_STORE_ENTRIES), and past its bound a process
+ * reads its own DWARF, as without a store.
+ *
+ * Threading: the profiler process's loop thread only. It reads files and
+ * may block (building an image, or waiting for another process's):
+ * never on a signal handler or the event loop of a worker. The worker
+ * never maps it.
+ */
+
+#ifndef PROF_SYMBOL_STORE_H
+#define PROF_SYMBOL_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+
+/* What a store holds, for the status page and the exit line. */
+typedef struct {
+    uint64_t             bytes;             /* of images, all processes */
+    unsigned             images;
+    unsigned             built;             /* by this process */
+    unsigned             mapped;            /* by this process, now */
+} prof_symbol_store_stats_t;
+
+
+typedef struct prof_symbol_store_s  prof_symbol_store_t;
+
+
+/* In the master: a new store's descriptor (close-on-exec), or -errno. */
+int prof_symbol_store_create(void);
+
+/* In a profiler process: the store of that descriptor, or NULL. */
+prof_symbol_store_t *prof_symbol_store_open(int fd);
+
+void prof_symbol_store_close(prof_symbol_store_t *s);
+
+/*
+ * The DWARF image of the file open at fd (any offset; it is not moved),
+ * mapped read-only: its address and *len, built now if no process has,
+ * or NULL: -ENOENT when the file has no DWARF (remembered for the
+ * others), -ENOSPC when the store is full, -ETIMEDOUT when another
+ * process is still building it, -errno. Unmap with
+ * prof_symbol_store_unmap().
+ */
+void *prof_symbol_store_dwarf(prof_symbol_store_t *s, int fd, size_t *len,
+    int *err);
+
+void prof_symbol_store_unmap(prof_symbol_store_t *s, void *image,
+    size_t len);
+
+void prof_symbol_store_stats(prof_symbol_store_t *s,
+    prof_symbol_store_stats_t *stats);
+
+
+#endif /* PROF_SYMBOL_STORE_H */
