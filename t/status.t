@@ -18,6 +18,7 @@ use Time::HiRes qw(time);
 
 use ProfHTTP;
 use ProfNginx;
+use ProfProc;
 use ProfWait;
 use ProfWorkload;
 
@@ -109,6 +110,26 @@ ok($s->{json}{totals}{counters}{cpu_samples}
       + $w->{$pids[1]}{counters}{cpu_samples},
    'cpu_samples too');
 
+# What each profiler process holds: its PSS as the kernel says, its
+# queue against the ceiling (the default, 8m), its tables and symbols.
+for my $pid (@pids) {
+    my $m = $w->{$pid}{memory};
+    my $profiler = $w->{$pid}{profiler_pid};
+    my $kb = ProfProc::pss_kb($profiler) // 0;
+    ok($m->{pss} > 0 && $m->{pss} < 4 * $kb * 1024
+       && $m->{pss} * 4 > $kb * 1024,
+       "worker $pid: its profiler's PSS, $m->{pss} bytes ($kb kB now)");
+    is($m->{queue_limit}, 8 * 1024 * 1024, "worker $pid: the queue's ceiling");
+    ok($m->{queued} > 0 && $m->{queued} <= $m->{queue_limit},
+       "worker $pid: queued $m->{queued} bytes");
+    ok($m->{tables} > 0, "worker $pid: tables, $m->{tables} bytes");
+    ok($m->{functions} > 1000 && $m->{function_bytes} > 0,
+       "worker $pid: $m->{functions} functions named");
+    ok(exists $m->{$_}, "worker $pid: memory $_")
+        for qw(heap dwarf_open symbol_store symbol_store_images
+               symbol_store_mapped);
+}
+
 my $text = $t->get('/status?format=text');
 like($text->{headers}{'content-type'}, qr{^text/plain}, '?format=text');
 for my $pid (@pids) {
@@ -118,6 +139,8 @@ for my $pid (@pids) {
 like($text->{content}, qr/ uploads_failed_connect=[1-9]/,
      'with the counters');
 like($text->{content}, qr/last upload: \S+ failed: /, 'and the outcome');
+like($text->{content}, qr/^  memory: pss [1-9]\d*, heap \d+, queued [1-9]\d* of 8388608, /m,
+     'and what the profiler process holds');
 
 my $post = $t->http->post("http://127.0.0.1:" . $t->port . "/status");
 is($post->{status}, 405, 'POST is not allowed');

@@ -185,6 +185,7 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     prof_status_copy_text(s.last_error, info->last_error);
     prof_status_copy_symbols(s.symbols, info->symbols);
     prof_status_copy_text(s.lua, info->lua);
+    s.memory = info->memory;
 
     n = 0;
     for (f = prof_diagnostics_fields;
@@ -414,6 +415,24 @@ prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
         rc |= prof_buffer_append_str(out, "}");
     }
 
+    rc |= prof_buffer_printf(out, ",\"memory\":{\"pss\":%llu,\"heap\":%llu,"
+                             "\"queued\":%llu,\"queue_limit\":%llu,"
+                             "\"tables\":%llu,\"functions\":%llu,"
+                             "\"function_bytes\":%llu,\"dwarf_open\":%llu,"
+                             "\"symbol_store\":%llu,"
+                             "\"symbol_store_images\":%llu,"
+                             "\"symbol_store_mapped\":%llu}",
+                             (unsigned long long) s->memory.pss,
+                             (unsigned long long) s->memory.heap,
+                             (unsigned long long) s->memory.queued,
+                             (unsigned long long) s->memory.queue_limit,
+                             (unsigned long long) s->memory.tables,
+                             (unsigned long long) s->memory.functions,
+                             (unsigned long long) s->memory.function_bytes,
+                             (unsigned long long) s->memory.dwarf_open,
+                             (unsigned long long) s->memory.store,
+                             (unsigned long long) s->memory.store_images,
+                             (unsigned long long) s->memory.store_mapped);
     rc |= prof_buffer_append_str(out, ",\"counters\":");
     rc |= prof_status_json_counters(out, s->counters, s->counter_count);
     rc |= prof_buffer_append_str(out, ",\"symbols\":");
@@ -544,6 +563,24 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
 
         if (s.symbols[0] != '\0') {
             rc |= prof_status_text_symbols(out, s.symbols);
+        }
+
+        if (s.running) {
+            rc |= prof_buffer_printf(out, "  memory: pss %llu, heap %llu, "
+                      "queued %llu of %llu, tables %llu, functions %llu "
+                      "(%llu bytes), dwarf open %llu, symbol store %llu "
+                      "(%llu images, %llu mapped here)\n",
+                      (unsigned long long) s.memory.pss,
+                      (unsigned long long) s.memory.heap,
+                      (unsigned long long) s.memory.queued,
+                      (unsigned long long) s.memory.queue_limit,
+                      (unsigned long long) s.memory.tables,
+                      (unsigned long long) s.memory.functions,
+                      (unsigned long long) s.memory.function_bytes,
+                      (unsigned long long) s.memory.dwarf_open,
+                      (unsigned long long) s.memory.store,
+                      (unsigned long long) s.memory.store_images,
+                      (unsigned long long) s.memory.store_mapped);
         }
 
         rc |= prof_buffer_append_str(out, " ");

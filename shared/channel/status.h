@@ -39,6 +39,26 @@
 #define PROF_STATUS_SYMBOLS_MAX  2048
 
 
+/* What a profiler process holds: bytes, but where a count is said. */
+typedef struct {
+    uint64_t     pss;                   /* its proportional set size */
+    uint64_t     heap;                  /* malloc's, in use (glibc) */
+    uint64_t     queued;                /* sample batches allocated */
+    uint64_t     queue_limit;           /* their ceiling */
+    uint64_t     tables;                /* the open profile's, the labels
+                                           awaiting it, the addresses
+                                           named */
+    uint64_t     functions;             /* count: in its symbol tables */
+    uint64_t     function_bytes;        /* their entries */
+    uint64_t     dwarf_open;            /* count: objects whose DWARF is
+                                           held */
+    uint64_t     store;                 /* the instance's symbol store,
+                                           every process's images */
+    uint64_t     store_images;          /* count */
+    uint64_t     store_mapped;          /* count: images it maps now */
+} prof_status_memory_t;
+
+
 typedef struct prof_status_slot_s {
     uint32_t     seq;                   /* odd while written */
     int32_t      pid;                   /* 0: free */
@@ -63,6 +83,7 @@ typedef struct prof_status_slot_s {
                                            from: "path\tsource\n"... */
     char         lua[PROF_STATUS_TEXT_MAX];     /* the LuaJIT whose frames
                                            its samples carry, "": none */
+    prof_status_memory_t  memory;
 } prof_status_slot_t;
 
 
@@ -77,6 +98,7 @@ typedef struct {
     const char  *last_error;
     const char  *symbols;               /* as the slot's, NULL: none */
     const char  *lua;                   /* as the slot's, NULL: none */
+    prof_status_memory_t  memory;
 } prof_status_info_t;
 
 

@@ -255,3 +255,13 @@ prof_intern_memory(const prof_intern_t *t)
            + (t->slots ? (t->slot_mask + 1) * sizeof(uint32_t) : 0)
            + t->keys_capacity;
 }
+
+
+size_t
+prof_intern_bytes(const prof_intern_t *t)
+{
+    return (size_t) t->entries_capacity * sizeof(prof_intern_entry_t)
+           + (t->slots != NULL ? ((size_t) t->slot_mask + 1) * sizeof(uint32_t)
+                               : 0)
+           + t->keys_capacity;
+}

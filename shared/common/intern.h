@@ -38,6 +38,9 @@ void prof_intern_init(prof_intern_t *t);
 void prof_intern_free(prof_intern_t *t);
 void prof_intern_clear(prof_intern_t *t);   /* keeps the memory */
 
+/* The bytes it holds (allocated, used or not). */
+size_t prof_intern_bytes(const prof_intern_t *t);
+
 /*
  * Index of key, inserting it when new (*inserted = 1). Returns -ENOMEM
  * (and inserts nothing) when memory runs out.

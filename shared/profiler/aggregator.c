@@ -25,6 +25,20 @@ typedef struct {
 } prof_raw_key_t;
 
 
+/*
+ * A request tag's labels as held until its profile closes: the endpoint
+ * interned (endpoint_names), a request's name is seldom its own. A
+ * fourth of prof_labels_t, held for every request a sample caught.
+ */
+typedef struct {
+    uint64_t                 tag;
+    uint64_t                 request;
+    uint64_t                 span_id;
+    uint64_t                 local_root_span_id;
+    uint32_t                 endpoint;          /* 1 + its index, 0 none */
+} prof_tag_labels_t;
+
+
 struct prof_aggregator_s {
     prof_aggregator_conf_t   conf;
     prof_profile_t          *profile;           /* open */
@@ -36,8 +50,9 @@ struct prof_aggregator_s {
     size_t                   raw_capacity;
 
     prof_intern_t            tags;              /* uint64_t, resolved */
-    prof_labels_t           *labels;            /* by tag index */
+    prof_tag_labels_t       *labels;            /* by tag index */
     size_t                   labels_capacity;
+    prof_intern_t            endpoint_names;    /* of the labels held */
 
     prof_intern_t            addresses;         /* uint64_t pc */
     prof_address_t          *address_info;      /* by address index */
@@ -118,6 +133,7 @@ prof_aggregator_create(const prof_aggregator_conf_t *conf)
     prof_intern_init(&agg->addresses);
     prof_intern_init(&agg->raw_keys);
     prof_intern_init(&agg->tags);
+    prof_intern_init(&agg->endpoint_names);
 
     agg->profile = prof_profile_create(agg, conf->start_realtime_ns);
     if (agg->profile == NULL) {
@@ -135,6 +151,7 @@ prof_aggregator_destroy(prof_aggregator_t *agg)
     prof_profile_free(agg->profile);
     prof_intern_free(&agg->raw_keys);
     prof_intern_free(&agg->tags);
+    prof_intern_free(&agg->endpoint_names);
     prof_aggregator_forget_addresses(agg);
     free(agg->raw_values);
     free(agg->labels);
@@ -524,10 +541,11 @@ int
 prof_aggregator_add_labels(prof_aggregator_t *agg,
     const prof_labels_t *labels)
 {
-    int             inserted;
-    size_t          cap;
-    int64_t         index;
-    prof_labels_t  *l;
+    int                 inserted;
+    size_t              cap;
+    int64_t             index, name;
+    uint32_t            length;
+    prof_tag_labels_t  *l;
 
     if (agg->tags.count >= PROF_LABELS_MAX) {
         prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
@@ -536,7 +554,7 @@ prof_aggregator_add_labels(prof_aggregator_t *agg,
 
     if (agg->tags.count >= agg->labels_capacity) {
         cap = agg->labels_capacity ? agg->labels_capacity * 2 : 64;
-        l = realloc(agg->labels, cap * sizeof(prof_labels_t));
+        l = realloc(agg->labels, cap * sizeof(prof_tag_labels_t));
         if (l == NULL) {
             prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
             return -ENOMEM;
@@ -545,17 +563,25 @@ prof_aggregator_add_labels(prof_aggregator_t *agg,
         agg->labels_capacity = cap;
     }
 
-    index = prof_intern(&agg->tags, &labels->tag, sizeof(uint64_t),
-                        &inserted);
+    length = (labels->endpoint_length < PROF_ENDPOINT_MAX)
+             ? labels->endpoint_length : PROF_ENDPOINT_MAX;
+    name = (length > 0) ? prof_intern(&agg->endpoint_names, labels->endpoint,
+                                      length, &inserted)
+                        : -1;
+    index = (length > 0 && name < 0)
+            ? -1 : prof_intern(&agg->tags, &labels->tag, sizeof(uint64_t),
+                               &inserted);
     if (index < 0) {
         prof_counter_add(agg->conf.diagnostics->labels_dropped, 1);
         return -ENOMEM;
     }
 
-    agg->labels[index] = *labels;
-    if (agg->labels[index].endpoint_length > PROF_ENDPOINT_MAX) {
-        agg->labels[index].endpoint_length = PROF_ENDPOINT_MAX;
-    }
+    l = &agg->labels[index];
+    l->tag = labels->tag;
+    l->request = labels->request;
+    l->span_id = labels->span_id;
+    l->local_root_span_id = labels->local_root_span_id;
+    l->endpoint = (uint32_t) (name + 1);
 
     return 0;
 }
@@ -564,7 +590,7 @@ prof_aggregator_add_labels(prof_aggregator_t *agg,
 /* Whether a resolution of a request is better than another: ids first,
    then the later one. */
 static int
-prof_labels_better(const prof_labels_t *a, const prof_labels_t *b)
+prof_labels_better(const prof_tag_labels_t *a, const prof_tag_labels_t *b)
 {
     if ((a->span_id != 0) != (b->span_id != 0)) {
         return a->span_id != 0;
@@ -582,13 +608,15 @@ static int
 prof_aggregator_resolve(prof_aggregator_t *agg)
 {
     int                      inserted;
+    size_t                   length;
     int64_t                  index, t, r, *v, *to;
     uint32_t                 i, k, *best;
+    const void              *name;
     prof_intern_t            requests;
     prof_profile_t          *p = agg->profile;
     prof_sample_key_t        key;
     const prof_raw_key_t    *raw;
-    const prof_labels_t     *l;
+    const prof_tag_labels_t *l;
 
     prof_intern_init(&requests);
 
@@ -640,9 +668,10 @@ prof_aggregator_resolve(prof_aggregator_t *agg)
             key.span_id = l->span_id;
             key.local_root_span_id = l->local_root_span_id;
 
-            if (l->endpoint_length > 0) {
-                index = prof_intern(&p->endpoints, l->endpoint,
-                                    l->endpoint_length, &inserted);
+            if (l->endpoint > 0) {
+                name = prof_intern_key(&agg->endpoint_names,
+                                       l->endpoint - 1, &length);
+                index = prof_intern(&p->endpoints, name, length, &inserted);
                 if (index < 0) {
                     goto failed;
                 }
@@ -678,27 +707,77 @@ failed:
 }
 
 
-/* Resolutions of the tags up to last_tag are done with: the rest stay. */
+/*
+ * Resolutions of the tags up to last_tag are done with: the rest stay,
+ * with their endpoints' names (interned again; on a failure, a name is
+ * lost, not a resolution). The memory of tables that outgrew what stays
+ * is given back.
+ */
 static void
 prof_aggregator_forget_labels(prof_aggregator_t *agg, uint64_t last_tag)
 {
-    int       inserted;
-    uint32_t  i, kept;
+    int                 inserted;
+    size_t              length;
+    int64_t             name;
+    uint32_t            i, kept;
+    const void         *old;
+    prof_intern_t       names;
+    prof_tag_labels_t  *l;
 
     kept = 0;
+    prof_intern_init(&names);
 
     for (i = 0; i < agg->tags.count; i++) {
-        if (agg->labels[i].tag > last_tag) {
-            agg->labels[kept++] = agg->labels[i];
+        l = &agg->labels[i];
+
+        if (l->tag <= last_tag) {
+            continue;
         }
+
+        if (l->endpoint > 0) {
+            old = prof_intern_key(&agg->endpoint_names, l->endpoint - 1,
+                                  &length);
+            name = prof_intern(&names, old, length, &inserted);
+            l->endpoint = (uint32_t) (name + 1);
+        }
+
+        agg->labels[kept++] = *l;
     }
 
-    prof_intern_clear(&agg->tags);
+    prof_intern_free(&agg->endpoint_names);
+    agg->endpoint_names = names;
 
+    if (kept >= agg->labels_capacity / 4) {
+        prof_intern_clear(&agg->tags);
+
+    } else {
+        l = (kept > 0) ? malloc(kept * sizeof(prof_tag_labels_t)) : NULL;
+
+        if (l != NULL || kept == 0) {
+            if (kept > 0) {
+                memcpy(l, agg->labels, kept * sizeof(prof_tag_labels_t));
+            }
+            free(agg->labels);
+            agg->labels = l;
+            agg->labels_capacity = kept;
+        }
+
+        prof_intern_free(&agg->tags);
+        prof_intern_init(&agg->tags);
+    }
+
+    /*
+     * Kept by a clear, the table's memory has room; a table made again
+     * may fail to grow: the resolutions past that are lost, not shifted.
+     */
     for (i = 0; i < kept; i++) {
-        /* The table's memory is kept by the clear: no failure here. */
-        (void) prof_intern(&agg->tags, &agg->labels[i].tag, sizeof(uint64_t),
-                           &inserted);
+        if (prof_intern(&agg->tags, &agg->labels[i].tag, sizeof(uint64_t),
+                        &inserted) < 0)
+        {
+            prof_counter_add(agg->conf.diagnostics->labels_dropped,
+                             kept - i);
+            break;
+        }
     }
 }
 
@@ -832,4 +911,28 @@ prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b,
     }
 
     return rc;
+}
+
+
+size_t
+prof_aggregator_bytes(const prof_aggregator_t *agg)
+{
+    size_t                 n;
+    const prof_profile_t  *p = agg->profile;
+
+    n = prof_intern_bytes(&agg->raw_keys)
+        + agg->raw_capacity * PROF_VALUE_COUNT * sizeof(int64_t)
+        + prof_intern_bytes(&agg->tags)
+        + agg->labels_capacity * sizeof(prof_tag_labels_t)
+        + prof_intern_bytes(&agg->endpoint_names)
+        + prof_intern_bytes(&agg->addresses)
+        + agg->address_capacity * sizeof(prof_address_t);
+
+    if (p != NULL) {
+        n += prof_intern_bytes(&p->stacks) + prof_intern_bytes(&p->keys)
+             + prof_intern_bytes(&p->endpoints)
+             + p->values_capacity * PROF_VALUE_COUNT * sizeof(int64_t);
+    }
+
+    return n;
 }

@@ -126,6 +126,13 @@ void prof_aggregator_destroy(prof_aggregator_t *agg);
 int prof_aggregator_consume(prof_aggregator_t *agg, const prof_batch_t *b,
     prof_endpoint_counts_t *counts);
 
+/*
+ * The bytes its tables hold (allocated): the open profile's stacks, keys
+ * and values, the samples and labels awaiting its close, and the names
+ * of the addresses known.
+ */
+size_t prof_aggregator_bytes(const prof_aggregator_t *agg);
+
 /* The labels of a request tag, for the profile its samples are in. */
 int prof_aggregator_add_labels(prof_aggregator_t *agg,
     const prof_labels_t *labels);

@@ -2,17 +2,78 @@
 
 /*
  * The worker's status slot, written by its profiler process: counters,
- * the last upload and error, where the objects' names come from, and
- * what LuaJIT support found.
+ * the last upload and error, where the objects' names come from, what
+ * LuaJIT support found and what the process holds.
  */
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/buffer.h"
 #include "channel/status.h"
+#include "profiler/aggregator.h"
 #include "profiler/status_publish.h"
+#include "profiler/symbol_store.h"
+
+
+/* This process's proportional set size, from the kernel: bytes, 0. */
+static uint64_t
+prof_status_pss(void)
+{
+    FILE                *f;
+    char                 line[128];
+    unsigned long long   kb;
+
+    f = fopen("/proc/self/smaps_rollup", "re");
+    if (f == NULL) {
+        return 0;
+    }
+
+    kb = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "Pss: %llu kB", &kb) == 1) {
+            break;
+        }
+    }
+
+    (void) fclose(f);
+
+    return (uint64_t) kb * 1024;
+}
+
+
+/* What this process holds, for the status page. */
+static void
+prof_status_memory(prof_process_t *p, prof_status_memory_t *m)
+{
+    prof_symbolizer_stats_t    ss;
+    prof_symbol_store_stats_t  st;
+
+    m->pss = prof_status_pss();
+#ifdef __GLIBC__
+    {
+        struct mallinfo2  mi = mallinfo2();
+
+        m->heap = mi.uordblks + mi.hblkhd;
+    }
+#endif
+    m->queued = prof_queue_allocated_bytes(&p->queue);
+    m->queue_limit = p->conf.memory_limit;
+    m->tables = (p->aggregator != NULL) ? prof_aggregator_bytes(p->aggregator)
+                                        : 0;
+
+    prof_symbolizer_stats(p->symbolizer, &ss);
+    m->functions = ss.functions;
+    m->function_bytes = ss.function_bytes;
+    m->dwarf_open = ss.dwarf_open;
+
+    prof_symbol_store_stats(p->store, &st);
+    m->store = st.bytes;
+    m->store_images = st.images;
+    m->store_mapped = st.mapped;
+}
 
 
 /* The status slot, from the loop thread: counters and the last news. */
@@ -86,6 +147,8 @@ prof_publish_status(prof_process_t *p)
     {
         info.lua = lua;
     }
+
+    prof_status_memory(p, &info.memory);
 
     prof_status_publish(p->conf.status_slot, &p->channel->diagnostics, &info);
     prof_buffer_free(&symbols);

@@ -204,6 +204,16 @@ prof_symbolizer_corrupt_object(prof_symbolizer_t *sym)
 void
 prof_symbolizer_stats(prof_symbolizer_t *sym, prof_symbolizer_stats_t *stats)
 {
+    size_t              i;
+    prof_sym_object_t  *o;
+
     *stats = sym->stats;
     stats->objects_held = sym->nobjects;
+
+    for (i = 0; i < sym->nobjects; i++) {
+        o = sym->objects[i];
+        stats->functions += o->table.nsyms;
+        stats->function_bytes += o->table.nsyms * sizeof(prof_symbol_t);
+        stats->dwarf_open += (o->dwarf != NULL);
+    }
 }

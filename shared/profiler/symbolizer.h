@@ -69,6 +69,9 @@ typedef struct {
     uint64_t      objects_held;     /* objects in memory now */
     uint64_t      objects_evicted;  /* freed by prof_symbolizer_collect() */
     uint64_t      objects_corrupt;  /* found malformed, each counted once */
+    uint64_t      functions;        /* in the symbol tables held */
+    uint64_t      function_bytes;   /* of those tables' entries */
+    uint64_t      dwarf_open;       /* objects whose DWARF is held */
 } prof_symbolizer_stats_t;
 
 
