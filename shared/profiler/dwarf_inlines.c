@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "profiler/dwarf_inlines.h"
 #include "profiler/elf_file.h"
 #include "profiler/object_cache.h"
@@ -27,6 +28,9 @@
 
 /* Bytes of DWARF sections (decompressed) read for inlined functions. */
 #define PROF_SYM_DWARF_MAX      (256ULL << 20)
+
+/* When another process builds the store's image past the wait. */
+#define PROF_SYM_DWARF_RETRY_NS (10 * 1000 * 1000 * 1000LL)
 
 
 /*
@@ -99,7 +103,7 @@ prof_symbolizer_set_store(prof_symbolizer_t *sym, prof_symbol_store_t *store)
  * The DWARF of the file open at fd from the instance's symbol store: its
  * image, built by whichever profiler process asked first, mapped here.
  */
-static void
+static int
 prof_sym_dwarf_shared(prof_symbolizer_t *sym, prof_sym_object_t *o, int fd)
 {
     int      err;
@@ -108,7 +112,7 @@ prof_sym_dwarf_shared(prof_symbolizer_t *sym, prof_sym_object_t *o, int fd)
 
     image = prof_symbol_store_dwarf(sym->store, fd, &len, &err);
     if (image == NULL) {
-        return;
+        return err;
     }
 
     o->dwarf_elf = elf_memory(image, len);
@@ -122,12 +126,14 @@ prof_sym_dwarf_shared(prof_symbolizer_t *sym, prof_sym_object_t *o, int fd)
             o->dwarf_elf = NULL;
         }
         prof_symbol_store_unmap(sym->store, image, len);
-        return;
+        return -ENOEXEC;
     }
 
     o->dwarf_store = sym->store;
     o->dwarf_image = image;
     o->dwarf_image_len = len;
+
+    return 0;
 }
 
 
@@ -171,6 +177,13 @@ prof_sym_dwarf(prof_symbolizer_t *sym, prof_sym_object_t *o)
         return o->dwarf;
     }
 
+    /* Another process was building its image: asked again later. */
+    if (o->dwarf_retry_ns != 0
+        && prof_clock_ns(CLOCK_MONOTONIC) < o->dwarf_retry_ns)
+    {
+        return NULL;
+    }
+
     o->dwarf_tried = 1;
 
     if (o->names_fd >= 0) {
@@ -203,8 +216,19 @@ prof_sym_dwarf(prof_symbolizer_t *sym, prof_sym_object_t *o)
         prof_elf_close(&elf);
     }
 
-    if (rc == 0 && sym->store != NULL) {
-        prof_sym_dwarf_shared(sym, o, fd);
+    /*
+     * From the store; while another process is still building the image
+     * (a niced process on a busy machine), none for now rather than a
+     * copy of its own.
+     */
+    if (rc == 0 && sym->store != NULL
+        && prof_sym_dwarf_shared(sym, o, fd) == -ETIMEDOUT)
+    {
+        o->dwarf_tried = 0;
+        o->dwarf_retry_ns = prof_clock_ns(CLOCK_MONOTONIC)
+                            + PROF_SYM_DWARF_RETRY_NS;
+        close(fd);
+        return NULL;
     }
 
     /* Without a store, or past its bounds: its own. */

@@ -54,6 +54,8 @@ typedef struct {
     void                *dwarf_image;       /* store holds it: NULL, or */
     size_t               dwarf_image_len;   /* mapped from */
     prof_symbol_store_t *dwarf_store;
+    int64_t              dwarf_retry_ns;    /* not asked before: its
+                                               image was being built */
     unsigned             dwarf_tried:1;
     unsigned             dwarf_used:1;      /* asked since the last
                                                release */

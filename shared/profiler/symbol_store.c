@@ -28,8 +28,11 @@
 #define PROF_STORE_MAGIC        0x31737973666f7270ULL   /* "profsys1" */
 #define PROF_STORE_ENTRIES      256
 #define PROF_STORE_MAX_BYTES    (1ULL << 30)
-/* How long a process waits for another's image before reading its own. */
-#define PROF_STORE_WAIT_NS      (3 * 1000 * 1000 * 1000LL)
+/*
+ * How long a process waits for another's image (the builder, niced, may
+ * be starved on a busy machine: the waiter sleeps meanwhile).
+ */
+#define PROF_STORE_WAIT_NS      (20 * 1000 * 1000 * 1000LL)
 #define PROF_STORE_POLL_NS      (10 * 1000 * 1000)
 
 
@@ -239,12 +242,38 @@ prof_store_claim(prof_symbol_store_t *s, const struct stat *st)
 }
 
 
-/* Whether a section goes into an image: what libdw reads. */
+/*
+ * Whether a section goes into an image: what libdw reads for the
+ * functions inlined at a pc and its line. Not the location lists of
+ * variables, the call frame information, macros nor the name indexes
+ * (a seventh of glibc's DWARF: .debug_loclists).
+ */
 static int
 prof_store_keeps(const char *name)
 {
-    return strncmp(name, ".debug_", 7) == 0
-           || strcmp(name, ".gnu_debugaltlink") == 0;
+    static const char  *skipped[] = {
+        ".debug_loc", ".debug_loclists", ".debug_frame", ".debug_macro",
+        ".debug_macinfo", ".debug_pubnames", ".debug_pubtypes",
+        ".debug_gnu_pubnames", ".debug_gnu_pubtypes", ".debug_names",
+        NULL
+    };
+    const char        **s;
+
+    if (strcmp(name, ".gnu_debugaltlink") == 0) {
+        return 1;
+    }
+
+    if (strncmp(name, ".debug_", 7) != 0) {
+        return 0;
+    }
+
+    for (s = skipped; *s != NULL; s++) {
+        if (strcmp(name, *s) == 0) {
+            return 0;
+        }
+    }
+
+    return 1;
 }
 
 

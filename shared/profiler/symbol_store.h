@@ -6,10 +6,11 @@
  * (memfd) the master creates before its first workers and keeps for its
  * life; every worker, and so every profiler process, inherits its
  * descriptor. It holds images: for each file whose DWARF a profiler
- * process reads for inlined functions, the file's .debug_* sections,
- * decompressed, as an ELF image libdw reads in place (elf_memory), which
- * every process maps read-only: its pages count once in the instance, not
- * once per worker (the 9-10 MB of glibc's debug file, for one).
+ * process reads for inlined functions, the file's .debug_* sections that
+ * lookup needs, decompressed, as an ELF image libdw reads in place
+ * (elf_memory), which every process maps read-only: its pages count once
+ * in the instance, not once per worker (8.5 MB for glibc's debug file,
+ * which each process held as its own copy before).
  *
  * Entries are keyed by the file (device, inode, size, modification time)
  * and never change once ready; the first process to ask builds an image
