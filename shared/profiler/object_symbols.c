@@ -10,6 +10,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -139,6 +140,51 @@ prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o)
     o->names = (rc == 0) ? PROF_SYMBOLS_DYNSYM : PROF_SYMBOLS_NONE;
 }
 
+
+void
+prof_sym_object_share(prof_symbol_store_t *store, prof_sym_object_t *o)
+{
+    int          fd;
+    uint32_t     kind;
+    const char  *path;
+
+    if (store == NULL || o->table.syms == NULL || o->image[0] != '\0') {
+        return;
+    }
+
+    path = o->obj.path;
+
+    switch (o->names) {
+    case PROF_SYMBOLS_SYMTAB:
+        kind = PROF_STORE_SYMTAB;
+        break;
+    case PROF_SYMBOLS_DEBUG_FILE:
+        kind = PROF_STORE_SYMTAB;
+        path = o->names_path;
+        break;
+    case PROF_SYMBOLS_MINIDEBUGINFO:
+        kind = PROF_STORE_MINIDEBUGINFO;
+        break;
+    case PROF_SYMBOLS_DYNSYM:
+        kind = PROF_STORE_DYNSYM;
+        break;
+    default:
+        return;
+    }
+
+    if (path == NULL) {
+        return;
+    }
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+
+    /* Past the store's bounds, or a failure: its own stay. */
+    (void) prof_symbol_table_share(&o->table, store, fd, kind);
+    (void) close(fd);
+}
 
 int
 prof_symbolizer_symbols_loaded(prof_symbolizer_t *sym, size_t i)

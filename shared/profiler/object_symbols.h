@@ -27,5 +27,12 @@
  */
 void prof_sym_object_load(const char *debug_dir, prof_sym_object_t *o);
 
+/*
+ * Its symbols, loaded, held in the symbol store (store NULL: none): the
+ * first profiler process to load them puts them there, the others map
+ * them and free their own. Not the vdso's (no file).
+ */
+void prof_sym_object_share(prof_symbol_store_t *store, prof_sym_object_t *o);
+
 
 #endif /* PROF_OBJECT_SYMBOLS_H */

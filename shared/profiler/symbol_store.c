@@ -50,7 +50,7 @@ typedef struct {
     uint64_t             size;
     int64_t              mtime_ns;
     uint32_t             state;             /* prof_store_state_e */
-    uint32_t             reserved;
+    uint32_t             kind;              /* of image: the key's too */
     uint64_t             off;               /* of its image, in the file */
     uint64_t             len;
 } prof_store_entry_t;
@@ -189,7 +189,7 @@ prof_store_lock(prof_symbol_store_t *s, off_t byte, short type, int wait)
 
 
 static prof_store_entry_t *
-prof_store_find(prof_symbol_store_t *s, const struct stat *st)
+prof_store_find(prof_symbol_store_t *s, const struct stat *st, uint32_t kind)
 {
     uint32_t             i;
     prof_store_entry_t  *e;
@@ -197,7 +197,8 @@ prof_store_find(prof_symbol_store_t *s, const struct stat *st)
     for (i = 0; i < s->table->count && i < PROF_STORE_ENTRIES; i++) {
         e = &s->table->entries[i];
 
-        if (e->state != PROF_STORE_FREE && e->dev == (uint64_t) st->st_dev
+        if (e->state != PROF_STORE_FREE && e->kind == kind
+            && e->dev == (uint64_t) st->st_dev
             && e->ino == (uint64_t) st->st_ino
             && e->size == (uint64_t) st->st_size
             && e->mtime_ns == prof_timespec_ns(&st->st_mtim))
@@ -211,7 +212,8 @@ prof_store_find(prof_symbol_store_t *s, const struct stat *st)
 
 
 static prof_store_entry_t *
-prof_store_claim(prof_symbol_store_t *s, const struct stat *st)
+prof_store_claim(prof_symbol_store_t *s, const struct stat *st,
+    uint32_t kind)
 {
     uint32_t             i;
     prof_store_entry_t  *e;
@@ -236,6 +238,7 @@ prof_store_claim(prof_symbol_store_t *s, const struct stat *st)
     e->ino = (uint64_t) st->st_ino;
     e->size = (uint64_t) st->st_size;
     e->mtime_ns = prof_timespec_ns(&st->st_mtim);
+    e->kind = kind;
     e->state = PROF_STORE_BUILDING;
 
     return e;
@@ -288,7 +291,7 @@ prof_store_keeps(const char *name)
  * file.
  */
 static int
-prof_store_image(int fd, void **image, size_t *len)
+prof_store_dwarf_image(int fd, void *unused, void **image, size_t *len)
 {
     int          rc;
     char        *name, *out;
@@ -439,7 +442,8 @@ prof_store_write(int fd, const char *p, size_t len, uint64_t off)
  * ready, or none, or free again on a failure that may pass.
  */
 static int
-prof_store_build(prof_symbol_store_t *s, prof_store_entry_t *e, int fd)
+prof_store_build(prof_symbol_store_t *s, prof_store_entry_t *e, int fd,
+    prof_symbol_store_build_pt build, void *data)
 {
     int       rc;
     void     *image;
@@ -447,7 +451,7 @@ prof_store_build(prof_symbol_store_t *s, prof_store_entry_t *e, int fd)
     uint64_t  off, rounded;
 
     image = NULL;
-    rc = prof_store_image(fd, &image, &len);
+    rc = build(fd, data, &image, &len);
 
     page = (size_t) sysconf(_SC_PAGESIZE);
     off = 0;
@@ -515,6 +519,15 @@ void *
 prof_symbol_store_dwarf(prof_symbol_store_t *s, int fd, size_t *len,
     int *err)
 {
+    return prof_symbol_store_get(s, fd, PROF_STORE_DWARF,
+                                 prof_store_dwarf_image, NULL, len, err);
+}
+
+
+void *
+prof_symbol_store_get(prof_symbol_store_t *s, int fd, uint32_t kind,
+    prof_symbol_store_build_pt build, void *data, size_t *len, int *err)
+{
     int                  rc;
     void                *image;
     int64_t              deadline;
@@ -536,10 +549,10 @@ prof_symbol_store_dwarf(prof_symbol_store_t *s, int fd, size_t *len,
             return NULL;
         }
 
-        e = prof_store_find(s, &st);
+        e = prof_store_find(s, &st, kind);
 
         if (e == NULL) {
-            e = prof_store_claim(s, &st);
+            e = prof_store_claim(s, &st, kind);
             if (e == NULL) {
                 prof_store_unlock_table(s);
                 *err = -ENOSPC;
@@ -551,7 +564,7 @@ prof_symbol_store_dwarf(prof_symbol_store_t *s, int fd, size_t *len,
                                    0);
             prof_store_unlock_table(s);
 
-            rc = prof_store_build(s, e, fd);
+            rc = prof_store_build(s, e, fd, build, data);
             if (rc != 0) {
                 *err = rc;
                 return NULL;
@@ -579,7 +592,7 @@ prof_symbol_store_dwarf(prof_symbol_store_t *s, int fd, size_t *len,
         {
             prof_store_unlock_table(s);
 
-            rc = prof_store_build(s, e, fd);
+            rc = prof_store_build(s, e, fd, build, data);
             if (rc != 0) {
                 *err = rc;
                 return NULL;

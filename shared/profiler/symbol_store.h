@@ -5,7 +5,8 @@
  * otherwise compute alike, computed once and held once. A memory file
  * (memfd) the master creates before its first workers and keeps for its
  * life; every worker, and so every profiler process, inherits its
- * descriptor. It holds images: for each file whose DWARF a profiler
+ * descriptor. It holds images: the symbol tables of the objects named
+ * (symbol_table.h), and for each file whose DWARF a profiler
  * process reads for inlined functions, the file's .debug_* sections that
  * lookup needs, decompressed, as an ELF image libdw reads in place
  * (elf_memory), which every process maps read-only: its pages count once
@@ -64,6 +65,29 @@ void prof_symbol_store_close(prof_symbol_store_t *s);
  */
 void *prof_symbol_store_dwarf(prof_symbol_store_t *s, int fd, size_t *len,
     int *err);
+
+/*
+ * What an image is of; a file has one image of each kind at most.
+ */
+#define PROF_STORE_DWARF            1
+#define PROF_STORE_SYMTAB           2   /* symbol_table.h: .symtab */
+#define PROF_STORE_DYNSYM           3   /* .dynsym */
+#define PROF_STORE_MINIDEBUGINFO    4   /* .dynsym and MiniDebugInfo */
+
+/*
+ * Builds the image of a kind for the file open at fd, in memory of its own
+ * (malloc, *image and *len): 0, -ENOENT when the file has none (the store
+ * remembers it), -errno.
+ */
+typedef int (*prof_symbol_store_build_pt)(int fd, void *data, void **image,
+    size_t *len);
+
+/*
+ * The image of that kind of the file open at fd, mapped read-only, as
+ * prof_symbol_store_dwarf() (which is this with its own builder).
+ */
+void *prof_symbol_store_get(prof_symbol_store_t *s, int fd, uint32_t kind,
+    prof_symbol_store_build_pt build, void *data, size_t *len, int *err);
 
 void prof_symbol_store_unmap(prof_symbol_store_t *s, void *image,
     size_t len);

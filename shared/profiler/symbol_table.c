@@ -306,9 +306,138 @@ prof_symbol_table_read_minidebuginfo(prof_symbol_table_t *t,
 }
 
 
+/* A table in the symbol store: its count, entries, then the names. */
+typedef struct {
+    uint64_t             addr;
+    uint64_t             size;
+    uint64_t             name;              /* offset in the image */
+} prof_stored_symbol_t;
+
+
+/* The store's image of the table passed as data (the file is not read). */
+static int
+prof_symbol_table_image(int fd, void *data, void **image, size_t *len)
+{
+    char                  *out, *names;
+    size_t                 i, total, n;
+    uint64_t              *count;
+    prof_stored_symbol_t  *e;
+    prof_symbol_table_t   *t = data;
+
+    total = sizeof(uint64_t) + t->nsyms * sizeof(prof_stored_symbol_t) + 1;
+    for (i = 0; i < t->nsyms; i++) {
+        total += strlen(t->syms[i].name) + 1;
+    }
+
+    out = malloc(total);
+    if (out == NULL) {
+        return -ENOMEM;
+    }
+
+    count = (uint64_t *) out;
+    *count = t->nsyms;
+    e = (prof_stored_symbol_t *) (count + 1);
+    names = (char *) (e + t->nsyms);
+
+    for (i = 0; i < t->nsyms; i++) {
+        n = strlen(t->syms[i].name) + 1;
+        memcpy(names, t->syms[i].name, n);
+        e[i].addr = t->syms[i].addr;
+        e[i].size = t->syms[i].size;
+        e[i].name = (uint64_t) (names - out);
+        names += n;
+    }
+
+    *names = '\0';
+    *image = out;
+    *len = total;
+
+    return 0;
+}
+
+
+int
+prof_symbol_table_share(prof_symbol_table_t *t, prof_symbol_store_t *store,
+    int fd, uint32_t kind)
+{
+    int              err;
+    void            *image;
+    size_t           len;
+    const uint64_t  *count;
+
+    if (t->syms == NULL || t->nsyms == 0) {
+        return -ENOENT;
+    }
+
+    image = prof_symbol_store_get(store, fd, kind, prof_symbol_table_image,
+                                  t, &len, &err);
+    if (image == NULL) {
+        return err;
+    }
+
+    /* Written by another process: within its bounds, or not taken. */
+    count = image;
+    if (len < sizeof(uint64_t) + 1 || ((const char *) image)[len - 1] != '\0'
+        || *count > (len - sizeof(uint64_t)) / sizeof(prof_stored_symbol_t))
+    {
+        prof_symbol_store_unmap(store, image, len);
+        return -EINVAL;
+    }
+
+    free(t->syms);
+    free(t->strtab);
+    free(t->strtab_extra);
+    t->syms = NULL;
+    t->strtab = NULL;
+    t->strtab_extra = NULL;
+    t->nsyms = *count;
+    t->image = image;
+    t->image_len = len;
+    t->store = store;
+
+    return 0;
+}
+
+
+static const char *
+prof_symbol_table_lookup_stored(const prof_symbol_table_t *t, uint64_t vaddr)
+{
+    size_t                       lo, hi, mid;
+    const prof_stored_symbol_t  *e, *s;
+
+    e = (const prof_stored_symbol_t *) ((const uint64_t *) t->image + 1);
+    lo = 0;
+    hi = t->nsyms;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+
+        if (e[mid].addr <= vaddr) {
+            lo = mid + 1;
+
+        } else {
+            hi = mid;
+        }
+    }
+
+    if (lo == 0) {
+        return NULL;
+    }
+
+    s = &e[lo - 1];
+
+    return (vaddr - s->addr < s->size && s->name < t->image_len)
+           ? (const char *) t->image + s->name : NULL;
+}
+
+
 const char *
 prof_symbol_table_lookup(const prof_symbol_table_t *t, uint64_t vaddr)
 {
+    if (t->image != NULL) {
+        return prof_symbol_table_lookup_stored(t, vaddr);
+    }
+
     size_t                lo, hi, mid;
     const prof_symbol_t  *s;
 
@@ -341,6 +470,10 @@ prof_symbol_table_lookup(const prof_symbol_table_t *t, uint64_t vaddr)
 void
 prof_symbol_table_free(prof_symbol_table_t *t)
 {
+    if (t->image != NULL) {
+        prof_symbol_store_unmap(t->store, (void *) t->image, t->image_len);
+    }
+
     free(t->syms);
     free(t->strtab);
     free(t->strtab_extra);

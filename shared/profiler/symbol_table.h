@@ -11,7 +11,8 @@
  * Threading: none of its own; a table belongs to its caller. It reads
  * files, so it may block: never on a signal handler or the event loop.
  * Memory: a table owns its symbols and the string tables their names
- * point into, until prof_symbol_table_free().
+ * point into, or maps its image in the symbol store (shared), until
+ * prof_symbol_table_free().
  */
 
 #ifndef PROF_SYMBOL_TABLE_H
@@ -19,6 +20,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "profiler/symbol_store.h"
 
 
 typedef struct {
@@ -36,6 +39,10 @@ typedef struct {
     char                *strtab;
     char                *strtab_extra;      /* MiniDebugInfo's, beside
                                                .dynsym's */
+    const void          *image;             /* or, syms NULL, the table
+                                               in the symbol store */
+    size_t               image_len;
+    prof_symbol_store_t *store;
 } prof_symbol_table_t;
 
 
@@ -56,6 +63,15 @@ int prof_symbol_table_read(prof_symbol_table_t *t, const char *path,
  */
 int prof_symbol_table_read_minidebuginfo(prof_symbol_table_t *t,
     const char *path);
+
+/*
+ * The table, read, held once for the instance: in the symbol store, as
+ * the image of kind (PROF_STORE_SYMTAB...) of the file it was read from,
+ * open at fd, which the first process to get there puts there. Its own
+ * arrays are then freed. 0, or -errno (the table is left as it was).
+ */
+int prof_symbol_table_share(prof_symbol_table_t *t,
+    prof_symbol_store_t *store, int fd, uint32_t kind);
 
 /* The name of the function containing vaddr, or NULL. */
 const char *prof_symbol_table_lookup(const prof_symbol_table_t *t,

@@ -136,6 +136,7 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
     if (!o->loaded) {
         corrupt = o->obj.corrupt;
         prof_sym_object_load(sym->debug_dir, o);
+        prof_sym_object_share(sym->store, o);
         sym->stats.objects_corrupt += !corrupt && o->obj.corrupt;
     }
 

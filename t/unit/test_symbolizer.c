@@ -300,14 +300,14 @@ test_dwarf_released_when_idle_and_read_again(void **state)
 
 
 /*
- * With the instance's symbol store, the DWARF comes from an image the
- * first process built: the same lines as without it; a released object
- * unmaps it; another process (a fork, as profiler processes are) maps
- * the same image without building it; a file without DWARF is
- * remembered as such.
+ * With the instance's symbol store, an object's symbol table and DWARF
+ * come from images the first process built: the same name and lines as
+ * without it; a released object unmaps its DWARF; another process (a
+ * fork, as profiler processes are) maps the same images without building
+ * them; a file without DWARF is remembered as such.
  */
 static void
-test_dwarf_from_the_symbol_store(void **state)
+test_symbols_and_dwarf_from_the_symbol_store(void **state)
 {
     int                         fd, err, status, exe;
     pid_t                       child;
@@ -340,22 +340,24 @@ test_dwarf_from_the_symbol_store(void **state)
 
     obj = prof_symbolize(other, pc, &function);
     assert_non_null(obj);
+    assert_string_equal(function, "test_target_function");
     n = prof_symbolizer_inlines(other, obj, pc, frames, PROF_INLINES_MAX,
                                 &stored);
     assert_int_equal(n, 0);
     assert_int_equal(stored, line);
 
+    /* The symbol table, then the DWARF. */
     prof_symbol_store_stats(store, &st);
-    assert_int_equal(st.images, 1);
-    assert_int_equal(st.built, 1);
-    assert_int_equal(st.mapped, 1);
+    assert_int_equal(st.images, 2);
+    assert_int_equal(st.built, 2);
+    assert_int_equal(st.mapped, 2);
     assert_true(st.bytes > 0);
 
     /* Asked since the last release: kept; then idle: unmapped. */
     assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 0);
     assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
     prof_symbol_store_stats(store, &st);
-    assert_int_equal(st.mapped, 0);
+    assert_int_equal(st.mapped, 1);
 
     child = fork();
     assert_true(child >= 0);
@@ -372,14 +374,16 @@ test_dwarf_from_the_symbol_store(void **state)
         }
         prof_symbolizer_set_store(sym, s);
         obj = prof_symbolize(sym, pc, &function);
-        if (obj == NULL) {
+        if (obj == NULL || function == NULL
+            || strcmp(function, "test_target_function") != 0)
+        {
             _exit(11);
         }
         (void) prof_symbolizer_inlines(sym, obj, pc, frames,
                                        PROF_INLINES_MAX, &stored);
         prof_symbol_store_stats(s, &cst);
         _exit(stored != line ? 12 : cst.built != 0 ? 13
-              : cst.mapped != 1 ? 14 : cst.images != 1 ? 15 : 0);
+              : cst.mapped != 2 ? 14 : cst.images != 2 ? 15 : 0);
     }
 
     assert_int_equal(waitpid(child, &status, 0), child);
@@ -394,8 +398,8 @@ test_dwarf_from_the_symbol_store(void **state)
     assert_null(prof_symbol_store_dwarf(store, exe, &len, &err));
     assert_int_equal(err, -ENOENT);
     prof_symbol_store_stats(store, &st);
-    assert_int_equal(st.images, 1);
-    assert_int_equal(st.built, 1);
+    assert_int_equal(st.images, 2);
+    assert_int_equal(st.built, 2);
     (void) close(exe);
 
     prof_symbolizer_destroy(other);
@@ -1732,7 +1736,7 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_resolves_libc_function_via_dynsym,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dwarf_from_the_symbol_store,
+        cmocka_unit_test_setup_teardown(test_symbols_and_dwarf_from_the_symbol_store,
                                         setup, teardown),
         cmocka_unit_test(test_another_process_and_its_exit),
         cmocka_unit_test_setup_teardown(
