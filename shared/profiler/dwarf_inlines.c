@@ -393,7 +393,7 @@ prof_symbolizer_release_dwarf(prof_symbolizer_t *sym, int stored_only)
             continue;
         }
 
-        if (o->dwarf_used) {
+        if (o->dwarf_used && !stored_only) {
             o->dwarf_used = 0;
             continue;
         }

@@ -14,11 +14,15 @@
 #endif
 
 #include "profiler/queue_drain.h"
+#include "profiler/symbol_store.h"
 
 
 /* How often the worker's maps may be read again for walks that left its
    unwind tables (JIT code leaves them all the time). */
 #define PROF_MAPS_EVERY_MS      200
+
+/* A DWARF image of the symbol store unused that long is given back. */
+#define PROF_STORE_IDLE_NS      (60 * 1000 * 1000 * 1000LL)
 
 
 /*
@@ -128,13 +132,21 @@ prof_drain_queue(prof_process_t *p)
      * keeps them otherwise, in each thread's arena).
      */
     /*
-     * The DWARF from the symbol store that this drain and the one before
-     * did not ask: libdw's tables of it (megabytes for glibc's) rebuilt,
-     * when a new address needs them, from the image every profiler
-     * process maps.
+     * The DWARF from the symbol store: libdw's tables of it (megabytes
+     * for glibc's) are rebuilt, when a new address needs them, from the
+     * image every profiler process maps, not held between drains.
      */
     if (prof_symbolizer_release_dwarf(p->symbolizer, 1) > 0) {
         closed = 1;
+    }
+
+    /*
+     * A period closed: the DWARF images no process of the instance
+     * needed for a minute are given back, the store's whole (built again
+     * from the file when a new address asks).
+     */
+    if (closed && p->store != NULL) {
+        (void) prof_symbol_store_trim(p->store, PROF_STORE_IDLE_NS);
     }
 
 #ifdef __GLIBC__

@@ -4,8 +4,10 @@
  * The symbol store (symbol_store.h): a memory file of a table and the
  * images it lists. The table is the file's first pages; each image starts
  * on a page of its own after them. Locks (fcntl record locks on the
- * file's first bytes, advisory): byte 0 the table's, byte 1 + i entry i's
- * while its image is built.
+ * file's first bytes, advisory; a process that dies holds none): byte 0
+ * the table's; byte 1 + i entry i's, written while its image is built;
+ * byte 1 + PROF_STORE_ENTRIES + i read-locked by every process that maps
+ * entry i's image, which is trimmed only when none does.
  */
 
 #define _GNU_SOURCE
@@ -27,6 +29,7 @@
 
 #define PROF_STORE_MAGIC        0x31737973666f7270ULL   /* "profsys1" */
 #define PROF_STORE_ENTRIES      256
+#define PROF_STORE_HOLES        32
 #define PROF_STORE_MAX_BYTES    (1ULL << 30)
 /*
  * How long a process waits for another's image (the builder, niced, may
@@ -53,7 +56,16 @@ typedef struct {
     uint32_t             kind;              /* of image: the key's too */
     uint64_t             off;               /* of its image, in the file */
     uint64_t             len;
+    int64_t              used_ns;           /* last mapped or unmapped,
+                                               CLOCK_MONOTONIC */
 } prof_store_entry_t;
+
+
+/* The pages of a trimmed image, given back, reused by the next. */
+typedef struct {
+    uint64_t             off;
+    uint64_t             len;               /* 0: none */
+} prof_store_hole_t;
 
 
 typedef struct {
@@ -61,6 +73,7 @@ typedef struct {
     uint64_t             used;              /* bytes of images, rounded */
     uint32_t             count;             /* entries in use or freed */
     uint32_t             images;
+    prof_store_hole_t    holes[PROF_STORE_HOLES];
     prof_store_entry_t   entries[PROF_STORE_ENTRIES];
 } prof_store_table_t;
 
@@ -71,6 +84,10 @@ struct prof_symbol_store_s {
     prof_store_table_t  *table;             /* mapped read-write */
     unsigned             built;
     unsigned             mapped;
+    struct {
+        const void      *image;             /* NULL: a free place */
+        uint32_t         entry;
+    } maps[PROF_STORE_ENTRIES];             /* this process's mappings */
 };
 
 
@@ -186,6 +203,11 @@ prof_store_lock(prof_symbol_store_t *s, off_t byte, short type, int wait)
     (void) prof_store_lock(s, 0, F_UNLCK, 1)
 #define prof_store_entry_byte(s, e)                                         \
     ((off_t) (1 + ((e) - (s)->table->entries)))
+#define prof_store_users_byte(index)                                        \
+    ((off_t) (1 + PROF_STORE_ENTRIES + (index)))
+
+
+static void prof_store_release(prof_symbol_store_t *s, uint32_t index);
 
 
 static prof_store_entry_t *
@@ -437,6 +459,29 @@ prof_store_write(int fd, const char *p, size_t len, uint64_t off)
 }
 
 
+/* Room for bytes (page-rounded) in a trimmed image's pages: 0, none. */
+static uint64_t
+prof_store_take_hole(prof_symbol_store_t *s, uint64_t bytes)
+{
+    uint64_t            off;
+    unsigned            i;
+    prof_store_hole_t  *h;
+
+    for (i = 0; i < PROF_STORE_HOLES; i++) {
+        h = &s->table->holes[i];
+
+        if (h->len >= bytes) {
+            off = h->off;
+            h->off += bytes;
+            h->len -= bytes;
+            return off;
+        }
+    }
+
+    return 0;
+}
+
+
 /*
  * Builds entry e's image (its lock held, the table's not) and marks it
  * ready, or none, or free again on a failure that may pass.
@@ -464,7 +509,12 @@ prof_store_build(prof_symbol_store_t *s, prof_store_entry_t *e, int fd,
     if (rc == 0) {
         rounded = (len + page - 1) & ~(uint64_t) (page - 1);
 
-        if (s->table->used + rounded > PROF_STORE_MAX_BYTES) {
+        off = prof_store_take_hole(s, rounded);
+
+        if (off != 0) {
+            /* void */
+
+        } else if (s->table->used + rounded > PROF_STORE_MAX_BYTES) {
             rc = -ENOSPC;
 
         } else {
@@ -531,6 +581,7 @@ prof_symbol_store_get(prof_symbol_store_t *s, int fd, uint32_t kind,
     int                  rc;
     void                *image;
     int64_t              deadline;
+    uint32_t             i, index;
     uint64_t             off;
     struct stat          st;
     struct timespec      pause = { 0, PROF_STORE_POLL_NS };
@@ -576,6 +627,10 @@ prof_symbol_store_get(prof_symbol_store_t *s, int fd, uint32_t kind,
         if (e->state == PROF_STORE_READY) {
             off = e->off;
             *len = e->len;
+            e->used_ns = prof_clock_ns(CLOCK_MONOTONIC);
+            index = (uint32_t) (e - s->table->entries);
+            (void) prof_store_lock(s, prof_store_users_byte(index), F_RDLCK,
+                                   0);
             prof_store_unlock_table(s);
             break;
         }
@@ -612,22 +667,136 @@ prof_symbol_store_get(prof_symbol_store_t *s, int fd, uint32_t kind,
     }
 
     image = mmap(NULL, *len, PROT_READ, MAP_SHARED, s->fd, (off_t) off);
-    if (image == MAP_FAILED) {
-        *err = -errno;
-        return NULL;
+
+    for (i = 0; image != MAP_FAILED && i < PROF_STORE_ENTRIES; i++) {
+        if (s->maps[i].image == NULL) {
+            s->maps[i].image = image;
+            s->maps[i].entry = index;
+            s->mapped++;
+            return image;
+        }
     }
 
-    s->mapped++;
+    if (image != MAP_FAILED) {
+        (void) munmap(image, *len);
+    }
 
-    return image;
+    *err = (image == MAP_FAILED) ? -errno : -ENOSPC;
+    prof_store_release(s, index);
+
+    return NULL;
+}
+
+
+/* Whether this process maps entry index's image. */
+static int
+prof_store_maps(prof_symbol_store_t *s, uint32_t index)
+{
+    unsigned  i;
+
+    for (i = 0; i < PROF_STORE_ENTRIES; i++) {
+        if (s->maps[i].image != NULL && s->maps[i].entry == index) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* A mapping of entry index less (the last one's read lock let go). */
+static void
+prof_store_release(prof_symbol_store_t *s, uint32_t index)
+{
+    if (prof_store_lock_table(s) != 0) {
+        return;
+    }
+
+    s->table->entries[index].used_ns = prof_clock_ns(CLOCK_MONOTONIC);
+
+    if (!prof_store_maps(s, index)) {
+        (void) prof_store_lock(s, prof_store_users_byte(index), F_UNLCK, 0);
+    }
+
+    prof_store_unlock_table(s);
 }
 
 
 void
 prof_symbol_store_unmap(prof_symbol_store_t *s, void *image, size_t len)
 {
+    unsigned  i;
+
     (void) munmap(image, len);
-    s->mapped--;
+
+    for (i = 0; i < PROF_STORE_ENTRIES; i++) {
+        if (s->maps[i].image == image) {
+            s->maps[i].image = NULL;
+            s->mapped--;
+            prof_store_release(s, s->maps[i].entry);
+            return;
+        }
+    }
+}
+
+
+unsigned
+prof_symbol_store_trim(prof_symbol_store_t *s, int64_t idle_ns)
+{
+    int64_t              now;
+    uint32_t             i;
+    unsigned             trimmed, h;
+    uint64_t             rounded, page;
+    prof_store_entry_t  *e;
+
+    if (s == NULL || prof_store_lock_table(s) != 0) {
+        return 0;
+    }
+
+    now = prof_clock_ns(CLOCK_MONOTONIC);
+    page = (uint64_t) sysconf(_SC_PAGESIZE);
+    trimmed = 0;
+
+    for (i = 0; i < s->table->count && i < PROF_STORE_ENTRIES; i++) {
+        e = &s->table->entries[i];
+
+        if (e->kind != PROF_STORE_DWARF || e->state != PROF_STORE_READY
+            || now - e->used_ns < idle_ns || prof_store_maps(s, i))
+        {
+            continue;
+        }
+
+        /* Mapped by another process: its read lock is held. */
+        if (prof_store_lock(s, prof_store_users_byte(i), F_WRLCK, 0) != 0) {
+            continue;
+        }
+
+        (void) prof_store_lock(s, prof_store_users_byte(i), F_UNLCK, 0);
+
+        /* Its pages given back: where a hole can be kept for the next. */
+        for (h = 0; h < PROF_STORE_HOLES && s->table->holes[h].len > 0; h++) {
+            /* void */
+        }
+
+        rounded = (e->len + page - 1) & ~(page - 1);
+
+        if (h == PROF_STORE_HOLES
+            || fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                         (off_t) e->off, (off_t) rounded) == -1)
+        {
+            continue;
+        }
+
+        s->table->holes[h].off = e->off;
+        s->table->holes[h].len = rounded;
+        e->state = PROF_STORE_FREE;
+        s->table->images--;
+        trimmed++;
+    }
+
+    prof_store_unlock_table(s);
+
+    return trimmed;
 }
 
 
@@ -635,6 +804,9 @@ void
 prof_symbol_store_stats(prof_symbol_store_t *s,
     prof_symbol_store_stats_t *stats)
 {
+    unsigned  i;
+    uint64_t  hole;
+
     memset(stats, 0, sizeof(*stats));
 
     if (s == NULL) {
@@ -643,6 +815,12 @@ prof_symbol_store_stats(prof_symbol_store_t *s,
 
     /* Without the lock: figures, each read whole. */
     stats->bytes = __atomic_load_n(&s->table->used, __ATOMIC_RELAXED);
+
+    for (i = 0; i < PROF_STORE_HOLES; i++) {
+        hole = __atomic_load_n(&s->table->holes[i].len, __ATOMIC_RELAXED);
+        stats->bytes -= (hole <= stats->bytes) ? hole : stats->bytes;
+    }
+
     stats->images = __atomic_load_n(&s->table->images, __ATOMIC_RELAXED);
     stats->built = s->built;
     stats->mapped = s->mapped;

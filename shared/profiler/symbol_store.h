@@ -92,6 +92,13 @@ void *prof_symbol_store_get(prof_symbol_store_t *s, int fd, uint32_t kind,
 void prof_symbol_store_unmap(prof_symbol_store_t *s, void *image,
     size_t len);
 
+/*
+ * The DWARF images no process has mapped for idle_ns given back (their
+ * pages freed, for the next images to take): how many. Built again when
+ * asked. The symbol tables stay.
+ */
+unsigned prof_symbol_store_trim(prof_symbol_store_t *s, int64_t idle_ns);
+
 void prof_symbol_store_stats(prof_symbol_store_t *s,
     prof_symbol_store_stats_t *stats);
 

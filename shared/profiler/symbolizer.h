@@ -154,9 +154,10 @@ size_t prof_symbolizer_inlines(prof_symbolizer_t *sym,
  * its mapping of the file: megabytes for libc's debug file), keeping the
  * file open to read it again when asked. At a period's close: what is
  * read only for the new addresses of a burst is not held once they are
- * named. stored_only: only the DWARF whose image the symbol store holds
- * (set_store), which costs no file read nor decompression to open again:
- * after each drain. How many were released.
+ * named. stored_only: every DWARF whose image the symbol store holds
+ * (set_store), asked or not, which costs no file read nor decompression
+ * to open again, only libdw's parsing: after each drain. How many were
+ * released.
  */
 unsigned prof_symbolizer_release_dwarf(prof_symbolizer_t *sym,
     int stored_only);

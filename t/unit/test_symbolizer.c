@@ -313,7 +313,7 @@ test_symbols_and_dwarf_from_the_symbol_store(void **state)
     pid_t                       child;
     size_t                      n, len;
     uint32_t                    line, stored;
-    uint64_t                    pc;
+    uint64_t                    pc, bytes;
     const char                 *function;
     prof_inline_t               frames[PROF_INLINES_MAX];
     prof_symbolizer_t          *other;
@@ -353,11 +353,15 @@ test_symbols_and_dwarf_from_the_symbol_store(void **state)
     assert_int_equal(st.mapped, 2);
     assert_true(st.bytes > 0);
 
-    /* Asked since the last release: kept; then idle: unmapped. */
-    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 0);
+    /* Stored: released even though asked, and asked again the same. */
     assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
+    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 0);
     prof_symbol_store_stats(store, &st);
     assert_int_equal(st.mapped, 1);
+    n = prof_symbolizer_inlines(other, obj, pc, frames, PROF_INLINES_MAX,
+                                &stored);
+    assert_int_equal(stored, line);
+    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
 
     child = fork();
     assert_true(child >= 0);
@@ -401,6 +405,28 @@ test_symbols_and_dwarf_from_the_symbol_store(void **state)
     assert_int_equal(st.images, 2);
     assert_int_equal(st.built, 2);
     (void) close(exe);
+
+    /*
+     * Trimmed: not while a process maps it, then its pages given back
+     * (the symbol table stays) and taken again by the image built anew.
+     */
+    n = prof_symbolizer_inlines(other, obj, pc, frames, PROF_INLINES_MAX,
+                                &stored);
+    assert_int_equal(prof_symbol_store_trim(store, 0), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
+    prof_symbol_store_stats(store, &st);
+    bytes = st.bytes;
+    assert_int_equal(prof_symbol_store_trim(store, 0), 1);
+    prof_symbol_store_stats(store, &st);
+    assert_int_equal(st.images, 1);
+    assert_true(st.bytes < bytes);
+    n = prof_symbolizer_inlines(other, obj, pc, frames, PROF_INLINES_MAX,
+                                &stored);
+    assert_int_equal(stored, line);
+    prof_symbol_store_stats(store, &st);
+    assert_int_equal(st.images, 2);
+    assert_int_equal(st.built, 3);
+    assert_int_equal(st.bytes, bytes);
 
     prof_symbolizer_destroy(other);
     prof_symbol_store_close(store);
