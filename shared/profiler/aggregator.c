@@ -16,6 +16,10 @@
 #include "channel/lua_frames.h"
 
 
+/* Keys of a samples' table always kept between periods. */
+#define PROF_RAW_KEYS_KEPT  1024
+
+
 static prof_profile_t *
 prof_profile_create(prof_aggregator_t *agg, int64_t start_realtime_ns)
 {
@@ -468,11 +472,28 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
     }
 
     prof_aggregator_forget_labels(agg, b->flush_last_tag);
-    prof_intern_clear(&agg->raw_keys);
 
-    if (agg->raw_values != NULL) {
-        memset(agg->raw_values, 0,
-               agg->raw_capacity * PROF_VALUE_COUNT * sizeof(int64_t));
+    /*
+     * The samples' table is reused period after period, but given back
+     * when it is four times what this period used: after a burst, at the
+     * close of the period after it.
+     */
+    if (agg->raw_keys.entries_capacity
+        > 4 * (size_t) agg->raw_keys.count + PROF_RAW_KEYS_KEPT)
+    {
+        prof_intern_free(&agg->raw_keys);
+        prof_intern_init(&agg->raw_keys);
+        free(agg->raw_values);
+        agg->raw_values = NULL;
+        agg->raw_capacity = 0;
+
+    } else {
+        prof_intern_clear(&agg->raw_keys);
+
+        if (agg->raw_values != NULL) {
+            memset(agg->raw_values, 0,
+                   agg->raw_capacity * PROF_VALUE_COUNT * sizeof(int64_t));
+        }
     }
 
     closed = agg->profile;
