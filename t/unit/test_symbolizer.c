@@ -309,7 +309,8 @@ test_dwarf_released_when_idle_and_read_again(void **state)
 static void
 test_symbols_and_dwarf_from_the_symbol_store(void **state)
 {
-    int                         fd, err, status, exe;
+    int                         fd, err, status, exe, ready[2], go[2];
+    char                        c;
     pid_t                       child;
     size_t                      n, len;
     uint32_t                    line, stored;
@@ -414,6 +415,42 @@ test_symbols_and_dwarf_from_the_symbol_store(void **state)
                                 &stored);
     assert_int_equal(prof_symbol_store_trim(store, 0), 0);
     assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
+
+    /* Mapped by another process: kept while it lives, not after. */
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(go), 0);
+    child = fork();
+    assert_true(child >= 0);
+
+    if (child == 0) {
+        prof_symbol_store_t  *s;
+        prof_symbolizer_t    *sym;
+
+        s = prof_symbol_store_open(fd);
+        sym = prof_symbolizer_create();
+        if (s == NULL || sym == NULL) {
+            _exit(10);
+        }
+        prof_symbolizer_set_store(sym, s);
+        obj = prof_symbolize(sym, pc, &function);
+        (void) prof_symbolizer_inlines(sym, obj, pc, frames,
+                                       PROF_INLINES_MAX, &stored);
+        if (write(ready[1], "x", 1) != 1 || read(go[0], &c, 1) != 1) {
+            _exit(11);
+        }
+        _exit(0);
+    }
+
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(prof_symbol_store_trim(store, 0), 0);
+    assert_int_equal(write(go[1], "x", 1), 1);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    (void) close(ready[0]);
+    (void) close(ready[1]);
+    (void) close(go[0]);
+    (void) close(go[1]);
+
     prof_symbol_store_stats(store, &st);
     bytes = st.bytes;
     assert_int_equal(prof_symbol_store_trim(store, 0), 1);
