@@ -121,6 +121,7 @@ FUZZ_ELF_SRCS = $(TOP)/shared/profiler/symbolizer.c \
                 $(TOP)/shared/profiler/object_cache.c \
                 $(TOP)/shared/profiler/object_symbols.c \
                 $(TOP)/shared/profiler/symbol_table.c \
+                $(TOP)/shared/profiler/symbol_store.c \
                 $(TOP)/shared/profiler/dwarf_inlines.c \
                 $(TOP)/shared/profiler/debuginfod_symbols.c \
                 $(TOP)/shared/profiler/elf_file.c \
@@ -133,7 +134,7 @@ $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
 	mkdir -p $(BUILD_DIR)/fuzz/elf-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(FUZZ_ELF_SRCS) -llzma -lz -ldw -luv -ldl
+	    $(FUZZ_ELF_SRCS) -llzma -lz -ldw -lelf -luv -ldl
 
 FUZZ_UNWIND_SRCS = $(TOP)/shared/worker/unwind.c \
                    $(TOP)/shared/worker/unwind_build.c \
