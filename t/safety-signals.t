@@ -152,6 +152,43 @@ EOF
 };
 
 
+subtest 'a SIGSEGV sent to a worker with the Lua guard kills it' => sub {
+    # The guard of the Lua walk holds SIGSEGV's action; a signal sent (not
+    # a fault, which runs again) must still reach the action it displaced:
+    # here nginx's default, the worker's death, as without the module.
+    my $lua = ProfEnv::engines()->{lua};
+    plan skip_all => 'no lua module' unless $lua;
+    my $t = ProfNginx->new(workers => 1,
+                           modules => [ 'ngx_http_profiling_module', @$lua ]);
+    $t->write_config(<<'EOF');
+    profiling on;
+    profiling_interval 1ms;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /lua { content_by_lua_block {
+            local stop, s = os.clock() + 0.2, 0
+            while os.clock() < stop do s = s + math.sin(s) end
+            ngx.say(s) } }
+    }
+EOF
+    $t->run;
+    is($t->get('/lua')->{status}, 200, 'a Lua request answered');
+    my ($victim) = $t->worker_pids;
+    kill('SEGV', $victim);
+    my @new;
+    ok(wait_until(sub {
+        @new = grep { $_ != $victim } $t->worker_pids;
+        return @new == 1;
+    }, 10), "worker $victim died, the master respawned it as @new");
+    ok($t->stop, 'nginx quits');
+    my @deaths = $t->worker_deaths;
+    ok(@deaths == 1 && $deaths[0] =~ /process $victim exited on signal 11/,
+       'its death is the SIGSEGV sent')
+        or diag(join("\n", map { "  $_" } @deaths));
+};
+
+
 subtest 'master_process off: a reload applies the profiling settings' => sub {
     my $t = ProfNginx->new(master_process => 0, daemon => 0);
     my $http = <<'EOF';

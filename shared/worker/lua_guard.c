@@ -12,6 +12,8 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "worker/lua_guard.h"
 
@@ -32,8 +34,6 @@ static struct sigaction  prof_lua_saved_segv;
 void
 prof_lua_segv(int signo, siginfo_t *info, void *context)
 {
-    (void) signo;
-    (void) info;
     (void) context;
 
     if (prof_lua_guard_reading) {
@@ -43,6 +43,17 @@ prof_lua_segv(int signo, siginfo_t *info, void *context)
 
     prof_lua_guard_installed = 0;
     (void) sigaction(SIGSEGV, &prof_lua_saved_segv, NULL);
+
+    /*
+     * A fault runs its instruction again, under the action put back. A
+     * SIGSEGV sent (kill, raise, sigqueue: si_code <= 0) is not sent
+     * again by anyone: this thread sends it to itself, to that action
+     * (SA_NODEFER: at once).
+     */
+    if (info != NULL && info->si_code <= 0) {
+        (void) syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid),
+                       signo);
+    }
 }
 
 
