@@ -48,6 +48,12 @@ ngx_http_profiling_time(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     value = cf->args->elts;
+
+    if (bounds->off && ngx_strcmp(value[1].data, "off") == 0) {
+        *msp = 0;
+        return NGX_CONF_OK;
+    }
+
     *msp = ngx_parse_time(&value[1], 0);
 
     if (*msp == (ngx_msec_t) NGX_ERROR
@@ -61,6 +67,80 @@ ngx_http_profiling_time(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     return NGX_CONF_OK;
+}
+
+
+/*
+ * profiling_max_cpu PERCENT | off: a percentage of the worker's CPU,
+ * "2", "2%" or "0.5%" (two decimals at most), above 0 and at most 100.
+ */
+char *
+ngx_http_profiling_max_cpu(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    u_char      *p, *end;
+    ngx_str_t   *value;
+    ngx_uint_t   ppm, scale, digits;
+
+    if (pmcf->max_cpu_ppm != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") == 0) {
+        pmcf->max_cpu_ppm = 0;
+        return NGX_CONF_OK;
+    }
+
+    p = value[1].data;
+    end = p + value[1].len;
+
+    if (end > p && end[-1] == '%') {
+        end--;
+    }
+
+    ppm = 0;
+    digits = 0;
+
+    for ( /* void */ ; p < end && *p >= '0' && *p <= '9'; p++) {
+        ppm = ppm * 10 + (*p - '0');
+        if (++digits > 3) {
+            goto invalid;
+        }
+    }
+
+    if (digits == 0) {
+        goto invalid;
+    }
+
+    ppm *= 10000;
+    scale = 1000;
+
+    if (p < end && *p == '.') {
+        for (p++; p < end && *p >= '0' && *p <= '9' && scale >= 100; p++) {
+            ppm += (*p - '0') * scale;
+            scale /= 10;
+        }
+    }
+
+    if (p != end || ppm == 0 || ppm > 1000000) {
+        goto invalid;
+    }
+
+    pmcf->max_cpu_ppm = ppm;
+
+    return NGX_CONF_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\" in \"%V\" directive, "
+                       "it must be a percentage above 0 and at most 100 "
+                       "(e.g. \"2%%\", \"0.5%%\") or \"off\"",
+                       &value[1], &cmd->name);
+    return NGX_CONF_ERROR;
 }
 
 

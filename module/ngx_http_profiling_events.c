@@ -190,6 +190,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
 {
     int                 events;
     uint32_t            revents;
+    uint64_t            turn;
     ngx_int_t           instance;
     ngx_uint_t          level;
     ngx_err_t           err;
@@ -205,7 +206,10 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
                        "epoll timer: %M", timer);
     }
 
-    prof_wait_begin(sampled);
+    turn = prof_wait_begin(sampled);
+    if (turn > sampled->stall_ticks) {
+        ngx_http_profiling_stalled(w, turn);
+    }
 
     events = epoll_wait(ngx_http_profiling_ep, event_list,
                         ngx_http_profiling_nevents, (int) timer);
@@ -410,6 +414,12 @@ ngx_http_profiling_run_posted(ngx_http_profiling_worker_t *w,
     ngx_queue_t  *q;
     ngx_event_t  *ev;
 
+    if (ngx_queue_empty(posted)) {
+        return;
+    }
+
+    prof_turn_phase(sampled, PROF_PHASE_POSTED);
+
     while (!ngx_queue_empty(posted)) {
 
         q = ngx_queue_head(posted);
@@ -434,6 +444,8 @@ ngx_http_profiling_run_timers(ngx_http_profiling_worker_t *w,
     ngx_rbtree_node_t  *node, *root, *sentinel;
 
     sentinel = ngx_event_timer_rbtree.sentinel;
+
+    prof_turn_phase(sampled, PROF_PHASE_TIMERS);
 
     for ( ;; ) {
         root = ngx_event_timer_rbtree.root;
@@ -504,6 +516,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
     ngx_uint_t plain)
 {
     ngx_int_t   rc;
+    uint64_t    turn;
     ngx_msec_t  left, timers_due;
 
     /* What nginx ran after the last turn (OpenResty's delayed posted
@@ -558,7 +571,11 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
     } else
 #endif
     {
-        prof_wait_begin(sampled);
+        turn = prof_wait_begin(sampled);
+        if (turn > sampled->stall_ticks) {
+            ngx_http_profiling_stalled(w, turn);
+        }
+
         rc = ngx_http_profiling_orig_process_events(cycle,
                                                     ngx_min(timer, left),
                                                     flags | NGX_POST_EVENTS);
@@ -588,6 +605,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
     /* What nginx runs after us (events those handlers posted) is no
        request's that we know of. */
     ngx_http_profiling_publish_plain(w, sampled, NULL, NULL, NULL, plain);
+    prof_turn_phase(sampled, PROF_PHASE_NGINX);
 
     return rc;
 }

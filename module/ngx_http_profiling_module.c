@@ -19,16 +19,20 @@ static ngx_int_t ngx_http_profiling_postconfiguration(ngx_conf_t *cf);
 
 
 static ngx_http_profiling_time_bounds_t  ngx_http_profiling_period_bounds = {
-    1000, 600000, "between 1s and 10m"
+    1000, 600000, "between 1s and 10m", 0
 };
 
 static ngx_http_profiling_time_bounds_t  ngx_http_profiling_interval_bounds =
 {
-    1, 1000, "between 1ms and 1s"
+    1, 1000, "between 1ms and 1s", 0
 };
 
 static ngx_http_profiling_time_bounds_t  ngx_http_profiling_upload_bounds = {
-    100, 600000, "between 100ms and 10m"
+    100, 600000, "between 100ms and 10m", 0
+};
+
+static ngx_http_profiling_time_bounds_t  ngx_http_profiling_stall_bounds = {
+    1, 3600000, "between 1ms and 1h, or \"off\"", 1
 };
 
 
@@ -124,6 +128,20 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_profiling_main_conf_t, interval),
       &ngx_http_profiling_interval_bounds },
+
+    { ngx_string("profiling_stall_threshold"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_time,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, stall_threshold),
+      &ngx_http_profiling_stall_bounds },
+
+    { ngx_string("profiling_max_cpu"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_max_cpu,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, max_cpu_ppm),
+      NULL },
 
     { ngx_string("profiling_timeline"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_FLAG,
@@ -281,6 +299,8 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
     pmcf->lua = NGX_CONF_UNSET;
     pmcf->period = NGX_CONF_UNSET_MSEC;
     pmcf->interval = NGX_CONF_UNSET_MSEC;
+    pmcf->stall_threshold = NGX_CONF_UNSET_MSEC;
+    pmcf->max_cpu_ppm = NGX_CONF_UNSET_UINT;
     pmcf->max_frames = NGX_CONF_UNSET_UINT;
     pmcf->memory_limit = NGX_CONF_UNSET_SIZE;
     pmcf->debuginfod_cache_max = NGX_CONF_UNSET;
@@ -296,6 +316,8 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
 
     ngx_conf_init_msec_value(pmcf->period, 60000);
     ngx_conf_init_msec_value(pmcf->interval, 10);
+    ngx_conf_init_msec_value(pmcf->stall_threshold, 100);
+    ngx_conf_init_uint_value(pmcf->max_cpu_ppm, 20000);
     ngx_conf_init_uint_value(pmcf->max_frames, 64);
     ngx_conf_init_size_value(pmcf->memory_limit, 8 * 1024 * 1024);
 

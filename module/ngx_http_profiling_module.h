@@ -74,6 +74,8 @@ typedef struct {
     ngx_flag_t     lua;                 /* LuaJIT's frames (unset: on) */
     ngx_msec_t     period;
     ngx_msec_t     interval;
+    ngx_msec_t     stall_threshold;     /* 0: off */
+    ngx_uint_t     max_cpu_ppm;         /* millionths, 0: off */
     ngx_uint_t     max_frames;
     size_t         memory_limit;
     ngx_str_t      service;             /* set: by directive or DD_* */
@@ -108,6 +110,7 @@ typedef struct {
     ngx_msec_t     min;
     ngx_msec_t     max;
     const char    *range;
+    ngx_uint_t     off;             /* "off" is 0 */
 } ngx_http_profiling_time_bounds_t;
 
 
@@ -157,6 +160,8 @@ typedef struct {
  */
 char *ngx_http_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_http_profiling_time(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_max_cpu(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_http_profiling_max_frames(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
@@ -358,6 +363,12 @@ ngx_http_profiling_real_connection(ngx_connection_t *c)
  */
 void ngx_http_profiling_publish_slow(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r, ngx_log_t *log, void *object);
+/* ngx_http_profiling_stall.c */
+void ngx_http_profiling_stall_subject(ngx_http_profiling_worker_t *w,
+    ngx_http_request_t *r, uint64_t tag);
+void ngx_http_profiling_stalled(ngx_http_profiling_worker_t *w,
+    uint64_t ticks);
+
 void ngx_http_profiling_resolve_pending(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r);
 void ngx_http_profiling_request_stop(ngx_http_profiling_worker_t *w);

@@ -195,6 +195,10 @@ ngx_http_profiling_resolve_pending(ngx_http_profiling_worker_t *w,
                 (ngx_atomic_uint_t) sampled->pending_stamp);
     }
 
+    if (tag == sampled->stall_tag) {
+        ngx_http_profiling_stall_subject(w, r, tag);
+    }
+
     if (r != NULL) {
         ngx_http_profiling_resolve_labels(w, r, tag);
     }

@@ -205,6 +205,8 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 
     conf.interval_ns = (int64_t) pmcf->interval * 1000000;
     conf.max_frames = pmcf->max_frames;
+    conf.stall_ns = (int64_t) pmcf->stall_threshold * 1000000;
+    conf.max_cpu_ppm = (uint32_t) pmcf->max_cpu_ppm;
     conf.memory_limit = pmcf->memory_limit;
     conf.timeline = pmcf->timeline;
     conf.dump_dir = ngx_http_profiling_cstr(cycle->pool, &pmcf->dump_dir);

@@ -34,6 +34,14 @@ struct prof_unwind_table_s;
 typedef struct {
     int64_t              interval_ns;
     unsigned             max_frames;
+    int64_t              stall_ns;      /* a turn of the server's loop
+                                           this long is a stall, logged
+                                           with its request and its code;
+                                           0: off */
+    uint32_t             max_cpu_ppm;   /* the profiler's share of the
+                                           worker's CPU, in millionths
+                                           (the interval widens past it);
+                                           0: no ceiling */
     size_t               memory_limit;  /* bytes of queued sample batches */
     int                  timeline;      /* every sample with its time */
     const char          *dump_dir;      /* NULL: no file sink */

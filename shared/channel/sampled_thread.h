@@ -19,6 +19,21 @@
 #include <stdint.h>
 
 
+/* What a turn of the loop runs (the turn's phase). */
+enum {
+    PROF_PHASE_START = 0,           /* the worker's start, to its first wait */
+    PROF_PHASE_EVENTS,              /* the events the wait returned */
+    PROF_PHASE_TIMERS,              /* the timers due */
+    PROF_PHASE_POSTED,              /* the events posted */
+    PROF_PHASE_NGINX                /* nginx's own, after the wrapper's:
+                                       timers due meanwhile, events
+                                       posted by the last ones */
+};
+
+/* Turn lengths: bucket i holds turns of 2^i to 2^(i+1) - 1 TSC ticks. */
+#define PROF_TURN_BUCKETS  64
+
+
 /*
  * What executes, as the sampled thread publishes it to the handler: three
  * words the server gives meaning to (nginx: the request, when known; the
@@ -45,6 +60,16 @@ typedef struct {
  *   clears it (prof_pending_clear); a pending that names a request must be
  *   taken before that request is freed (the server unpublishes it first).
  * - waiting, wait_start, wait_ticks: the event wait (prof_wait_begin).
+ * - turn_start, phase, turns: the loop's turn, from the end of a wait to
+ *   the start of the next (the first from the sampler's start), what it
+ *   runs, and how long turns last (a log2 histogram of TSC ticks).
+ * - stall_ns, stall_ticks: a turn that long is a stall (0: off), in ns and
+ *   in TSC ticks (0: not known yet, every turn ends on the slow path);
+ *   calib_tsc, calib_ns: a TSC reading and the monotonic clock then, for
+ *   ticks to nanoseconds (prof_ticks_ns); ns_per_tick, once measured
+ *   (for the profiler process, which reads no TSC).
+ * - stall_turn, stall_tag, stall_phase: what the last sample taken past
+ *   stall_ns into its turn saw (written by the handler).
  */
 typedef struct {
     prof_running_t running;
@@ -61,7 +86,37 @@ typedef struct {
     uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
     uint32_t       unknown_pcs;     /* walks that left the unwind table */
     uint32_t       unknown_pcs_seen;    /* by prof_sampler_maintain_table */
+
+    uint64_t       turn_start;      /* TSC */
+    uint32_t       phase;           /* PROF_PHASE_* */
+    uint32_t       stall_phase;
+    uint64_t       stall_ticks;
+    int64_t        stall_ns;
+    uint64_t       stall_turn;
+    uint64_t       stall_tag;
+    uint64_t       calib_tsc;
+    int64_t        calib_ns;
+    double         ns_per_tick;     /* known with stall_ticks, else 0 */
+    uint32_t       turns[PROF_TURN_BUCKETS];
 } prof_sampled_thread_t;
+
+
+/*
+ * Nanoseconds in ticks of the TSC, from the calibration pair to a reading
+ * of both clocks (now_ns, now_tsc); 0 before any time passed. Either
+ * process, the handler too (no lock, no call).
+ */
+static inline int64_t
+prof_ticks_ns(const prof_sampled_thread_t *h, uint64_t ticks,
+    int64_t now_ns, uint64_t now_tsc)
+{
+    if (now_tsc <= h->calib_tsc || now_ns <= h->calib_ns) {
+        return 0;
+    }
+
+    return (int64_t) ((double) ticks * (double) (now_ns - h->calib_ns)
+                      / (double) (now_tsc - h->calib_tsc));
+}
 
 
 #endif /* PROF_SAMPLED_THREAD_H */

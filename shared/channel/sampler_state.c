@@ -68,3 +68,27 @@ prof_sampler_post_flush(prof_sampler_t *s, uint64_t period, int final,
 
     __atomic_store_n(&s->flushes_added, added, __ATOMIC_RELEASE);
 }
+
+
+prof_stall_t *
+prof_sampler_next_stall(prof_sampler_t *s)
+{
+    if (s->stalls_added - __atomic_load_n(&s->stalls_taken, __ATOMIC_ACQUIRE)
+        == PROF_STALLS)
+    {
+        __atomic_store_n(&s->stalls_lost, s->stalls_lost + 1,
+                         __ATOMIC_RELAXED);
+        return NULL;
+    }
+
+    return &s->stalls[s->stalls_added % PROF_STALLS];
+}
+
+
+void
+prof_sampler_post_stall(prof_sampler_t *s)
+{
+    __atomic_store_n(&s->stalls_added, s->stalls_added + 1,
+                     __ATOMIC_RELEASE);
+    prof_sampler_wake(s);
+}

@@ -58,6 +58,8 @@ typedef struct {
     struct prof_unwind_table_s  *unwind_table;  /* the caller's (kept by
                                                    it), or NULL: the
                                                    sampler builds one */
+    int64_t                      stall_ns;      /* a turn this long is a
+                                                   stall, 0: off */
 } prof_sampler_conf_t;
 
 
@@ -66,6 +68,10 @@ typedef struct {
 
 /* Flushes that may wait for the sampler thread. */
 #define PROF_FLUSHES           4
+
+/* Stalls that may wait for the sampler thread, and what names them. */
+#define PROF_STALLS            8
+#define PROF_STALL_SUBJECT_MAX 448
 
 enum {
     PROF_SLOT_FREE = 0,
@@ -94,15 +100,37 @@ typedef struct {
     uint32_t        weight;         /* CPU intervals (CPU slots) */
     uint32_t        unwind_stop;    /* why the walk stopped early, or 0 */
     uint32_t        scanned;        /* frames found by scanning */
-    uint32_t        pad;
+    uint32_t        interval_ns;    /* the CPU timer's (CPU slots) */
     int64_t         wall_ns;        /* wall time at this stack */
     int64_t         off_cpu_ns;     /*   of which off CPU */
     int64_t         idle_ns;        /* wall time in the event wait */
     int64_t         handler_ns;
     int64_t         time_ns;        /* monotonic, when it was taken */
     uint64_t        request;        /* tag (sampled_thread.h), 0: none */
+    uint64_t        turn;           /* its turn's start (TSC), 0: in the
+                                       event wait */
+    int64_t         turn_ns;        /* how long the turn had run */
     uint64_t        frames[];       /* conf.max_frames + 1 */
 } prof_slot_t;
+
+
+/*
+ * A stall, as the sampled thread saw it end: its turn (turn_start, which
+ * the slots of the turn carry), its length, and what it ran for: the
+ * request its last sample past the threshold carried, described while
+ * that request lived (subject, e.g. `request: "GET /a HTTP/1.1", ...`),
+ * else the turn's phase.
+ */
+typedef struct {
+    uint64_t        turn;
+    int64_t         length_ns;
+    int64_t         end_ns;         /* monotonic */
+    uint64_t        tag;            /* the samples' tag, 0: none known */
+    uint32_t        phase;          /* PROF_PHASE_* of that sample, or of
+                                       the turn's end when none */
+    uint32_t        subject_length; /* 0: no request */
+    char            subject[PROF_STALL_SUBJECT_MAX];
+} prof_stall_t;
 
 
 /* A flush the sampled thread asked for, in order with the slots. */
@@ -162,10 +190,24 @@ struct prof_sampler_s {
     uint32_t                flushes_taken;
     uint64_t                flushes_merged;
 
+    /* the CPU timer's interval: conf.interval_ns, or wider while the
+       profiler's CPU is over its share (profiling_max_cpu): wanted by
+       the sampler thread, the timer re-armed by the handler at its next
+       CPU sample (interval_now_ns) */
+    int64_t                 interval_wanted_ns;
+    int64_t                 interval_now_ns;
+
     /* stacks asked for by a queued SIGPROF (rt_tgsigqueueinfo): requests
        (sampler thread) and served (futex word, handler) */
     uint32_t                requests;
     uint32_t                served;
+
+    /* stalls: the sampled thread adds (from its loop), the sampler
+       thread takes; lost: the mailbox was full */
+    prof_stall_t            stalls[PROF_STALLS];
+    uint32_t                stalls_added;
+    uint32_t                stalls_taken;
+    uint64_t                stalls_lost;
 
     /* waking the sampler thread: a futex word, and stop */
     uint32_t                wake;
@@ -212,6 +254,15 @@ void prof_sampler_wake(prof_sampler_t *s);
  */
 void prof_sampler_post_flush(prof_sampler_t *s, uint64_t period, int final,
     int64_t now_ns, int64_t wall_ns, int64_t off_cpu_ns, int64_t idle_ns);
+
+/*
+ * The next stall record to fill, or NULL when the sampler thread has not
+ * taken the ones before (the stall is counted lost); prof_sampler_post_
+ * stall hands it over and wakes the sampler thread. The sampled thread's
+ * loop only (never the handler).
+ */
+prof_stall_t *prof_sampler_next_stall(prof_sampler_t *s);
+void prof_sampler_post_stall(prof_sampler_t *s);
 
 
 #endif /* PROF_SAMPLER_STATE_H */

@@ -186,6 +186,7 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     prof_status_copy_symbols(s.symbols, info->symbols);
     prof_status_copy_text(s.lua, info->lua);
     s.memory = info->memory;
+    s.loop = info->loop;
 
     n = 0;
     for (f = prof_diagnostics_fields;
@@ -364,6 +365,62 @@ prof_status_json_symbols(prof_buffer_t *out, const char *symbols)
 }
 
 
+/*
+ * The event loop's stalls and turns: "loop":{"stall_threshold_ms", "stalls",
+ * "stalls_logged", "longest" (null, or its time, "ms" and "line"),
+ * "turns": [{"le_us", "count"}] for the buckets counted (le_us null
+ * while the TSC's rate is not known)}.
+ */
+static int
+prof_status_json_loop(prof_buffer_t *out, const prof_status_loop_t *l)
+{
+    int       rc, first;
+    unsigned  i;
+
+    rc = prof_buffer_printf(out, ",\"loop\":{\"stall_threshold_ms\":%lld,"
+                            "\"stalls\":%llu,\"stalls_logged\":%llu,"
+                            "\"longest\":",
+                            (long long) (l->threshold_ns / 1000000),
+                            (unsigned long long) l->count,
+                            (unsigned long long) l->logged);
+
+    if (l->longest_at_ns == 0) {
+        rc |= prof_buffer_append_str(out, "null");
+
+    } else {
+        rc |= prof_buffer_append_str(out, "{");
+        rc |= prof_status_json_time(out, "time", l->longest_at_ns);
+        rc |= prof_buffer_printf(out, ",\"ms\":%lld,\"line\":",
+                                 (long long) (l->longest_ns / 1000000));
+        rc |= prof_utf8_append_json(out, l->longest, strlen(l->longest));
+        rc |= prof_buffer_append_str(out, "}");
+    }
+
+    rc |= prof_buffer_append_str(out, ",\"turns\":[");
+
+    for (i = 0, first = 1; i < PROF_STATUS_TURN_BUCKETS; i++) {
+        if (l->turns[i] == 0) {
+            continue;
+        }
+
+        if (l->turn_le_ns[i] == 0) {
+            rc |= prof_buffer_printf(out, "%s{\"le_us\":null,\"count\":%llu}",
+                                     first ? "" : ",",
+                                     (unsigned long long) l->turns[i]);
+        } else {
+            rc |= prof_buffer_printf(out, "%s{\"le_us\":%.1f,\"count\":%llu}",
+                                     first ? "" : ",",
+                                     (double) l->turn_le_ns[i] / 1000,
+                                     (unsigned long long) l->turns[i]);
+        }
+
+        first = 0;
+    }
+
+    return rc | prof_buffer_append_str(out, "]}");
+}
+
+
 static int
 prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
 {
@@ -433,6 +490,7 @@ prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
                              (unsigned long long) s->memory.store,
                              (unsigned long long) s->memory.store_images,
                              (unsigned long long) s->memory.store_mapped);
+    rc |= prof_status_json_loop(out, &s->loop);
     rc |= prof_buffer_append_str(out, ",\"counters\":");
     rc |= prof_status_json_counters(out, s->counters, s->counter_count);
     rc |= prof_buffer_append_str(out, ",\"symbols\":");
@@ -512,6 +570,56 @@ prof_status_text_symbols(prof_buffer_t *out, const char *symbols)
 }
 
 
+/* "  loop: ..." and "  turns: ..." lines. */
+static int
+prof_status_text_loop(prof_buffer_t *out, const prof_status_loop_t *l)
+{
+    int       rc;
+    char      t[64];
+    unsigned  i;
+
+    if (l->threshold_ns == 0) {
+        rc = prof_buffer_append_str(out, "  loop: stalls not looked for\n");
+
+    } else {
+        rc = prof_buffer_printf(out, "  loop: %llu stalls over %lld ms "
+                                "(%llu logged)",
+                                (unsigned long long) l->count,
+                                (long long) (l->threshold_ns / 1000000),
+                                (unsigned long long) l->logged);
+
+        if (l->longest_at_ns != 0) {
+            prof_rfc3339(t, l->longest_at_ns);
+            rc |= prof_buffer_printf(out, ", the longest %lld ms at %s: ",
+                                     (long long) (l->longest_ns / 1000000),
+                                     t);
+            rc |= prof_utf8_append(out, l->longest, strlen(l->longest));
+        }
+
+        rc |= prof_buffer_append_str(out, "\n");
+    }
+
+    rc |= prof_buffer_append_str(out, "  turns:");
+
+    for (i = 0; i < PROF_STATUS_TURN_BUCKETS; i++) {
+        if (l->turns[i] == 0) {
+            continue;
+        }
+
+        if (l->turn_le_ns[i] == 0) {
+            rc |= prof_buffer_printf(out, " %llu",
+                                     (unsigned long long) l->turns[i]);
+        } else {
+            rc |= prof_buffer_printf(out, " <=%.1fus %llu",
+                                     (double) l->turn_le_ns[i] / 1000,
+                                     (unsigned long long) l->turns[i]);
+        }
+    }
+
+    return rc | prof_buffer_append_str(out, "\n");
+}
+
+
 int
 prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
     size_t count)
@@ -581,6 +689,10 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
                       (unsigned long long) s.memory.store,
                       (unsigned long long) s.memory.store_images,
                       (unsigned long long) s.memory.store_mapped);
+        }
+
+        if (s.running) {
+            rc |= prof_status_text_loop(out, &s.loop);
         }
 
         rc |= prof_buffer_append_str(out, " ");

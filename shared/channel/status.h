@@ -59,6 +59,26 @@ typedef struct {
 } prof_status_memory_t;
 
 
+/*
+ * The worker's event loop: its stalls (turns longer than the threshold)
+ * and how long its turns last, in buckets of powers of two of the TSC's
+ * ticks, each bucket's upper bound in ns.
+ */
+#define PROF_STATUS_TURN_BUCKETS  64
+
+typedef struct {
+    int64_t      threshold_ns;          /* 0: stalls not looked for */
+    uint64_t     count;                 /* stalls */
+    uint64_t     logged;                /* of them, with their line */
+    int64_t      longest_ns;
+    int64_t      longest_at_ns;         /* unix ns, 0: none */
+    char         longest[PROF_STATUS_TEXT_MAX * 2];     /* its line */
+    uint64_t     turns[PROF_STATUS_TURN_BUCKETS];
+    uint64_t     turn_le_ns[PROF_STATUS_TURN_BUCKETS];  /* 0: the TSC's
+                                           rate not known yet */
+} prof_status_loop_t;
+
+
 typedef struct prof_status_slot_s {
     uint32_t     seq;                   /* odd while written */
     int32_t      pid;                   /* 0: free */
@@ -84,6 +104,7 @@ typedef struct prof_status_slot_s {
     char         lua[PROF_STATUS_TEXT_MAX];     /* the LuaJIT whose frames
                                            its samples carry, "": none */
     prof_status_memory_t  memory;
+    prof_status_loop_t    loop;
 } prof_status_slot_t;
 
 
@@ -99,6 +120,7 @@ typedef struct {
     const char  *symbols;               /* as the slot's, NULL: none */
     const char  *lua;                   /* as the slot's, NULL: none */
     prof_status_memory_t  memory;
+    prof_status_loop_t    loop;
 } prof_status_info_t;
 
 

@@ -101,6 +101,10 @@ const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
     { "uploads_failed_other", offsetof(prof_diagnostics_t, uploads_failed_other) },
     { "uploads_dropped", offsetof(prof_diagnostics_t, uploads_dropped) },
     { "bytes_sent", offsetof(prof_diagnostics_t, bytes_sent) },
+    { "handler_total_ns", offsetof(prof_diagnostics_t, handler_total_ns) },
+    { "profiler_cpu_ns", offsetof(prof_diagnostics_t, profiler_cpu_ns) },
+    { "interval_ns", offsetof(prof_diagnostics_t, interval_ns) },
+    { "throttled_ns", offsetof(prof_diagnostics_t, throttled_ns) },
     { NULL, 0 }
 };
 

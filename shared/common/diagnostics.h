@@ -116,6 +116,15 @@ typedef struct {
                                                its documents */
     uint64_t          bytes_sent;           /* request bodies of every
                                                try, answered or not */
+
+    /* the profiler's own cost (the sampler thread): the handler's time
+       in the worker, the profiler process's CPU, the CPU timer's
+       interval now (profiling_max_cpu widens it) and the time it was
+       wider than configured */
+    uint64_t          handler_total_ns;
+    uint64_t          profiler_cpu_ns;
+    uint64_t          interval_ns;
+    uint64_t          throttled_ns;
 } prof_diagnostics_t;
 
 

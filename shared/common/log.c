@@ -48,6 +48,7 @@ prof_log_free(prof_log_t *log)
 static void
 prof_log_va(prof_log_t *log, int level, const char *fmt, va_list args)
 {
+    int                  report;
     char                 text[2048];
     size_t               n;
     prof_log_message_t  *m;
@@ -55,6 +56,9 @@ prof_log_va(prof_log_t *log, int level, const char *fmt, va_list args)
     if (log->handler == NULL) {
         return;
     }
+
+    report = level & PROF_LOG_REPORT;
+    level &= ~PROF_LOG_REPORT;
 
     if ((pid_t) syscall(SYS_gettid) == log->server_tid) {
         vsnprintf(text, sizeof(text), fmt, args);
@@ -72,7 +76,7 @@ prof_log_va(prof_log_t *log, int level, const char *fmt, va_list args)
     vsnprintf(m->text, sizeof(m->text), fmt, args);
 
     /* The last error, for the status page (this thread's only). */
-    if (level <= PROF_LOG_WARN) {
+    if (level <= PROF_LOG_WARN && !report) {
         log->last_error_ns = prof_clock_ns(CLOCK_REALTIME);
         n = strnlen(m->text, sizeof(log->last_error) - 1);
         memcpy(log->last_error, m->text, n);

@@ -33,6 +33,10 @@ enum {
     PROF_LOG_INFO
 };
 
+/* Or'ed into a level: a report at that level, not an error of the
+   profiler's (not the status page's last error). */
+#define PROF_LOG_REPORT  0x100
+
 enum {
     PROF_CAUSE_ENCODE = 0,
     PROF_CAUSE_FILE,

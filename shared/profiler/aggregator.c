@@ -182,6 +182,7 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
     }
 
     key.stack = (uint32_t) index;
+    key.stall_ms = s->stall_ms;
     key.tag = s->request;
     key.time_ns = agg->conf.timeline ? s->time_ns : 0;
 
@@ -315,6 +316,7 @@ prof_aggregator_resolve(prof_aggregator_t *agg)
 
         memset(&key, 0, sizeof(key));
         key.stack = raw->stack;
+        key.stall_ms = raw->stall_ms;
 
         if (raw->time_ns != 0) {
             key.end_timestamp_ns = p->start_realtime_ns

@@ -58,6 +58,9 @@ typedef struct {
     uint64_t     span_id;           /* 0: no request */
     uint64_t     local_root_span_id;
     int64_t      end_timestamp_ns;  /* unix ns, 0: not on the timeline */
+    uint32_t     stall_ms;          /* taken this far into a stall of the
+                                       server's loop, 0: not in one */
+    uint32_t     pad;
 } prof_sample_key_t;
 
 
@@ -142,6 +145,11 @@ int prof_aggregator_add_labels(prof_aggregator_t *agg,
    returns (the address cache may be dropped right after, within the
    same consume). */
 const prof_address_t *prof_aggregator_address(prof_aggregator_t *agg,
+    uint64_t pc);
+
+/* What is known of any address (a caller's already moved back into its
+   call), found now if it was not; NULL: out of memory. */
+const prof_address_t *prof_aggregator_name(prof_aggregator_t *agg,
     uint64_t pc);
 
 void prof_profile_free(prof_profile_t *p);

@@ -22,7 +22,7 @@
    on the timeline, when). */
 typedef struct {
     uint32_t     stack;
-    uint32_t     pad;
+    uint32_t     stall_ms;          /* sample_batch.h */
     uint64_t     tag;
     int64_t      time_ns;           /* monotonic, 0: not on the timeline */
 } prof_raw_key_t;

@@ -298,3 +298,14 @@ prof_aggregator_address(prof_aggregator_t *agg, uint64_t pc)
 
     return &agg->address_info[index];
 }
+
+
+const prof_address_t *
+prof_aggregator_name(prof_aggregator_t *agg, uint64_t pc)
+{
+    if (prof_aggregator_symbolize_once(agg, pc) != 0) {
+        return NULL;
+    }
+
+    return prof_aggregator_address(agg, pc);
+}

@@ -57,7 +57,7 @@ prof_pprof_write_sample(prof_pprof_t *pp, const prof_sample_key_t *key,
     size_t                ids_length, values_length, labels_length, length;
     unsigned              i;
     unsigned char        *p, *end, value_bytes[PROF_VALUE_COUNT * 10];
-    unsigned char         labels[4 * 40];
+    unsigned char         labels[5 * 40];
     const unsigned char  *ids;
     prof_pprof_tables_t  *t = &pp->tables;
 
@@ -92,6 +92,11 @@ prof_pprof_write_sample(prof_pprof_t *pp, const prof_sample_key_t *key,
     if (key->end_timestamp_ns != 0) {
         end = prof_pb_label(end, t->label_end_timestamp, 0,
                             key->end_timestamp_ns);
+    }
+
+    /* A stall of the server's loop: how far into it. */
+    if (key->stall_ms != 0) {
+        end = prof_pb_label(end, t->label_stall, 0, key->stall_ms);
     }
 
     labels_length = end - labels;

@@ -292,11 +292,12 @@ prof_pprof_tables_build(prof_pprof_tables_t *t)
     t->label_span_id = prof_pprof_string(t, "span id");
     t->label_endpoint = prof_pprof_string(t, "trace endpoint");
     t->label_end_timestamp = prof_pprof_string(t, "end_timestamp_ns");
+    t->label_stall = prof_pprof_string(t, "stall_ms");
     index = prof_pprof_string(t, p->thread_name ? p->thread_name : "");
 
     if (thread_id < 0 || thread_name < 0 || t->label_root_span_id < 0
         || t->label_span_id < 0 || t->label_endpoint < 0
-        || t->label_end_timestamp < 0 || index < 0)
+        || t->label_end_timestamp < 0 || t->label_stall < 0 || index < 0)
     {
         return -ENOMEM;
     }

@@ -64,6 +64,7 @@ typedef struct {
     int64_t                  label_span_id;
     int64_t                  label_endpoint;
     int64_t                  label_end_timestamp;
+    int64_t                  label_stall;
 
     prof_intern_t            locations;         /* uint64_t pc */
     prof_pprof_location_t   *location;          /* by location index */

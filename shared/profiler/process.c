@@ -327,6 +327,10 @@ prof_process_main(const prof_handover_t *h)
     dc.queue = &p->queue;
     dc.notify = prof_loop_notify;
     dc.notify_data = p;
+    dc.stalls = &p->stall_mailbox;
+    dc.max_cpu_ppm = p->conf.max_cpu_ppm;
+    dc.interval_told = &p->interval_told;
+    p->interval_logged = p->conf.interval_ns;
 
     rc = prof_ring_drain_start(&p->drain, p->sampler, &dc);
     if (rc != 0) {

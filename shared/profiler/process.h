@@ -44,6 +44,7 @@
 #include "profiler/intake.h"
 #include "profiler/ring_drain.h"
 #include "profiler/sample_queue.h"
+#include "profiler/stall_report.h"
 #include "profiler/symbolizer.h"
 #include "profiler/upload.h"
 
@@ -123,6 +124,12 @@ struct prof_process_s {
     int                  maps_read;
     int                  identify_logged;       /* the line of
                                                    prof_identify() */
+    prof_stalls_t        stalls;
+    int64_t              interval_told;         /* by the sampler thread
+                                                   (atomic) */
+    int64_t              interval_logged;       /* by the loop thread */
+    prof_stall_mailbox_t  stall_mailbox;        /* from the sampler
+                                                   thread */
 
     uv_loop_t            loop;
     uv_async_t           batches_ready;

@@ -18,8 +18,9 @@
 
 
 /* How often the worker's maps may be read again for walks that left its
-   unwind tables (JIT code leaves them all the time). */
-#define PROF_MAPS_EVERY_MS      200
+   unwind tables (JIT code leaves them all the time; the kernel's making
+   of the maps' text was most of an idle profiler process's CPU at 200). */
+#define PROF_MAPS_EVERY_MS      1000
 
 /* A DWARF image of the symbol store unused that long is given back. */
 #define PROF_STORE_IDLE_NS      (60 * 1000 * 1000 * 1000LL)
@@ -87,6 +88,40 @@ prof_read_maps(prof_process_t *p)
 }
 
 
+/*
+ * The interval profiling_max_cpu set (ring_drain.c): a NOTICE line when
+ * it first widens past the configured one, and when it is back.
+ */
+static void
+prof_report_interval(prof_process_t *p)
+{
+    int64_t  now, conf;
+
+    now = __atomic_load_n(&p->interval_told, __ATOMIC_ACQUIRE);
+    conf = p->conf.interval_ns;
+
+    if (now == 0 || now == p->interval_logged) {
+        return;
+    }
+
+    if (now > conf && p->interval_logged <= conf) {
+        prof_log(&p->log, PROF_LOG_NOTICE | PROF_LOG_REPORT,
+                 "profiling: sampling every %.1f ms instead of %.1f ms: "
+                 "the profiler used more than profiling_max_cpu %.2f%% "
+                 "of the worker's CPU", now / 1e6, conf / 1e6,
+                 p->conf.max_cpu_ppm / 1e4);
+
+    } else if (now <= conf && p->interval_logged > conf) {
+        prof_log(&p->log, PROF_LOG_NOTICE | PROF_LOG_REPORT,
+                 "profiling: sampling every %.1f ms again, within "
+                 "profiling_max_cpu %.2f%%", conf / 1e6,
+                 p->conf.max_cpu_ppm / 1e4);
+    }
+
+    p->interval_logged = now;
+}
+
+
 void
 prof_drain_queue(prof_process_t *p)
 {
@@ -125,6 +160,10 @@ prof_drain_queue(prof_process_t *p)
 
         prof_queue_release(&p->queue, b);
     }
+
+    /* Stalls, named now that their samples' addresses are. */
+    prof_stalls_report(p);
+    prof_report_interval(p);
 
     /*
      * A period closed: its tables, the profile encoded and the batches of

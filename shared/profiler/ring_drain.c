@@ -50,6 +50,23 @@ struct prof_ring_drain_s {
     uint32_t                 watch_index;
     uint64_t                 watch_waits;
     int64_t                  watch_cpu_ns;
+
+    /* stalls: the last sample's stack of the turn running, and whether
+       it was taken past the threshold */
+    uint64_t                 turn;
+    uint32_t                 turn_past;
+    unsigned                 turn_frame_count;
+    uint64_t                 turn_frames[PROF_STALL_FRAMES];
+    uint64_t                 watch_turn;        /* running at a look */
+    int64_t                  watch_turn_ns;     /* first seen then */
+    uint64_t                 turn_asked;        /* its stack asked for */
+    uint64_t                 stalls_lost;       /* the sampler's, told */
+
+    /* the profiler's share of the worker's CPU, by window */
+    int64_t                  window_ns;         /* its start */
+    int64_t                  window_handler_ns;
+    int64_t                  window_worker_ns;  /* the worker's CPU then */
+    int64_t                  window_own_ns;     /* this process's */
 };
 
 
@@ -191,6 +208,49 @@ prof_ring_drain_append_wall(prof_ring_drain_t *drain, int idle, int64_t wall_ns,
 }
 
 
+/*
+ * A slot's turn: its stack kept for a stall's report (the last of the
+ * turn, one past the threshold before any other); past the threshold, the
+ * turn's length then in ms, for the sample's label (else 0).
+ */
+static uint32_t
+prof_ring_drain_turn(prof_ring_drain_t *drain, const prof_slot_t *slot)
+{
+    int64_t          stall_ns;
+    uint32_t         past;
+    unsigned         n;
+    prof_sampler_t  *s = drain->sampler;
+
+    stall_ns = s->sampled.stall_ns;
+
+    if (stall_ns <= 0 || slot->turn == 0) {
+        return 0;
+    }
+
+    past = (slot->turn_ns >= stall_ns);
+
+    if (slot->turn != drain->turn || past >= drain->turn_past) {
+        n = slot->frame_count;
+        if (n > PROF_STALL_FRAMES) {
+            n = PROF_STALL_FRAMES;
+        }
+
+        memcpy(drain->turn_frames, slot->frames, n * sizeof(uint64_t));
+        drain->turn_frame_count = n;
+        drain->turn = slot->turn;
+        drain->turn_past = past;
+    }
+
+    if (!past) {
+        return 0;
+    }
+
+    /* At least 1: the threshold is 1 ms or more. */
+    return (slot->turn_ns / 1000000 > UINT32_MAX)
+           ? UINT32_MAX : (uint32_t) (slot->turn_ns / 1000000);
+}
+
+
 /* A slot the handler filled: its samples. */
 static void
 prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
@@ -201,6 +261,8 @@ prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
     prof_diagnostics_t  *d = s->conf.diagnostics;
 
     prof_histogram_add(&d->handler_ns, slot->handler_ns);
+    prof_counter_add(d->handler_total_ns, slot->handler_ns);
+    drain->window_handler_ns += slot->handler_ns;
 
     if (slot->frame_count > 0
         && slot->frames[slot->frame_count - 1] == PROF_FRAME_TRUNCATED)
@@ -224,9 +286,10 @@ prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
     values.request = slot->request;
     values.time_ns = slot->time_ns;
     values.frame_count = slot->frame_count;
+    values.stall_ms = prof_ring_drain_turn(drain, slot);
 
     if (slot->kind == PROF_SLOT_CPU) {
-        values.cpu_ns = s->conf.interval_ns * slot->weight;
+        values.cpu_ns = (int64_t) slot->interval_ns * slot->weight;
         values.cpu_samples = slot->weight;
         prof_counter_add(d->cpu_samples, 1);
 
@@ -391,6 +454,233 @@ prof_ring_drain_request_stack(prof_sampler_t *s)
 
 
 /*
+ * profiling_max_cpu: each window, the profiler's share of the worker's
+ * CPU (the handler's time there, this process's CPU) against the
+ * ceiling. Over it, the CPU timer's interval widens in proportion (to 80%
+ * of the ceiling, at most eightfold a window, at most 100 times the
+ * configured one, at most 1 s); under half of it, it narrows back, at
+ * most by half a window, to the configured one. A window in which the
+ * worker used less than a quarter of its time decides nothing: the
+ * profiler's fixed costs (its status, its profiles' close), which no
+ * interval lowers, would look large against it, and its samples cost
+ * little in absolute terms.
+ */
+#define PROF_THROTTLE_WINDOW_NS   (1000 * 1000 * 1000LL)
+#define PROF_INTERVAL_MAX_NS      (1000 * 1000 * 1000LL)
+#define PROF_INTERVAL_MAX_TIMES   100
+
+static void
+prof_ring_drain_throttle(prof_ring_drain_t *drain, int64_t now_ns)
+{
+    double               share, target, factor;
+    int64_t              worker_ns, own_ns, elapsed, used, now, next, conf;
+    prof_sampler_t      *s = drain->sampler;
+    prof_diagnostics_t  *d = s->conf.diagnostics;
+
+    elapsed = now_ns - drain->window_ns;
+    if (elapsed < PROF_THROTTLE_WINDOW_NS) {
+        return;
+    }
+
+    worker_ns = prof_clock_ns(s->process_clock);
+    own_ns = prof_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+
+    conf = s->conf.interval_ns;
+    now = __atomic_load_n(&s->interval_wanted_ns, __ATOMIC_RELAXED);
+
+    if (now > conf) {
+        prof_counter_add(d->throttled_ns, elapsed);
+    }
+
+    if (drain->window_ns != 0 && own_ns >= drain->window_own_ns) {
+        prof_counter_add(d->profiler_cpu_ns, own_ns - drain->window_own_ns);
+    }
+
+    used = worker_ns - drain->window_worker_ns;
+
+    if (drain->window_ns != 0 && drain->conf.max_cpu_ppm > 0
+        && worker_ns >= 0 && own_ns >= 0 && used >= elapsed / 4)
+    {
+        share = (double) (drain->window_handler_ns
+                          + (own_ns - drain->window_own_ns)) / used;
+        target = 0.8 * drain->conf.max_cpu_ppm / 1e6;
+        next = now;
+
+        if (share * 1e6 > drain->conf.max_cpu_ppm) {
+            factor = share / target;
+            next = (int64_t) (now * (factor > 8 ? 8 : factor));
+
+        } else if (now > conf && share * 2e6 < drain->conf.max_cpu_ppm) {
+            factor = share / target;
+            next = (int64_t) (now * (factor < 0.5 ? 0.5 : factor));
+        }
+
+        if (next < conf) {
+            next = conf;
+        }
+        if (next > conf * PROF_INTERVAL_MAX_TIMES) {
+            next = conf * PROF_INTERVAL_MAX_TIMES;
+        }
+        if (next > PROF_INTERVAL_MAX_NS) {
+            next = PROF_INTERVAL_MAX_NS;
+        }
+
+        if (next != now) {
+            __atomic_store_n(&s->interval_wanted_ns, next, __ATOMIC_RELAXED);
+            __atomic_store_n(&d->interval_ns, (uint64_t) next,
+                             __ATOMIC_RELAXED);
+            if (drain->conf.interval_told != NULL) {
+                __atomic_store_n(drain->conf.interval_told, next,
+                                 __ATOMIC_RELEASE);
+                prof_ring_drain_notify(drain);
+            }
+        }
+    }
+
+    drain->window_ns = now_ns;
+    drain->window_handler_ns = 0;
+    drain->window_worker_ns = worker_ns;
+    drain->window_own_ns = own_ns;
+}
+
+
+/* How often a thread out of its event wait is looked at: a stall's
+   stack is asked for within half its threshold of it (10 ms at least). */
+#define PROF_WATCH_BUSY_MIN_NS    (10 * 1000 * 1000LL)
+
+static int64_t
+prof_ring_drain_busy_ns(prof_sampler_t *s)
+{
+    int64_t  half;
+
+    half = s->sampled.stall_ns / 2;
+
+    if (half <= 0 || half >= PROF_WATCH_BUSY_NS) {
+        return PROF_WATCH_BUSY_NS;
+    }
+
+    return (half > PROF_WATCH_BUSY_MIN_NS) ? half : PROF_WATCH_BUSY_MIN_NS;
+}
+
+
+/*
+ * The stalls the sampled thread posted, each with the stack kept for its
+ * turn, to the loop thread. Its slots were drained before: a stall is
+ * posted after its turn's last sample.
+ */
+static void
+prof_ring_drain_stalls(prof_ring_drain_t *drain)
+{
+    uint32_t               added;
+    uint64_t               lost;
+    prof_stall_t          *st;
+    prof_sampler_t        *s = drain->sampler;
+    prof_stall_report_t   *r;
+    prof_stall_mailbox_t  *m = drain->conf.stalls;
+
+    added = __atomic_load_n(&s->stalls_added, __ATOMIC_ACQUIRE);
+
+    while (s->stalls_taken != added) {
+        st = &s->stalls[s->stalls_taken % PROF_STALLS];
+
+        if (m == NULL) {
+            /* not reported */
+
+        } else if (m->added - __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE)
+                   == PROF_STALL_REPORTS)
+        {
+            __atomic_add_fetch(&m->lost, 1, __ATOMIC_RELAXED);
+
+        } else {
+            r = &m->reports[m->added % PROF_STALL_REPORTS];
+            memcpy(&r->stall, st, sizeof(prof_stall_t));
+
+            if (drain->turn == st->turn) {
+                r->past = drain->turn_past;
+                r->frame_count = drain->turn_frame_count;
+                memcpy(r->frames, drain->turn_frames,
+                       drain->turn_frame_count * sizeof(uint64_t));
+
+            } else {
+                r->past = 0;
+                r->frame_count = 0;
+            }
+
+            __atomic_store_n(&m->added, m->added + 1, __ATOMIC_RELEASE);
+        }
+
+        __atomic_store_n(&s->stalls_taken, s->stalls_taken + 1,
+                         __ATOMIC_RELEASE);
+        prof_ring_drain_notify(drain);
+    }
+
+    /* The sampled thread's, lost before they came here. */
+    lost = __atomic_load_n(&s->stalls_lost, __ATOMIC_RELAXED);
+    if (m != NULL && lost != drain->stalls_lost) {
+        __atomic_add_fetch(&m->lost, lost - drain->stalls_lost,
+                           __ATOMIC_RELAXED);
+        drain->stalls_lost = lost;
+        prof_ring_drain_notify(drain);
+    }
+}
+
+
+int
+prof_stall_mailbox_take(prof_stall_mailbox_t *m, prof_stall_report_t *r,
+    uint64_t *lost)
+{
+    *lost = __atomic_load_n(&m->lost, __ATOMIC_RELAXED);
+
+    if (m->taken == __atomic_load_n(&m->added, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+
+    memcpy(r, &m->reports[m->taken % PROF_STALL_REPORTS],
+           sizeof(prof_stall_report_t));
+    __atomic_store_n(&m->taken, m->taken + 1, __ATOMIC_RELEASE);
+
+    return 1;
+}
+
+
+/*
+ * A turn running past the stall threshold with no sample past it (no CPU
+ * time passes: blocked in a system call): its stack asked for, once.
+ */
+static void
+prof_ring_drain_watch_turn(prof_ring_drain_t *drain, int64_t now_ns)
+{
+    uint64_t         turn;
+    prof_sampler_t  *s = drain->sampler;
+
+    if (s->sampled.stall_ns <= 0) {
+        return;
+    }
+
+    turn = __atomic_load_n(&s->sampled.turn_start, __ATOMIC_RELAXED);
+
+    if (__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)) {
+        drain->watch_turn = 0;
+        return;
+    }
+
+    if (turn != drain->watch_turn) {
+        drain->watch_turn = turn;
+        drain->watch_turn_ns = now_ns;
+        return;
+    }
+
+    if (now_ns - drain->watch_turn_ns >= s->sampled.stall_ns
+        && turn != drain->turn_asked
+        && !(drain->turn == turn && drain->turn_past))
+    {
+        drain->turn_asked = turn;
+        prof_ring_drain_request_stack(s);
+    }
+}
+
+
+/*
  * A thread that neither waited in its event loop nor filled a slot since
  * the last look, and used less than half the time on CPU, is blocked
  * outside the loop: its stack is asked for, to account the time there.
@@ -407,7 +697,7 @@ prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns)
     waiting = __atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED);
 
     if (now_ns - drain->watch_ns < (waiting ? PROF_WATCH_IDLE_NS
-                                        : PROF_WATCH_BUSY_NS))
+                                            : prof_ring_drain_busy_ns(s)))
     {
         return;
     }
@@ -422,6 +712,9 @@ prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns)
         && cpu_ns - drain->watch_cpu_ns < (now_ns - drain->watch_ns) / 2)
     {
         prof_ring_drain_request_stack(s);
+
+    } else {
+        prof_ring_drain_watch_turn(drain, now_ns);
     }
 
     drain->watch_ns = now_ns;
@@ -464,7 +757,9 @@ prof_ring_drain_main(void *arg)
             break;
         }
 
+        prof_ring_drain_stalls(drain);
         prof_ring_drain_watch(drain, now_ns);
+        prof_ring_drain_throttle(drain, now_ns);
 
         /* Walks left the tables (new objects, or JIT code): the other
            side reads the worker's maps while it lives. */
@@ -477,7 +772,7 @@ prof_ring_drain_main(void *arg)
         /* The next look: when prof_ring_drain_watch() will take it */
         next_ns = drain->watch_ns
                   + (__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
-                     ? PROF_WATCH_IDLE_NS : PROF_WATCH_BUSY_NS);
+                     ? PROF_WATCH_IDLE_NS : prof_ring_drain_busy_ns(s));
 
         if (drain->batch != NULL && drain->batch->sample_count > 0) {
             if (now_ns - drain->last_push_ns >= drain->conf.push_every_ns) {

@@ -33,6 +33,33 @@
 typedef struct prof_ring_drain_s  prof_ring_drain_t;
 
 
+/* The frames a stall's report keeps (leaf first), and the reports that
+   may wait for the loop thread. */
+#define PROF_STALL_FRAMES    24
+#define PROF_STALL_REPORTS   8
+
+/*
+ * A stall the sampled thread posted, with the stack of its turn's last
+ * sample: one taken past the threshold (past = 1), else an earlier one of
+ * the same turn, else none (frame_count 0).
+ */
+typedef struct {
+    prof_stall_t   stall;
+    uint32_t       past;
+    uint32_t       frame_count;
+    uint64_t       frames[PROF_STALL_FRAMES];
+} prof_stall_report_t;
+
+/* Reports from the sampler thread (adds) to the loop thread (takes); lost:
+   stalls that found this or the sampler's mailbox full. */
+typedef struct {
+    prof_stall_report_t  reports[PROF_STALL_REPORTS];
+    uint32_t             added;
+    uint32_t             taken;
+    uint64_t             lost;
+} prof_stall_mailbox_t;
+
+
 typedef struct {
     int64_t        push_every_ns;   /* hand partial batches over this often */
     prof_queue_t  *queue;
@@ -40,6 +67,12 @@ typedef struct {
                                            walks left the unwind
                                            tables */
     void          *notify_data;
+    prof_stall_mailbox_t  *stalls;  /* NULL: stalls taken, not reported */
+    uint32_t       max_cpu_ppm;     /* the profiler's share of the worker's
+                                       CPU (handler + this process), in
+                                       millionths; 0: no ceiling */
+    int64_t       *interval_told;   /* the interval, for the loop thread
+                                       (atomic); NULL: none */
 } prof_ring_drain_conf_t;
 
 
@@ -54,6 +87,14 @@ int prof_ring_drain_start(prof_ring_drain_t **drain, prof_sampler_t *s,
  * threads may still read its fields.
  */
 void prof_ring_drain_finish(prof_ring_drain_t *d);
+
+/*
+ * The next stall report, copied into r: 1, or 0 when none waits; *lost:
+ * the stalls lost so far. The loop thread only (the sampler thread adds,
+ * then calls notify); the mailbox outlives the drain.
+ */
+int prof_stall_mailbox_take(prof_stall_mailbox_t *m, prof_stall_report_t *r,
+    uint64_t *lost);
 
 
 #endif /* PROF_RING_DRAIN_H */

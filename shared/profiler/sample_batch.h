@@ -31,7 +31,9 @@ typedef struct {
     uint32_t      cpu_samples;
     uint32_t      wall_samples;
     uint16_t      frame_count;          /* frames follow the header */
-    uint16_t      pad[3];
+    uint16_t      pad;
+    uint32_t      stall_ms;             /* taken this far (ms) into a
+                                           stall, 0: not in one */
 } prof_sample_t;
 
 

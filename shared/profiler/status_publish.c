@@ -12,19 +12,36 @@
 #include <unistd.h>
 
 #include "common/buffer.h"
+#include "common/clock.h"
 #include "channel/status.h"
 #include "profiler/aggregator.h"
 #include "profiler/status_publish.h"
 #include "profiler/symbol_store.h"
 
 
-/* This process's proportional set size, from the kernel: bytes, 0. */
+/*
+ * This process's proportional set size, from the kernel: bytes, 0. Read
+ * every PROF_PSS_EVERY_NS at most: the kernel walks every page table of
+ * the process for it (the status slot's most costly figure).
+ */
+#define PROF_PSS_EVERY_NS  (10 * 1000000000LL)
+
 static uint64_t
 prof_status_pss(void)
 {
-    FILE                *f;
-    char                 line[128];
-    unsigned long long   kb;
+    FILE                       *f;
+    char                        line[128];
+    int64_t                     now;
+    unsigned long long          kb;
+    static int64_t              read_ns;
+    static unsigned long long   last;
+
+    now = prof_clock_ns(CLOCK_MONOTONIC);
+    if (read_ns != 0 && now - read_ns < PROF_PSS_EVERY_NS) {
+        return (uint64_t) last * 1024;
+    }
+
+    read_ns = now;
 
     f = fopen("/proc/self/smaps_rollup", "re");
     if (f == NULL) {
@@ -39,6 +56,8 @@ prof_status_pss(void)
     }
 
     (void) fclose(f);
+
+    last = kb;
 
     return (uint64_t) kb * 1024;
 }
@@ -149,6 +168,7 @@ prof_publish_status(prof_process_t *p)
     }
 
     prof_status_memory(p, &info.memory);
+    prof_stalls_status(p, &info.loop);
 
     prof_status_publish(p->conf.status_slot, &p->channel->diagnostics, &info);
     prof_buffer_free(&symbols);

@@ -196,6 +196,7 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
     memset(&sc, 0, sizeof(sc));
     sc.interval_ns = conf->interval_ns;
     sc.max_frames = conf->max_frames;
+    sc.stall_ns = conf->stall_ns;
     sc.diagnostics = &p->channel->diagnostics;
     sc.unwind_table = conf->unwind_table;
     sc.start_monotonic_ns = p->start_monotonic_ns;

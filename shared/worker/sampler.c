@@ -83,6 +83,35 @@ prof_sampler_add_flush(prof_sampler_t *s, uint64_t period, int final)
 }
 
 
+/*
+ * The TSC's rate, once some time passed since the calibration pair: the
+ * ticks a stall needs (before, every turn ends on the slow path).
+ */
+#define PROF_CALIBRATION_NS  (10 * 1000 * 1000LL)
+
+static void
+prof_sampler_calibrate(prof_sampled_thread_t *h, int64_t now_ns,
+    uint64_t now_tsc)
+{
+    double  rate;
+
+    if (now_ns - h->calib_ns < PROF_CALIBRATION_NS
+        || now_tsc <= h->calib_tsc)
+    {
+        return;
+    }
+
+    rate = (double) (now_ns - h->calib_ns) / (double) (now_tsc - h->calib_tsc);
+
+    /* Read by the profiler process. */
+    __atomic_store(&h->ns_per_tick, &rate, __ATOMIC_RELAXED);
+
+    if (h->stall_ns > 0) {
+        h->stall_ticks = (uint64_t) ((double) h->stall_ns / rate);
+    }
+}
+
+
 static void
 prof_sampler_flush_now(prof_sampler_t *s, uint64_t period, int final)
 {
@@ -103,8 +132,16 @@ prof_sampler_flush_now(prof_sampler_t *s, uint64_t period, int final)
 void
 prof_sampler_flush(prof_sampler_t *s, uint64_t period)
 {
+    prof_sampled_thread_t  *h = &s->sampled;
+
     __atomic_store_n(&s->period, period + 1, __ATOMIC_RELAXED);
     prof_sampler_flush_now(s, period, 0);
+
+    /* The TSC's rate, for the turns' lengths, however long the turns. */
+    if (h->ns_per_tick == 0) {
+        prof_sampler_calibrate(h, prof_clock_ns(CLOCK_MONOTONIC),
+                               prof_arch_ticks());
+    }
 }
 
 
@@ -130,6 +167,9 @@ prof_sampler_start_timer(prof_sampler_t *s)
 
     s->timer_cpu_ns = prof_clock_ns(s->cpu_clock);
     s->point_cpu_ns = s->timer_cpu_ns;
+    s->interval_now_ns = s->conf.interval_ns;
+    s->interval_wanted_ns = s->conf.interval_ns;
+    s->conf.diagnostics->interval_ns = (uint64_t) s->conf.interval_ns;
 
     if (timer_settime(s->cpu_timer, 0, &its, NULL) != 0) {
         (void) timer_delete(s->cpu_timer);
@@ -312,6 +352,14 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
                        ? conf->start_monotonic_ns
                        : prof_clock_ns(CLOCK_MONOTONIC);
     s->point_tsc = prof_arch_ticks();
+
+    /* The first turn: from here to the first wait. */
+    s->sampled.calib_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    s->sampled.calib_tsc = prof_arch_ticks();
+    s->sampled.turn_start = s->sampled.calib_tsc;
+    s->sampled.phase = PROF_PHASE_START;
+    s->sampled.stall_ns = conf->stall_ns;
+    s->sampled.stall_ticks = (conf->stall_ns > 0) ? 0 : UINT64_MAX;
 
     rc = prof_sampler_start_timer(s);
     if (rc != 0) {
@@ -529,4 +577,30 @@ prof_sampled_thread_t *
 prof_sampler_sampled_thread(prof_sampler_t *s)
 {
     return &s->sampled;
+}
+
+
+
+int64_t
+prof_sampler_turn_ended(prof_sampler_t *s, uint64_t ticks)
+{
+    int64_t                 now_ns, length_ns;
+    uint64_t                now_tsc;
+    prof_sampled_thread_t  *h = &s->sampled;
+
+    /* A TSC behind on another core: no turn to speak of. */
+    if (h->stall_ns <= 0 || ticks > UINT64_MAX / 2) {
+        return 0;
+    }
+
+    now_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    now_tsc = prof_arch_ticks();
+
+    length_ns = prof_ticks_ns(h, ticks, now_ns, now_tsc);
+
+    if (h->stall_ticks == 0) {
+        prof_sampler_calibrate(h, now_ns, now_tsc);
+    }
+
+    return (length_ns >= h->stall_ns) ? length_ns : 0;
 }

@@ -88,6 +88,13 @@ void prof_sampler_capture_idle_stack(prof_sampler_t *s,
 
 prof_sampled_thread_t *prof_sampler_sampled_thread(prof_sampler_t *s);
 
+/*
+ * A turn of ticks (prof_wait_begin) past stall_ticks ended: its length in
+ * ns when it is a stall (at least the conf's stall_ns), else 0. The
+ * sampled thread, from its loop.
+ */
+int64_t prof_sampler_turn_ended(prof_sampler_t *s, uint64_t ticks);
+
 /* LuaJIT's frames too from now (lua_frames.h: the table, in memory shared with
    the profiler side, its vm found); on the sampled thread. */
 void prof_sampler_enable_lua(prof_sampler_t *s, struct prof_lua_s *lua);
@@ -176,22 +183,50 @@ prof_pending_clear(prof_sampled_thread_t *h)
  * modulo 2^64 (a TSC behind on another core subtracts; a total below zero
  * counts as no wait, signal_path.c).
  * The sampler thread reads waiting, and wait_start to see the loop move.
+ *
+ * The time between a wait's end and the next wait's start is the loop's
+ * turn: counted in turns, and returned in ticks by prof_wait_begin; more
+ * than stall_ticks, the caller looks at it on its slow path
+ * (prof_sampler_turn_ended).
  */
-static inline void
+static inline uint64_t
 prof_wait_begin(prof_sampled_thread_t *h)
 {
-    __atomic_store_n(&h->wait_start, prof_arch_ticks(), __ATOMIC_RELAXED);
+    uint64_t  now, turn;
+
+    now = prof_arch_ticks();
+    turn = now - h->turn_start;
+
+    /* Read by the profiler process only: no other thread of this one. */
+    h->turns[63 - __builtin_clzll(turn | 1)]++;
+
+    __atomic_store_n(&h->wait_start, now, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&h->waiting, 1, __ATOMIC_RELAXED);
+
+    return turn;
 }
 
 
 static inline void
 prof_wait_end(prof_sampled_thread_t *h)
 {
-    h->wait_ticks += prof_arch_ticks() - h->wait_start;
+    uint64_t  now;
+
+    now = prof_arch_ticks();
+    h->wait_ticks += now - h->wait_start;
+    __atomic_store_n(&h->turn_start, now, __ATOMIC_RELAXED);
+    h->phase = PROF_PHASE_EVENTS;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&h->waiting, 0, __ATOMIC_RELAXED);
+}
+
+
+/* What the turn runs from here (PROF_PHASE_*), for a stall's report. */
+static inline void
+prof_turn_phase(prof_sampled_thread_t *h, uint32_t phase)
+{
+    h->phase = phase;
 }
 
 

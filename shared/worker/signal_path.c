@@ -285,6 +285,69 @@ prof_signal_tag(prof_sampled_thread_t *h)
 }
 
 
+/*
+ * The interval the sampler thread wants (profiling_max_cpu), when it
+ * changed: the timer re-armed (timer_settime is async-signal-safe), its
+ * CPU time counted from now.
+ */
+static void
+prof_signal_retime(prof_sampler_t *s)
+{
+    int64_t            wanted, cpu_ns;
+    struct itimerspec  its;
+
+    wanted = __atomic_load_n(&s->interval_wanted_ns, __ATOMIC_RELAXED);
+
+    if (wanted <= 0 || wanted == s->interval_now_ns) {
+        return;
+    }
+
+    cpu_ns = prof_clock_ns(s->cpu_clock);
+    if (cpu_ns < 0) {
+        return;
+    }
+
+    its.it_interval.tv_sec = wanted / 1000000000;
+    its.it_interval.tv_nsec = wanted % 1000000000;
+    its.it_value = its.it_interval;
+
+    if (timer_settime(s->cpu_timer, 0, &its, NULL) != 0) {
+        return;
+    }
+
+    s->timer_cpu_ns = cpu_ns;
+    s->point_cpu_ns = cpu_ns;
+    s->cpu_intervals = 0;
+    s->interval_now_ns = wanted;
+}
+
+
+/*
+ * The turn the sample is in, and how long it had run; past the stall
+ * threshold, what the sample saw is the stall's (sampled_thread.h).
+ */
+static void
+prof_signal_turn(prof_sampled_thread_t *h, prof_slot_t *slot, int64_t now_ns,
+    uint64_t now_tsc)
+{
+    if (h->waiting) {
+        slot->turn = 0;
+        slot->turn_ns = 0;
+        return;
+    }
+
+    slot->turn = h->turn_start;
+    slot->turn_ns = prof_ticks_ns(h, now_tsc - h->turn_start, now_ns,
+                                  now_tsc);
+
+    if (h->stall_ns > 0 && slot->turn_ns >= h->stall_ns) {
+        h->stall_turn = slot->turn;
+        h->stall_tag = slot->request;
+        h->stall_phase = h->phase;
+    }
+}
+
+
 void
 prof_signal_handler(int signo, siginfo_t *info, void *context)
 {
@@ -343,17 +406,21 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
         weight = 1 + (info->si_overrun > 0 ? (uint32_t) info->si_overrun : 0);
         s->cpu_intervals += weight;
         cpu_ns = s->timer_cpu_ns
-                 + (int64_t) s->cpu_intervals * s->conf.interval_ns;
+                 + (int64_t) s->cpu_intervals * s->interval_now_ns;
 
         slot->kind = PROF_SLOT_CPU;
         slot->weight = weight;
+        slot->interval_ns = (uint32_t) s->interval_now_ns;
         prof_signal_account_slot(s, slot, entry_ns, entry_tsc,
                                  cpu_ns - s->point_cpu_ns);
         s->point_cpu_ns = cpu_ns;
+
+        prof_signal_retime(s);
     }
 
     slot->time_ns = entry_ns;
     slot->request = prof_signal_tag(&s->sampled);
+    prof_signal_turn(&s->sampled, slot, entry_ns, entry_tsc);
 
     slot->handler_ns = prof_clock_ns(CLOCK_MONOTONIC) - entry_ns;
 

@@ -187,6 +187,58 @@ test_published_state_reads_back_and_renders(void **state)
 
 
 static void
+test_the_loop_s_stalls_and_turns_render(void **state)
+{
+    const char          *page;
+    prof_buffer_t        out = { NULL, 0, 0 };
+    prof_diagnostics_t   d;
+    prof_status_info_t   info;
+    prof_status_slot_t  *slot;
+
+    memset(&d, 0, sizeof(d));
+    memset(&info, 0, sizeof(info));
+
+    info.running = 1;
+    info.started_ns = 1700000000000000000LL;
+    info.loop.threshold_ns = 100000000;
+    info.loop.count = 3;
+    info.loop.logged = 2;
+    info.loop.longest_ns = 312000000;
+    info.loop.longest_at_ns = 1700000060000000000LL;
+    strcpy(info.loop.longest, "a stall of 312 ms in worker 1, in request: "
+                              "\"GET /x HTTP/1.1\"; code: spin");
+    info.loop.turns[4] = 7;
+    info.loop.turn_le_ns[4] = 10000;
+    info.loop.turns[30] = 2;
+    info.loop.turn_le_ns[30] = 400000000;
+
+    slot = prof_status_claim(slots, SLOTS, getpid());
+    prof_status_publish(slot, &d, &info);
+
+    page = render_json(&out);
+    assert_non_null(strstr(page, "\"loop\":{\"stall_threshold_ms\":100,"
+                                 "\"stalls\":3,\"stalls_logged\":2,"
+                                 "\"longest\":{\"time\":\"2023-11-14T22:14:20"));
+    assert_non_null(strstr(page, "\"ms\":312,\"line\":\"a stall of 312 ms "
+                                 "in worker 1, in request: \\\"GET /x "
+                                 "HTTP/1.1\\\"; code: spin\"}"));
+    assert_non_null(strstr(page, "\"turns\":[{\"le_us\":10.0,\"count\":7},"
+                                 "{\"le_us\":400000.0,\"count\":2}]}"));
+
+    out.length = 0;
+    assert_int_equal(prof_status_text(&out, slots, SLOTS), 0);
+    assert_int_equal(prof_buffer_append(&out, "", 1), 0);
+    page = (const char *) out.data;
+    assert_non_null(strstr(page, "  loop: 3 stalls over 100 ms (2 logged), "
+                                 "the longest 312 ms at 2023-11-14T22:14:20"));
+    assert_non_null(strstr(page, "  turns: <=10.0us 7 <=400000.0us 2\n"));
+
+    prof_status_release(slot, getpid());
+    prof_buffer_free(&out);
+}
+
+
+static void
 test_a_worker_that_could_not_start_says_why(void **state)
 {
     const char          *page;
@@ -280,6 +332,8 @@ main(void)
             test_claim_forgets_what_the_process_before_left, setup),
         cmocka_unit_test_setup(
             test_published_state_reads_back_and_renders, setup),
+        cmocka_unit_test_setup(test_the_loop_s_stalls_and_turns_render,
+                               setup),
         cmocka_unit_test_setup(test_a_worker_that_could_not_start_says_why,
                                setup),
         cmocka_unit_test_setup(test_readers_never_see_half_a_write, setup),
