@@ -23,6 +23,10 @@
 
 #include <curl/curl.h>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -248,6 +252,15 @@ prof_process_main(const prof_handover_t *h)
     if (getppid() != h->worker_pid) {
         _exit(0);
     }
+
+#ifdef __GLIBC__
+    /*
+     * One malloc arena for its threads (few, seldom contending): a thread's
+     * arena keeps the pages of what it allocated in a burst, which
+     * malloc_trim() at a period's close gives back from the main one.
+     */
+    (void) mallopt(M_ARENA_MAX, 1);
+#endif
 
     p->conf = *h->conf;
     p->pid = h->worker_pid;

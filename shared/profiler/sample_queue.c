@@ -2,10 +2,14 @@
 
 /*
  * Sample queue: a mutex-protected FIFO of batches with a pool and a ceiling.
+ * A batch of samples is a mapping of its own: its pages are touched only
+ * as samples fill them, and those of a burst's batches go back to the
+ * system when they are released (malloc's arenas would keep them).
  */
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "profiler/sample_queue.h"
 
@@ -22,8 +26,9 @@ prof_batch_alloc(prof_queue_t *q, unsigned overflow)
 {
     prof_batch_t  *b;
 
-    b = malloc(prof_batch_total_bytes(q));
-    if (b == NULL) {
+    b = mmap(NULL, prof_batch_total_bytes(q), PROT_READ|PROT_WRITE,
+             MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) {
         return NULL;
     }
 
@@ -95,14 +100,27 @@ prof_queue_init(prof_queue_t *q, size_t batch_bytes, size_t max_bytes,
 }
 
 
+/* A batch's memory back: a barrier-only batch's (malloc'd), a mapping. */
 static void
-prof_batch_list_free(prof_batch_t *b)
+prof_batch_free(prof_queue_t *q, prof_batch_t *b)
+{
+    if (b->capacity == 0) {
+        free(b);
+        return;
+    }
+
+    (void) munmap(b, prof_batch_total_bytes(q));
+}
+
+
+static void
+prof_batch_list_free(prof_queue_t *q, prof_batch_t *b)
 {
     prof_batch_t  *next;
 
     for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
-        free(b);
+        prof_batch_free(q, b);
     }
 }
 
@@ -110,8 +128,8 @@ prof_batch_list_free(prof_batch_t *b)
 void
 prof_queue_destroy(prof_queue_t *q)
 {
-    prof_batch_list_free(q->free);
-    prof_batch_list_free(q->head);
+    prof_batch_list_free(q, q->free);
+    prof_batch_list_free(q, q->head);
     q->free = NULL;
     q->head = NULL;
     q->tail = &q->head;
@@ -202,11 +220,11 @@ prof_queue_release(prof_queue_t *q, prof_batch_t *b)
     pthread_mutex_lock(&q->mutex);
 
     if (b->capacity == 0) {
-        free(b);                            /* a barrier-only batch */
+        prof_batch_free(q, b);              /* a barrier-only batch */
 
     } else if (b->overflow) {
         q->allocated_bytes -= prof_batch_total_bytes(q);
-        free(b);
+        prof_batch_free(q, b);
 
     } else {
         b->next = q->free;
