@@ -4,7 +4,10 @@
 # ./configure accepts an nginx whose event loop the wrapper reproduces,
 # decided from the source it is given, and refuses any other naming the
 # function that differs; a tree of headers only is decided on its
-# version; arguments without --with-compat are warned about.
+# version; arguments without --with-compat are warned about. The nginx
+# arguments' compiler and options make the checks and the build, with
+# pkg-config's flags and nanopb under their directories; a compiler of
+# another C library (musl-gcc) never takes the system's.
 
 use strict;
 use warnings;
@@ -170,6 +173,69 @@ like($out, qr/no src\/event\/ngx_event\.c .* 1\.21\.6 is not one whose sources w
     my $mk = do { local (@ARGV, $/) = "$dir/build/n/objs/Makefile"; <> };
     like($mk // '', qr/-DPROF_A=1 -DPROF_B=2 -g -O2/,
          'nginx\'s compiler options come before the module\'s');
+}
+
+
+# The nginx arguments' compiler and options make every check and the
+# build (an nginx built with another compiler, its libraries under a
+# prefix of its own): nanopb found under their -I and -L directories
+# before the system's; a library's pkg-config file gives its flags.
+{
+    my $log = "$dir/cc.log";
+    open(my $fh, '>', "$dir/wrapped-cc") or die;
+    print $fh "#!/bin/sh\necho \"\$*\" >> '$log'\nexec cc \"\$@\"\n";
+    close($fh);
+    chmod(0755, "$dir/wrapped-cc");
+    my $pb = "$dir/nanopb-prefix";
+    mkdir($_) or die "$_: $!" for $pb, "$pb/include", "$pb/lib", "$dir/pc";
+    system('cp', glob('/usr/include/pb*.h'), "$pb/include") == 0 or die;
+    system('cp', '/usr/lib/x86_64-linux-gnu/libprotobuf-nanopb.a', "$pb/lib")
+        == 0 or die;
+    open($fh, '>', "$dir/pc/libuv.pc") or die;
+    print $fh "Name: libuv\nDescription: test\nVersion: 1.0\n"
+              . "Libs: -L$dir/uv-lib -luv\nCflags: -DPROF_UV_PC=1\n";
+    close($fh);
+    local $ENV{PKG_CONFIG_PATH} = "$dir/pc";
+    my ($rc, $out) = configure($pristine, "--with-compat "
+        . "--with-cc=$dir/wrapped-cc --with-cc-opt='-I$pb/include' "
+        . "--with-ld-opt='-L$pb/lib'");
+    is($rc, 0, 'configured with the nginx arguments\' compiler and '
+       . 'directories') or diag($out);
+    like($out, qr/the compiler of the nginx arguments: \Q$dir\E\/wrapped-cc/,
+         'their --with-cc is the compiler');
+    my $calls = do { local (@ARGV, $/) = $log; <> } // '';
+    like($calls, qr/-I\Q$pb\E\/include/, 'which compiled the checks, with '
+         . 'their --with-cc-opt');
+    like($calls, qr/-L\Q$pb\E\/lib/, 'and their --with-ld-opt');
+    like($out, qr/checking for nanopb runtime\.\.\. \Q$pb\E\/lib\/libprotobuf-nanopb\.a/,
+         'nanopb under their directories, not the system\'s') or diag($out);
+    my $mk = do { local (@ARGV, $/) = "$dir/build/config.mk"; <> } // '';
+    like($mk, qr/^CC = \Q$dir\E\/wrapped-cc$/m, 'config.mk builds with it');
+    like($mk, qr/^PROFILING_LIBS = .*-L\Q$dir\E\/uv-lib -luv /m,
+         'libuv linked as its pkg-config file says');
+    like($mk, qr/^EXTRA_CFLAGS = .*-DPROF_UV_PC=1/m,
+         'and compiled with its flags');
+}
+
+# A compiler of another C library (Debian's musl-gcc): the system's
+# libraries and pkg-config files are glibc's, never taken; what is
+# missing is named with Alpine's package too; a linker that makes no
+# .eh_frame_hdr (Debian's musl-gcc wrapper) is refused with the fix.
+SKIP: {
+    skip('no musl-gcc (Debian package musl-tools)', 6)
+        unless -x '/usr/bin/musl-gcc';
+    my ($rc, $out) = configure($pristine, '--with-compat --with-cc=musl-gcc');
+    isnt($rc, 0, 'musl-gcc without musl-built libraries: not configured');
+    like($out, qr/checking the C library of musl-gcc\.\.\. not glibc/,
+         'its C library told');
+    like($out, qr/libuv not found with musl-gcc .*\(Alpine: libuv-dev\)/,
+         'a missing library named with its Alpine package');
+    like($out, qr/nanopb runtime not found .*the system's is built for its own C library, not for musl-gcc's/,
+         'the system\'s glibc nanopb refused');
+    like($out, qr/warning: no libgcc_s for musl-gcc \(Alpine: apk add libgcc\)/,
+         'libgcc_s: linked where it is, said what changes without');
+    like($out, qr/musl-gcc links without \.eh_frame_hdr.*-Wl,--eh-frame-hdr/,
+         'a link without .eh_frame_hdr refused, with the fix');
 }
 
 ($rc, $out) = configure($pristine, '--with-threads');
