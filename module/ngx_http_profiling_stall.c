@@ -119,14 +119,19 @@ ngx_http_profiling_stalled(ngx_http_profiling_worker_t *w, uint64_t ticks)
     st->length_ns = length_ns;
     st->end_ns = prof_clock_ns(CLOCK_MONOTONIC);
     st->subject_length = 0;
+    st->write_index = prof_sampler_write_index(w->sampler);
 
     if (sampled->stall_turn == sampled->turn_start) {
         st->tag = sampled->stall_tag;
         st->phase = sampled->stall_phase;
+        st->sampled = sampled->stall_past ? 2 : 1;
 
     } else {
+        /* No sample in the turn: only the first turn's phase is known. */
         st->tag = 0;
-        st->phase = sampled->phase;
+        st->phase = (sampled->turn_start == sampled->calib_tsc)
+                    ? PROF_PHASE_START : sampled->phase;
+        st->sampled = 0;
     }
 
     if (st->tag != 0 && st->tag == ngx_http_profiling_stall_tag) {

@@ -68,8 +68,9 @@ typedef struct {
  *   calib_tsc, calib_ns: a TSC reading and the monotonic clock then, for
  *   ticks to nanoseconds (prof_ticks_ns); ns_per_tick, once measured
  *   (for the profiler process, which reads no TSC).
- * - stall_turn, stall_tag, stall_phase: what the last sample taken past
- *   stall_ns into its turn saw (written by the handler).
+ * - stall_turn, stall_tag, stall_phase, stall_past: what the turn's last
+ *   sample saw, one taken past stall_ns into it preferred (stall_past),
+ *   written by the handler while stall_ns is set.
  */
 typedef struct {
     prof_running_t running;
@@ -90,6 +91,7 @@ typedef struct {
     uint64_t       turn_start;      /* TSC */
     uint32_t       phase;           /* PROF_PHASE_* */
     uint32_t       stall_phase;
+    uint32_t       stall_past;
     uint64_t       stall_ticks;
     int64_t        stall_ns;
     uint64_t       stall_turn;
@@ -97,7 +99,7 @@ typedef struct {
     uint64_t       calib_tsc;
     int64_t        calib_ns;
     double         ns_per_tick;     /* known with stall_ticks, else 0 */
-    uint32_t       turns[PROF_TURN_BUCKETS];
+    uint64_t       turns[PROF_TURN_BUCKETS];
 } prof_sampled_thread_t;
 
 
@@ -110,7 +112,10 @@ static inline int64_t
 prof_ticks_ns(const prof_sampled_thread_t *h, uint64_t ticks,
     int64_t now_ns, uint64_t now_tsc)
 {
-    if (now_tsc <= h->calib_tsc || now_ns <= h->calib_ns) {
+    /* A TSC behind on another core counts as no time. */
+    if (now_tsc <= h->calib_tsc || now_ns <= h->calib_ns
+        || ticks > UINT64_MAX / 2)
+    {
         return 0;
     }
 

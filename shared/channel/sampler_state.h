@@ -117,17 +117,21 @@ typedef struct {
 /*
  * A stall, as the sampled thread saw it end: its turn (turn_start, which
  * the slots of the turn carry), its length, and what it ran for: the
- * request its last sample past the threshold carried, described while
- * that request lived (subject, e.g. `request: "GET /a HTTP/1.1", ...`),
- * else the turn's phase.
+ * request the turn's last sample (one past the threshold preferred)
+ * carried, described while that request lived (subject, e.g.
+ * `request: "GET /a HTTP/1.1", ...`), else that sample's phase; the
+ * slots before write_index are those taken before it ended.
  */
 typedef struct {
     uint64_t        turn;
     int64_t         length_ns;
     int64_t         end_ns;         /* monotonic */
     uint64_t        tag;            /* the samples' tag, 0: none known */
-    uint32_t        phase;          /* PROF_PHASE_* of that sample, or of
-                                       the turn's end when none */
+    uint32_t        phase;          /* PROF_PHASE_* of that sample (of
+                                       the turn, the first: START) */
+    uint32_t        sampled;        /* 0: no sample in the turn, 1: one
+                                       before the threshold, 2: past */
+    uint32_t        write_index;
     uint32_t        subject_length; /* 0: no request */
     char            subject[PROF_STALL_SUBJECT_MAX];
 } prof_stall_t;
@@ -196,6 +200,7 @@ struct prof_sampler_s {
        CPU sample (interval_now_ns) */
     int64_t                 interval_wanted_ns;
     int64_t                 interval_now_ns;
+    uint32_t                rearmed;        /* the handler, since */
 
     /* stacks asked for by a queued SIGPROF (rt_tgsigqueueinfo): requests
        (sampler thread) and served (futex word, handler) */

@@ -67,7 +67,11 @@ struct prof_ring_drain_s {
     int64_t                  window_handler_ns;
     int64_t                  window_worker_ns;  /* the worker's CPU then */
     int64_t                  window_own_ns;     /* this process's */
+    unsigned                 windows_over;      /* in a row */
 };
+
+
+static void prof_ring_drain_stalls(prof_ring_drain_t *drain, int final);
 
 
 static void
@@ -369,12 +373,18 @@ prof_ring_drain_slots(prof_ring_drain_t *drain, int64_t now_ns)
                 break;
             }
 
+            /* A stall that ended before this slot was taken: its turn's
+               stack is the one kept now. */
+            prof_ring_drain_stalls(drain, 0);
+
             prof_ring_drain_take_slot(drain, slot, now_ns);
 
             __atomic_store_n(&slot->state, PROF_SLOT_FREE, __ATOMIC_RELEASE);
             __atomic_store_n(&s->read_index, s->read_index + 1,
                              __ATOMIC_RELEASE);
         }
+
+        prof_ring_drain_stalls(drain, 0);
 
         if (f == NULL || s->read_index != f->write_index) {
             return;
@@ -456,10 +466,12 @@ prof_ring_drain_request_stack(prof_sampler_t *s)
 /*
  * profiling_max_cpu: each window, the profiler's share of the worker's
  * CPU (the handler's time there, this process's CPU) against the
- * ceiling. Over it, the CPU timer's interval widens in proportion (to 80%
- * of the ceiling, at most eightfold a window, at most 100 times the
- * configured one, at most 1 s); under half of it, it narrows back, at
- * most by half a window, to the configured one. A window in which the
+ * ceiling. Over it two windows in a row (one alone is a profile's close,
+ * or names read for new code), the CPU timer's interval widens in
+ * proportion (to 80% of the ceiling, at most eightfold a window, at most
+ * 100 times the configured one, at most 1 s); under half of it, it
+ * narrows back, at most by half a window, to the configured one. A
+ * window in which the
  * worker used less than a quarter of its time decides nothing: the
  * profiler's fixed costs (its status, its profiles' close), which no
  * interval lowers, would look large against it, and its samples cost
@@ -506,7 +518,10 @@ prof_ring_drain_throttle(prof_ring_drain_t *drain, int64_t now_ns)
         target = 0.8 * drain->conf.max_cpu_ppm / 1e6;
         next = now;
 
-        if (share * 1e6 > drain->conf.max_cpu_ppm) {
+        drain->windows_over = (share * 1e6 > drain->conf.max_cpu_ppm)
+                              ? drain->windows_over + 1 : 0;
+
+        if (drain->windows_over >= 2) {
             factor = share / target;
             next = (int64_t) (now * (factor > 8 ? 8 : factor));
 
@@ -565,11 +580,11 @@ prof_ring_drain_busy_ns(prof_sampler_t *s)
 
 /*
  * The stalls the sampled thread posted, each with the stack kept for its
- * turn, to the loop thread. Its slots were drained before: a stall is
- * posted after its turn's last sample.
+ * turn, to the loop thread, in order with the slots: a stall is taken
+ * once the slots filled before it ended are (all of them when final).
  */
 static void
-prof_ring_drain_stalls(prof_ring_drain_t *drain)
+prof_ring_drain_stalls(prof_ring_drain_t *drain, int final)
 {
     uint32_t               added;
     uint64_t               lost;
@@ -582,6 +597,10 @@ prof_ring_drain_stalls(prof_ring_drain_t *drain)
 
     while (s->stalls_taken != added) {
         st = &s->stalls[s->stalls_taken % PROF_STALLS];
+
+        if (!final && (int32_t) (st->write_index - s->read_index) > 0) {
+            break;
+        }
 
         if (m == NULL) {
             /* not reported */
@@ -754,10 +773,10 @@ prof_ring_drain_main(void *arg)
             && s->flushes_taken
                == __atomic_load_n(&s->flushes_added, __ATOMIC_ACQUIRE))
         {
+            prof_ring_drain_stalls(drain, 1);
             break;
         }
 
-        prof_ring_drain_stalls(drain);
         prof_ring_drain_watch(drain, now_ns);
         prof_ring_drain_throttle(drain, now_ns);
 

@@ -21,6 +21,7 @@ prof_batch_total_bytes(prof_queue_t *q)
 }
 
 
+/* A batch mapped; its bytes are counted by the caller. */
 static prof_batch_t *
 prof_batch_alloc(prof_queue_t *q, unsigned overflow)
 {
@@ -36,7 +37,6 @@ prof_batch_alloc(prof_queue_t *q, unsigned overflow)
     b->flush_period = 0;
     b->capacity = q->batch_bytes;
     b->overflow = overflow;
-    q->allocated_bytes += prof_batch_total_bytes(q);
 
     return b;
 }
@@ -85,6 +85,8 @@ prof_queue_init(prof_queue_t *q, size_t batch_bytes, size_t max_bytes,
             prof_queue_destroy(q);
             return -ENOMEM;
         }
+
+        q->allocated_bytes += prof_batch_total_bytes(q);
 
         b->next = q->free;
         q->free = b;
@@ -141,7 +143,10 @@ prof_queue_destroy(prof_queue_t *q)
 prof_batch_t *
 prof_queue_acquire(prof_queue_t *q)
 {
+    int            reserved;
     prof_batch_t  *b;
+
+    reserved = 0;
 
     pthread_mutex_lock(&q->mutex);
 
@@ -153,10 +158,22 @@ prof_queue_acquire(prof_queue_t *q)
     } else if (q->allocated_bytes + prof_batch_total_bytes(q)
                <= q->max_bytes)
     {
-        b = prof_batch_alloc(q, 1);
+        /* Its bytes reserved; mapped without the lock. */
+        q->allocated_bytes += prof_batch_total_bytes(q);
+        reserved = 1;
     }
 
     pthread_mutex_unlock(&q->mutex);
+
+    if (reserved) {
+        b = prof_batch_alloc(q, 1);
+
+        if (b == NULL) {
+            pthread_mutex_lock(&q->mutex);
+            q->allocated_bytes -= prof_batch_total_bytes(q);
+            pthread_mutex_unlock(&q->mutex);
+        }
+    }
 
     if (b != NULL) {
         prof_batch_reset(b);
@@ -217,21 +234,28 @@ prof_queue_pop_all(prof_queue_t *q)
 void
 prof_queue_release(prof_queue_t *q, prof_batch_t *b)
 {
-    pthread_mutex_lock(&q->mutex);
-
     if (b->capacity == 0) {
         prof_batch_free(q, b);              /* a barrier-only batch */
+        return;
+    }
 
-    } else if (b->overflow) {
+    pthread_mutex_lock(&q->mutex);
+
+    if (b->overflow) {
         q->allocated_bytes -= prof_batch_total_bytes(q);
-        prof_batch_free(q, b);
 
     } else {
         b->next = q->free;
         q->free = b;
+        b = NULL;
     }
 
     pthread_mutex_unlock(&q->mutex);
+
+    /* Unmapped without the lock the sampler thread takes. */
+    if (b != NULL) {
+        prof_batch_free(q, b);
+    }
 }
 
 

@@ -175,59 +175,77 @@ void
 prof_stalls_report(prof_process_t *p)
 {
     char                  line[PROF_STALL_SUBJECT_MAX + 2048], code[1536];
+    char                  more[96];
     int64_t               now_ns;
     uint64_t              lost;
+    const char           *what, *when;
     prof_stalls_t        *st = &p->stalls;
     prof_stall_report_t   r;
 
     while (prof_stall_mailbox_take(&p->stall_mailbox, &r, &lost)) {
         st->count++;
 
-        prof_stall_code(p, &r, code, sizeof(code));
-
-        (void) snprintf(line, sizeof(line),
-                        "profiling: a stall of %lld ms in worker %d, in "
-                        "%.*s; code: %s",
-                        (long long) (r.stall.length_ns / 1000000),
-                        (int) p->pid,
-                        (int) (r.stall.subject_length
-                               ? r.stall.subject_length
-                               : strlen(prof_stall_phase(r.stall.phase))),
-                        r.stall.subject_length
-                        ? r.stall.subject : prof_stall_phase(r.stall.phase),
-                        code);
-
-        now_ns = prof_clock_ns(CLOCK_REALTIME);
-
         if (r.stall.length_ns > st->longest_ns) {
             st->longest_ns = r.stall.length_ns;
-            st->longest_at_ns = now_ns;
-            prof_stall_copy(st->longest, sizeof(st->longest),
-                            line + sizeof("profiling: ") - 1);
+            st->longest_at_ns = prof_clock_ns(CLOCK_REALTIME);
+            st->longest_pending = 1;
         }
+
+        now_ns = prof_clock_ns(CLOCK_MONOTONIC);
 
         if (now_ns - st->window_ns >= PROF_STALL_WINDOW_NS) {
             st->window_ns = now_ns;
             st->window_lines = 0;
         }
 
+        if (st->window_lines >= PROF_STALL_LINES && !st->longest_pending) {
+            st->not_logged++;
+            continue;
+        }
+
+        prof_stall_code(p, &r, code, sizeof(code));
+
+        what = r.stall.sampled ? prof_stall_phase(r.stall.phase)
+               : (r.stall.phase == PROF_PHASE_START
+                  ? prof_stall_phase(PROF_PHASE_START)
+                  : "what no sample caught");
+        when = (r.stall.sampled == 1 && r.frame_count > 0)
+               ? " (sampled before the threshold)" : "";
+
+        more[0] = '\0';
+        if (st->not_logged > 0) {
+            (void) snprintf(more, sizeof(more), " (and %llu more not "
+                            "logged since the last line)",
+                            (unsigned long long) st->not_logged);
+        }
+
+        (void) snprintf(line, sizeof(line),
+                        "profiling: a stall of %lld ms in worker %d%s, in "
+                        "%.*s; code%s: %s",
+                        (long long) (r.stall.length_ns / 1000000),
+                        (int) p->pid, more,
+                        (int) (r.stall.subject_length
+                               ? r.stall.subject_length : strlen(what)),
+                        r.stall.subject_length ? r.stall.subject : what,
+                        when, code);
+
+        if (st->longest_pending) {
+            st->longest_pending = 0;
+            prof_stall_copy(st->longest, sizeof(st->longest),
+                            line + sizeof("profiling: ") - 1);
+        }
+
         if (st->window_lines >= PROF_STALL_LINES) {
+            /* The longest's line, for the status page, not logged. */
             st->not_logged++;
             continue;
         }
 
         st->window_lines++;
         st->logged++;
+        st->not_logged = 0;
 
-        if (st->not_logged > 0) {
-            prof_log(&p->log, PROF_LOG_WARN | PROF_LOG_REPORT,
-                     "%s (and %llu more stalls not logged since the last "
-                     "line)", line, (unsigned long long) st->not_logged);
-            st->not_logged = 0;
-
-        } else {
-            prof_log(&p->log, PROF_LOG_WARN | PROF_LOG_REPORT, "%s", line);
-        }
+        prof_log(&p->log, PROF_LOG_WARN | PROF_LOG_REPORT, "%s", line);
     }
 
     /* Lost on the way: counted, never named. */

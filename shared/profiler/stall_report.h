@@ -30,10 +30,11 @@ typedef struct {
     uint64_t     logged;
     uint64_t     not_logged;            /* since the last line */
     uint64_t     lost;                  /* on the way (mailboxes full) */
+    int          longest_pending;       /* its line to make */
     int64_t      longest_ns;
     int64_t      longest_at_ns;         /* unix ns */
     char         longest[PROF_STATUS_TEXT_MAX * 2];
-    int64_t      window_ns;             /* the minute's start */
+    int64_t      window_ns;             /* the minute's start (monotonic) */
     unsigned     window_lines;
 } prof_stalls_t;
 

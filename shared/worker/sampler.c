@@ -85,7 +85,10 @@ prof_sampler_add_flush(prof_sampler_t *s, uint64_t period, int final)
 
 /*
  * The TSC's rate, once some time passed since the calibration pair: the
- * ticks a stall needs (before, every turn ends on the slow path).
+ * ticks a stall needs, less an eighth (the slow path measures the turn
+ * in ns: a rate a preemption between the two readings skewed must not
+ * hide a stall just over the threshold). Before, every turn ends on the
+ * slow path.
  */
 #define PROF_CALIBRATION_NS  (10 * 1000 * 1000LL)
 
@@ -107,7 +110,7 @@ prof_sampler_calibrate(prof_sampled_thread_t *h, int64_t now_ns,
     __atomic_store(&h->ns_per_tick, &rate, __ATOMIC_RELAXED);
 
     if (h->stall_ns > 0) {
-        h->stall_ticks = (uint64_t) ((double) h->stall_ns / rate);
+        h->stall_ticks = (uint64_t) ((double) h->stall_ns / rate * 7 / 8);
     }
 }
 
@@ -137,11 +140,10 @@ prof_sampler_flush(prof_sampler_t *s, uint64_t period)
     __atomic_store_n(&s->period, period + 1, __ATOMIC_RELAXED);
     prof_sampler_flush_now(s, period, 0);
 
-    /* The TSC's rate, for the turns' lengths, however long the turns. */
-    if (h->ns_per_tick == 0) {
-        prof_sampler_calibrate(h, prof_clock_ns(CLOCK_MONOTONIC),
-                               prof_arch_ticks());
-    }
+    /* The TSC's rate, for the turns' lengths, however long the turns:
+       measured again over the longer baseline. */
+    prof_sampler_calibrate(h, prof_clock_ns(CLOCK_MONOTONIC),
+                           prof_arch_ticks());
 }
 
 
@@ -570,6 +572,14 @@ prof_sampler_retake_signals(prof_sampler_t *s)
     }
 
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+}
+
+
+uint32_t
+prof_sampler_write_index(prof_sampler_t *s)
+{
+    /* The handler, on this thread, writes it. */
+    return __atomic_load_n(&s->write_index, __ATOMIC_RELAXED);
 }
 
 

@@ -88,6 +88,9 @@ void prof_sampler_capture_idle_stack(prof_sampler_t *s,
 
 prof_sampled_thread_t *prof_sampler_sampled_thread(prof_sampler_t *s);
 
+/* The ring's slots filled so far (the sampled thread, in its loop). */
+uint32_t prof_sampler_write_index(prof_sampler_t *s);
+
 /*
  * A turn of ticks (prof_wait_begin) past stall_ticks ended: its length in
  * ns when it is a stall (at least the conf's stall_ns), else 0. The
@@ -192,13 +195,15 @@ prof_pending_clear(prof_sampled_thread_t *h)
 static inline uint64_t
 prof_wait_begin(prof_sampled_thread_t *h)
 {
-    uint64_t  now, turn;
+    uint64_t   now, turn, *bucket;
 
     now = prof_arch_ticks();
     turn = now - h->turn_start;
 
-    /* Read by the profiler process only: no other thread of this one. */
-    h->turns[63 - __builtin_clzll(turn | 1)]++;
+    /* One writer (this thread); the profiler process reads it. */
+    bucket = &h->turns[63 - __builtin_clzll(turn | 1)];
+    __atomic_store_n(bucket, __atomic_load_n(bucket, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
 
     __atomic_store_n(&h->wait_start, now, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

@@ -319,17 +319,21 @@ prof_signal_retime(prof_sampler_t *s)
     s->point_cpu_ns = cpu_ns;
     s->cpu_intervals = 0;
     s->interval_now_ns = wanted;
+    s->rearmed = 1;
 }
 
 
 /*
- * The turn the sample is in, and how long it had run; past the stall
- * threshold, what the sample saw is the stall's (sampled_thread.h).
+ * The turn the sample is in, and how long it had run; what it saw is the
+ * turn's for a stall's report, past the threshold before anything else
+ * (sampled_thread.h).
  */
 static void
 prof_signal_turn(prof_sampled_thread_t *h, prof_slot_t *slot, int64_t now_ns,
     uint64_t now_tsc)
 {
+    uint32_t  past;
+
     if (h->waiting) {
         slot->turn = 0;
         slot->turn_ns = 0;
@@ -340,10 +344,17 @@ prof_signal_turn(prof_sampled_thread_t *h, prof_slot_t *slot, int64_t now_ns,
     slot->turn_ns = prof_ticks_ns(h, now_tsc - h->turn_start, now_ns,
                                   now_tsc);
 
-    if (h->stall_ns > 0 && slot->turn_ns >= h->stall_ns) {
+    if (h->stall_ns <= 0) {
+        return;
+    }
+
+    past = (slot->turn_ns >= h->stall_ns);
+
+    if (past || h->stall_turn != slot->turn || !h->stall_past) {
         h->stall_turn = slot->turn;
         h->stall_tag = slot->request;
         h->stall_phase = h->phase;
+        h->stall_past = past;
     }
 }
 
@@ -380,6 +391,18 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     }
 
     saved_errno = errno;
+
+    /*
+     * The old timer's signal, queued while the handler re-armed it: the
+     * CPU it stands for was counted at the re-arm.
+     */
+    if (!requested && s->rearmed) {
+        s->rearmed = 0;
+        cpu_ns = prof_clock_ns(s->cpu_clock);
+        if (cpu_ns >= 0 && cpu_ns - s->timer_cpu_ns < s->interval_now_ns / 2) {
+            goto done;
+        }
+    }
 
     slot = prof_sampler_slot(s, s->write_index);
 
