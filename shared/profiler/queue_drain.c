@@ -18,9 +18,10 @@
 
 
 /* How often the worker's maps may be read again for walks that left its
-   unwind tables (JIT code leaves them all the time; the kernel's making
-   of the maps' text was most of an idle profiler process's CPU at 200). */
-#define PROF_MAPS_EVERY_MS      1000
+   unwind tables (JIT code leaves them all the time). Not less often: an
+   address first seen in no object (code loaded since the last read)
+   stays unnamed for the profile. */
+#define PROF_MAPS_EVERY_MS      200
 
 /* A DWARF image of the symbol store unused that long is given back. */
 #define PROF_STORE_IDLE_NS      (60 * 1000 * 1000 * 1000LL)
