@@ -232,7 +232,10 @@ sub check_run {
             my $l = $LINES{$path} or next;
             $frames{$app}++;
             $ours = 1 if $path eq $APP{$app};
-            # A function of the file: its first line, its line, its name.
+            # A function of the file: its first line, its line, its name;
+            # or the file's main chunk (first line 0), run by the first
+            # require, on any line of it.
+            next if $f->{start_line} == 0 && $f->{line} <= @$l;
             push @wrong, "$f->{name} $f->{file}:$f->{start_line} "
                          . "line $f->{line}"
                 unless ($l->[ $f->{start_line} - 1 ] // '') =~ /\bfunction\b/
