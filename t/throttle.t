@@ -129,9 +129,17 @@ my $ceiling = sprintf('%.2f', 100 * $free / 3);
 $ceiling = '0.01' if $ceiling < 0.01;
 my ($share, $cpu_ns, $profiled, $t, $c) =
     run_load("profiling_max_cpu $ceiling%;");
-ok($share < 0.85 * $free,
-   sprintf('with profiling_max_cpu %s%%: the profiler took %.3f%%, less '
-           . 'than without (%.3f%%)', $ceiling, 100 * $share, 100 * $free));
+SKIP: {
+    # Under a sanitizer the profiler's fixed costs (which no interval
+    # lowers) are most of its share: the interval's effect is within the
+    # noise there; the widening and the cpu-time below are still checked.
+    skip('under a sanitizer (t/sanitizer-nginx): fixed costs dominate', 1)
+        if ProfEnv::nginx_wrapped();
+    ok($share < 0.85 * $free,
+       sprintf('with profiling_max_cpu %s%%: the profiler took %.3f%%, '
+               . 'less than without (%.3f%%)', $ceiling, 100 * $share,
+               100 * $free));
+}
 ok($c->{interval_ns} > 1_000_000,
    sprintf('the interval widened: %.1f ms', $c->{interval_ns} / 1e6));
 ok($c->{throttled_ns} > 1e9, sprintf('throttled for %.1f s',
