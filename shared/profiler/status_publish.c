@@ -12,36 +12,19 @@
 #include <unistd.h>
 
 #include "common/buffer.h"
-#include "common/clock.h"
 #include "channel/status.h"
 #include "profiler/aggregator.h"
 #include "profiler/status_publish.h"
 #include "profiler/symbol_store.h"
 
 
-/*
- * This process's proportional set size, from the kernel: bytes, 0. Read
- * every PROF_PSS_EVERY_NS at most: the kernel walks every page table of
- * the process for it (the status slot's most costly figure).
- */
-#define PROF_PSS_EVERY_NS  (10 * 1000000000LL)
-
+/* This process's proportional set size, from the kernel: bytes, 0. */
 static uint64_t
 prof_status_pss(void)
 {
-    FILE                       *f;
-    char                        line[128];
-    int64_t                     now;
-    unsigned long long          kb;
-    static int64_t              read_ns;
-    static unsigned long long   last;
-
-    now = prof_clock_ns(CLOCK_MONOTONIC);
-    if (read_ns != 0 && now - read_ns < PROF_PSS_EVERY_NS) {
-        return (uint64_t) last * 1024;
-    }
-
-    read_ns = now;
+    FILE                *f;
+    char                 line[128];
+    unsigned long long   kb;
 
     f = fopen("/proc/self/smaps_rollup", "re");
     if (f == NULL) {
@@ -56,8 +39,6 @@ prof_status_pss(void)
     }
 
     (void) fclose(f);
-
-    last = kb;
 
     return (uint64_t) kb * 1024;
 }
