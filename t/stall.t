@@ -251,6 +251,9 @@ unlike(join("\n", stall_lines()), qr{/fast}, 'no fast request stalled');
     is($loop->{stalls}, $before + 12,
        'the status page counts every stall');
     is($loop->{stalls_logged}, 10, '10 of them logged in the minute');
+    # The lines reach the log through the profiler process's main
+    # thread, after the status page counts them.
+    $t->wait_for_log($STALL_RE, 10, 10);
     is(scalar(stall_lines()), 10, '10 lines in the log');
     ok($loop->{longest} && $loop->{longest}{ms} >= 250
        && $loop->{longest}{line} =~ /a stall of/,
