@@ -217,6 +217,15 @@ sub write_config {
               ? "    profiling_agent_url $self->{agent_url};\n" : '')
            . ($http =~ /\blua_package_path\b/
               ? '' : ProfEnv::lua_package_path_directive())
+           # Under a sanitizer the profiler's own CPU passes the default
+           # profiling_max_cpu (its instrumentation slows the profiler,
+           # not nginx): the tests' shares are taken at the configured
+           # interval unless they set the ceiling (t/throttle.t).
+           . (ProfEnv::nginx_wrapped()
+              && grep({ $_ eq 'ngx_http_profiling_module' }
+                      @{ $self->{modules} })
+              && $http !~ /\bprofiling_max_cpu\b/
+              ? "    profiling_max_cpu off;\n" : '')
            . "\n"
            . $self->_expand($http)
            . "\n}\n";
