@@ -35,7 +35,7 @@
 
 /* A stack scan looks this far above sp, this many times a sample. */
 #define PROF_SCAN_WORDS      512
-#define PROF_SCANS_MAX       4
+#define PROF_SCANS_MAX       8
 
 
 prof_sampler_t  *prof_signal_sampler;

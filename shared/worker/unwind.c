@@ -18,6 +18,7 @@
 
 #include <link.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
 #include "worker/eh_frame.h"
@@ -34,6 +35,7 @@ typedef struct {
     size_t             objects;
     size_t             fdes;
     size_t             pages;
+    size_t             code;        /* bytes */
 } prof_sizes_t;
 
 
@@ -118,6 +120,7 @@ prof_size_object(struct dl_phdr_info *info, size_t size, void *data)
     sizes->fdes += n;
     sizes->pages += ((im.code_high - im.code_low) >> PROF_UNWIND_PAGE_SHIFT)
                     + 2;
+    sizes->code += im.code_high - im.code_low;
 
     return 0;
 }
@@ -175,9 +178,13 @@ prof_unwind_table_build(void)
 
     for (attempt = 0; attempt < PROF_BUILD_ATTEMPTS; attempt++) {
         /* Objects loaded meanwhile may need room too. */
+        /* Return sites: room for a call every 32 bytes of code (only
+           code without FDEs has them; the pages not used are given back
+           by prof_unwind_table_finish). */
         t = prof_unwind_table_create(rows * sizeof(prof_row_t)
                                      + (sizes.pages + 64) * sizeof(uint32_t)
-                                     + (sizes.objects + 16) * 16,
+                                     + sizes.code / 32 * sizeof(uint32_t)
+                                     + (sizes.objects + 16) * 32,
                                      sizes.objects + 16, &b);
         if (t == NULL) {
             return NULL;
@@ -186,6 +193,7 @@ prof_unwind_table_build(void)
         (void) dl_iterate_phdr(prof_parse_object, &b);
 
         if (!b.full) {
+            t->entry = (uintptr_t) getauxval(AT_ENTRY);
             prof_unwind_table_finish(t, &b);
             return t;
         }
@@ -193,6 +201,7 @@ prof_unwind_table_build(void)
         prof_unwind_table_free(t);
         rows *= 2;
         sizes.pages *= 2;
+        sizes.code *= 2;
     }
 
     return NULL;
@@ -230,7 +239,8 @@ prof_unwind_table_from_image(uintptr_t base, const void *segment,
 
     t = prof_unwind_table_create(rows * sizeof(prof_row_t)
                                  + ((span >> PROF_UNWIND_PAGE_SHIFT) + 64)
-                                   * sizeof(uint32_t), 1, &b);
+                                   * sizeof(uint32_t)
+                                 + span / 2 * sizeof(uint32_t), 1, &b);
     if (t == NULL) {
         return NULL;
     }

@@ -200,6 +200,78 @@ prof_builder_index(prof_unwind_builder_t *b)
 }
 
 
+/*
+ * The return sites of the code no FDE covers (rows without a rule but the
+ * last, the object's end), after the index: 0, or -1: no room.
+ */
+static int
+prof_builder_sites(prof_unwind_builder_t *b)
+{
+    size_t                 room;
+    uint32_t               i, n, from, off, to, *sites;
+    prof_unwind_object_t  *o = b->o;
+
+    sites = (uint32_t *) b->next;
+    room = (size_t) (b->limit - b->next) / sizeof(uint32_t);
+    n = 0;
+
+    for (i = 0; i + 1 < o->row_count; i++) {
+        if (o->rows[i].cfa != PROF_CFA_NONE) {
+            continue;
+        }
+
+        from = o->rows[i].pc;
+        to = o->rows[i + 1].pc;
+
+        for (off = from + 2; off <= to; off++) {
+            if (!prof_arch_call_ends_at((const uint8_t *) (o->base + off),
+                                        off - from, b->code_low,
+                                        b->code_high))
+            {
+                continue;
+            }
+
+            if (n == room) {
+                b->full = 1;
+                return -1;
+            }
+
+            sites[n++] = off;
+        }
+    }
+
+    o->sites = sites;
+    o->site_count = n;
+
+    b->next = (unsigned char *) (sites + n);
+    b->next = (unsigned char *) (((uintptr_t) b->next + 15) & ~15UL);
+
+    return 0;
+}
+
+
+/* The row that ends the object's code at pc: 0, or -1: no room. */
+static int
+prof_builder_end(prof_unwind_builder_t *b, uintptr_t pc)
+{
+    uint32_t  offset = (uint32_t) (pc - b->o->base);
+
+    if (b->row_count > 0 && b->rows[b->row_count - 1].pc >= offset) {
+        return 0;
+    }
+
+    if (b->row_count == b->row_room) {
+        b->full = 1;
+        return -1;
+    }
+
+    memset(&b->rows[b->row_count], 0, sizeof(prof_row_t));
+    b->rows[b->row_count++].pc = offset;
+
+    return 0;
+}
+
+
 int
 prof_unwind_builder_add_image(prof_unwind_builder_t *b,
     const prof_unwind_image_t *im)
@@ -241,6 +313,9 @@ prof_unwind_builder_add_image(prof_unwind_builder_t *b,
 
     memset(&cie, 0, sizeof(cie));
 
+    /* All the code, from its first byte: FDEs cover it or not. */
+    (void) prof_builder_emit(b, im->code_low, NULL);
+
     for (k = 0; k < n && !b->full; k++) {
         fde = prof_eh_hdr_fde(im->hdr, table + 8 * k, im->low, im->high);
 
@@ -249,7 +324,10 @@ prof_unwind_builder_add_image(prof_unwind_builder_t *b,
         }
     }
 
-    if (b->full || b->row_count < 2 || prof_builder_index(b) != 0) {
+    if (b->full || prof_builder_end(b, im->code_high) != 0
+        || b->row_count < 2 || prof_builder_index(b) != 0
+        || prof_builder_sites(b) != 0)
+    {
         return -1;
     }
 

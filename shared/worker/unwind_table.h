@@ -52,13 +52,22 @@ typedef struct {
 } prof_row_t;
 
 
+/*
+ * An object's executable segments: rows for all of its code, those of
+ * code no FDE covers without a rule. Its return sites are the offsets
+ * just past the call instructions of that code (sorted): where a stack
+ * scan may take a word for a return address without a rule to prove it
+ * (musl's libc is built without unwind tables).
+ */
 typedef struct {
     uintptr_t         base;             /* load bias */
     uintptr_t         start;            /* pcs covered: [start, end) */
     uintptr_t         end;
     const prof_row_t *rows;
     uint32_t          row_count;
+    uint32_t          site_count;
     const uint32_t   *pages;            /* row in force at each page */
+    const uint32_t   *sites;            /* offsets from base */
 } prof_unwind_object_t;
 
 
@@ -74,6 +83,7 @@ struct prof_unwind_table_s {
     unsigned                    object_count;
     uintptr_t                   code_low;   /* of all objects */
     uintptr_t                   code_high;
+    uintptr_t                   entry;      /* the program's, or 0 */
 
     unsigned long long          adds;       /* dl_iterate_phdr's counts */
     unsigned long long          subs;

@@ -76,6 +76,37 @@ prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
 }
 
 
+/* Whether w is one of o's return sites (unwind_table.h). */
+static int
+prof_unwind_is_site(const prof_unwind_object_t *o, uintptr_t w)
+{
+    uint32_t  l, h, m, offset;
+
+    offset = (uint32_t) (w - o->base);
+    l = 0;
+    h = o->site_count;
+
+    while (l < h) {
+        m = l + (h - l) / 2;
+        if (o->sites[m] < offset) {
+            l = m + 1;
+        } else {
+            h = m;
+        }
+    }
+
+    return l < o->site_count && o->sites[l] == offset;
+}
+
+
+/*
+ * Code without a rule just past the program's entry point: the program's
+ * first function (_start), whose call is the stack's first frame where no
+ * FDE says so (musl's crt1.o has none in .eh_frame).
+ */
+#define PROF_UNWIND_ENTRY_SPAN  64
+
+
 /*
  * It reads the interrupted code's stack frames, return addresses and saved
  * registers only, but an address sanitizer would see reads of other
@@ -152,7 +183,9 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         }
 
         if (row->cfa == PROF_CFA_NONE) {
-            status = PROF_UNWIND_NO_RULE;
+            status = (t->entry != 0 && !leaf
+                      && lookup - t->entry < PROF_UNWIND_ENTRY_SPAN)
+                     ? PROF_UNWIND_END : PROF_UNWIND_NO_RULE;
             break;
         }
 
@@ -223,8 +256,9 @@ prof_unwind_lookup(const prof_unwind_table_t *t, uintptr_t pc,
 
 /*
  * The row of the code at w - 1 if w may be a return address: in a known
- * object, with a rule there, and not the first byte of a function (a
- * pointer to a function is no return address); else NULL.
+ * object, with a rule there or at a return site of code without one, and
+ * not the first byte of a function (a pointer to a function is no return
+ * address); else NULL.
  */
 static const prof_row_t *
 prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
@@ -237,7 +271,9 @@ prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
     }
 
     row = prof_unwind_lookup(t, w - 1, &o);
-    if (row == NULL || row->cfa == PROF_CFA_NONE) {
+    if (row == NULL
+        || (row->cfa == PROF_CFA_NONE && !prof_unwind_is_site(o, w)))
+    {
         return NULL;
     }
 
@@ -330,7 +366,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             }
         }
 
-        if (row->cfa != PROF_CFA_OUTERMOST) {
+        if (row->cfa != PROF_CFA_OUTERMOST && row->cfa != PROF_CFA_NONE) {
             if (row->cfa == PROF_CFA_FP && fp == 0) {
                 continue;
             }

@@ -26,7 +26,7 @@
 #define FUZZ_STACK_WORDS    512
 #define FUZZ_FRAMES_MAX     64
 #define FUZZ_WALKS_MAX      64
-#define FUZZ_SCANS_MAX      4       /* as the signal path */
+#define FUZZ_SCANS_MAX      8       /* as the signal path */
 #define FUZZ_SCAN_WORDS     512
 
 

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "worker/unwind.h"
+#include "worker/unwind_table.h"
 
 
 #define FRAMES_MAX   64
@@ -515,6 +516,94 @@ test_scan_steps_over_unknown_code(void **state)
 }
 
 
+/*
+ * Code without call frame information, as musl's libc is built: a
+ * function with a frame of locals calling a leaf that keeps none (a
+ * system call's wrapper). nocfi_leaf_pc is in the leaf, after no call.
+ */
+extern const char nocfi_caller[], nocfi_caller_return[], nocfi_leaf_pc[];
+
+__asm__ (
+    "    .pushsection .text\n"
+    "    .type   nocfi_caller, @function\n"
+    "nocfi_caller:\n"
+    "    sub     $24, %rsp\n"
+    "    call    nocfi_leaf\n"
+    "nocfi_caller_return:\n"
+    "    add     $24, %rsp\n"
+    "    ret\n"
+    "    .size   nocfi_caller, .-nocfi_caller\n"
+    "    .type   nocfi_leaf, @function\n"
+    "nocfi_leaf:\n"
+    "    nop\n"
+    "nocfi_leaf_pc:\n"
+    "    ret\n"
+    "    .size   nocfi_leaf, .-nocfi_leaf\n"
+    "    .popsection\n"
+);
+
+
+/*
+ * In code no FDE covers, the scan takes a word just past a call there for
+ * a return address (and not a word that points elsewhere in that code),
+ * frame after frame back to code with rules; such a frame just past the
+ * program's entry point ends the stack.
+ */
+static void
+test_code_without_tables(void **state)
+{
+    int                 count;
+    void               *frames[FRAMES_MAX];
+    uintptr_t           stack[16], low, high, ret, entry;
+    prof_unwind_regs_t  regs;
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+
+    low = (uintptr_t) stack;
+    high = (uintptr_t) (stack + 16);
+    ret = (uintptr_t) recurse_return_address();
+
+    memset(stack, 0, sizeof(stack));
+    stack[0] = (uintptr_t) nocfi_leaf_pc;        /* not after a call */
+    stack[1] = (uintptr_t) nocfi_caller_return;  /* the leaf's caller */
+    stack[2] = 0x4141414141414141;               /* its locals */
+    stack[4] = ret;                              /* its caller's */
+
+    /* A pc in a known object, where no rule is: not an unknown pc. */
+    set_regs(&regs, (uintptr_t) nocfi_leaf_pc, low, low, high);
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_NO_RULE);
+    assert_int_equal(count, 1);
+
+    assert_int_equal(prof_unwind_scan(table, &regs, 64), 0);
+    assert_int_equal(regs.pc, (uintptr_t) nocfi_caller_return);
+    assert_int_equal(regs.sp, (uintptr_t) &stack[2]);
+
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_NO_RULE);
+    assert_int_equal(count, 1);
+    assert_ptr_equal(frames[0], nocfi_caller_return);
+
+    assert_int_equal(prof_unwind_scan(table, &regs, 64), 0);
+    assert_int_equal(regs.pc, ret);
+    assert_int_equal(regs.sp, (uintptr_t) &stack[5]);
+
+    /* The same frame as the program's first function's: the end. */
+    entry = table->entry;
+    table->entry = (uintptr_t) nocfi_caller;
+    set_regs(&regs, (uintptr_t) nocfi_caller_return, (uintptr_t) &stack[2],
+             low, high);
+    regs.caller = 1;
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_END);
+    assert_int_equal(count, 1);
+    table->entry = entry;
+
+    prof_unwind_table_free(table);
+}
+
+
 int
 main(void)
 {
@@ -522,6 +611,7 @@ main(void)
         cmocka_unit_test(test_matches_libunwind),
         cmocka_unit_test(test_bounds_and_unknown_code),
         cmocka_unit_test(test_scan_steps_over_unknown_code),
+        cmocka_unit_test(test_code_without_tables),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

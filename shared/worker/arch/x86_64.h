@@ -62,4 +62,69 @@ prof_arch_ticks(void)
 }
 
 
+/*
+ * The length of "call" through a register or memory (opcode ff /2) whose
+ * ModRM byte is modrm, from the opcode on: its mod and rm fields say
+ * whether a SIB byte and a displacement follow. 0: not ff /2.
+ */
+static inline unsigned
+prof_arch_indirect_call_len(unsigned modrm)
+{
+    unsigned  mod = modrm >> 6, rm = modrm & 7, sib = (rm == 4);
+
+    if (((modrm >> 3) & 7) != 2) {
+        return 0;
+    }
+
+    switch (mod) {
+    case 0:
+        return (rm == 5) ? 6 : 2 + sib;      /* rip + disp32 */
+    case 1:
+        return 3 + sib;                      /* disp8 */
+    case 2:
+        return 6 + sib;                      /* disp32 */
+    default:
+        return 2;                            /* a register */
+    }
+}
+
+
+/*
+ * Whether the instruction ending just before p is a call, as far as the
+ * before bytes that may be read below p tell: "call rel32" to a target in
+ * [low, high) (the object's own code), or "call" through a register or
+ * memory, with or without a REX prefix (r8-r15). Code without unwind
+ * tables (musl's libc) is not disassembled: a word on the stack just past
+ * such an instruction is taken for a return address, a guess that a
+ * stack scan needs anyway.
+ */
+static inline int
+prof_arch_call_ends_at(const uint8_t *p, uintptr_t before, uintptr_t low,
+    uintptr_t high)
+{
+    int32_t    rel;
+    uintptr_t  target;
+    unsigned   len;
+
+    if (before >= 5 && p[-5] == 0xe8) {
+        rel = (int32_t) ((uint32_t) p[-4] | (uint32_t) p[-3] << 8
+                         | (uint32_t) p[-2] << 16 | (uint32_t) p[-1] << 24);
+        target = (uintptr_t) p + (uintptr_t) (intptr_t) rel;
+        if (target >= low && target < high) {
+            return 1;
+        }
+    }
+
+    for (len = 2; len <= 7 && len <= before; len++) {
+        if (p[-(int) len] == 0xff
+            && prof_arch_indirect_call_len(p[1 - (int) len]) == len)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 #endif /* PROF_ARCH_X86_64_H */
