@@ -2,7 +2,10 @@
 
 /*
  * The profiler process's threads: every signal blocked from their first
- * instruction.
+ * instruction, and a stack of their own size whatever the C library's
+ * default (musl's is 128 KiB; libuv takes RLIMIT_STACK's, or the C
+ * library's when it is unlimited): naming walks DWARF, which can go deep.
+ * Only the pages used count.
  */
 
 #define _GNU_SOURCE
@@ -17,11 +20,15 @@
 #include "profiler/thread.h"
 
 
+#define PROF_THREAD_STACK_SIZE   (8 * 1024 * 1024)
+
+
 int
 prof_thread_create(uv_thread_t *tid, void (*entry)(void *arg), void *arg)
 {
-    int       rc;
-    sigset_t  all, saved;
+    int                  rc;
+    sigset_t             all, saved;
+    uv_thread_options_t  options;
 
     sigfillset(&all);
 
@@ -30,7 +37,10 @@ prof_thread_create(uv_thread_t *tid, void (*entry)(void *arg), void *arg)
         return -rc;
     }
 
-    rc = uv_thread_create(tid, entry, arg);
+    options.flags = UV_THREAD_HAS_STACK_SIZE;
+    options.stack_size = PROF_THREAD_STACK_SIZE;
+
+    rc = uv_thread_create_ex(tid, &options, entry, arg);
 
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
 

@@ -1,0 +1,173 @@
+#!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
+
+# Native stacks whole, whatever the C library: under gzip, proxying and
+# static files (zlib's code, nginx's, the C library's system calls), the
+# CPU samples' stacks end where the program starts, not at an unwind stop
+# (the nginx binary's _start, when it has a symbol table to say so); and
+# a sample whose leaf is in the C library keeps the function nginx called
+# there (an exported one: writev, recv, memcpy...) with its caller below
+# it, as musl's libc, built without unwind tables, makes hard.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Time::HiRes qw(time);
+
+use ProfCommand qw(run_capture run_stdout);
+use ProfEnv;
+use ProfHTTP;
+use ProfHotspots;
+use ProfNginx;
+use ProfPprof;
+use ProfWorkload;
+
+my $t = ProfNginx->new(workers => 1);
+my $backend = ProfHTTP::free_port();
+
+my $html = $t->prefix . '/html';
+mkdir($html) or die;
+chmod(0755, $html);
+ProfWorkload::write_words_file("$html/big.txt", 1_000_000);
+open(my $fh, '>', "$html/small.txt") or die;
+print $fh "x" x 2000;
+close($fh);
+chmod(0644, "$html/big.txt", "$html/small.txt");
+
+$t->write_config(<<"EOF");
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_interval 2ms;
+    profiling_period 10m;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        root %%PREFIX%%/html;
+        gzip on;
+        gzip_types text/plain;
+        gzip_min_length 0;
+
+        location /proxy/ { proxy_pass http://127.0.0.1:$backend/; }
+    }
+
+    server {
+        listen 127.0.0.1:$backend;
+        root %%PREFIX%%/html;
+    }
+EOF
+$t->run;
+
+my $tp = ProfHotspots::traceparent('1234123412341234');
+my ($served, $total) = (0, 0);
+my $end = time() + 6;
+while (time() < $end) {
+    for my $path ('/big.txt', '/proxy/big.txt', '/proxy/small.txt',
+                  '/small.txt')
+    {
+        my $r = $t->http->get('http://127.0.0.1:' . $t->port . $path,
+            { headers => { 'accept-encoding' => 'gzip',
+                           traceparent => $tp } });
+        $total++;
+        $served++ if $r->{status} == 200;
+    }
+}
+is($served, $total, "$served requests answered (gzip, proxied, static)");
+
+$t->ok_no_worker_died('under the load');
+ok($t->stop, 'nginx quits');
+
+my @p = ProfPprof::decode_dump_dir($t->dump_dir);
+ok(@p, scalar(@p) . ' profiles');
+
+# The nginx binary's _start, when its symbols name it.
+my $nginx = ProfEnv::nginx_real();
+my (undef, $nm) = run_capture('nm', $nginx);
+my $named_start = ($nm // '') =~ /\s_start$/m;
+
+# The C library's exported functions, [start, end) by virtual address
+# (what the profiles' locations carry), and its IFUNCs (glibc's memcpy):
+# an implementation an IFUNC chose (__memmove_avx_unaligned_erms) stands
+# for it.
+my (%libc_funcs, %libc_ifuncs);
+sub exported_at {
+    my ($path, $vaddr, $name) = @_;
+    unless ($libc_funcs{$path}) {
+        my (undef, $out) = run_stdout('nm', '-D', '--defined-only', '-S',
+                                      $path);
+        for (split /\n/, $out // '') {
+            push @{ $libc_funcs{$path} }, [ hex($1), hex($1) + hex($2) ]
+                if /^([0-9a-f]+) ([0-9a-f]+) [TtW] /;
+            $libc_ifuncs{$path}{$1} = 1 if /^[0-9a-f]+ [0-9a-f]+ i (\w+)/;
+        }
+    }
+    for my $f (@{ $libc_funcs{$path} // [] }) {
+        return 1 if $vaddr >= $f->[0] && $vaddr < $f->[1];
+    }
+    return $name =~ /^_*([a-z]\w*?)_/ && $libc_ifuncs{$path}{$1};
+}
+
+my ($cpu, $stopped, $at_start, $libc_leaf, $libc_kept) = (0) x 5;
+my %missed;
+for my $p (@p) {
+    ProfPprof::index_profile($p);
+    my $i = value_index($p, 'cpu-time');
+    my %mapping = map { $_->{id} => $_ } @{ $p->{mapping} // [] };
+    my $file_of = sub {
+        my $loc = $p->{_loc}{ $_[0] } or return '';
+        my $m = $mapping{ $loc->{mapping_id} // 0 } or return '';
+        return pstr($p, $m->{filename});
+    };
+    for my $s (@{ $p->{sample} }) {
+        my $v = $s->{value}[$i] // 0;
+        next unless $v > 0;
+        my @loc = @{ $s->{location_id} };
+        my @names = map { (function_names($p, $_))[-1] } @loc;
+        $cpu += $v;
+        $stopped += $v if $names[-1] eq '[unwind stopped]';
+        $at_start += $v if $names[-1] eq '_start';
+
+        my $libc = $file_of->($loc[0]);
+        next unless $libc =~ m{/(?:libc[.-][^/]*|ld-musl[^/]*)$};
+        $libc_leaf += $v;
+        # The outermost of the C library's frames from the leaf on.
+        my $k = 0;
+        $k++ while $k + 1 < @loc && $file_of->($loc[$k + 1]) eq $libc;
+        # (a return address may be just past its call: look before)
+        my $at = $p->{_loc}{ $loc[$k] }{address} - ($k > 0 ? 1 : 0);
+        if ($k + 1 < @loc && $names[$k + 1] !~ /^\[/
+            && exported_at($libc, $at, $names[$k]))
+        {
+            $libc_kept += $v;
+        } else {
+            $missed{ join(' < ', @names[0 .. ($k + 1 < $#names ? $k + 1 : $#names)]) }
+                += $v;
+        }
+    }
+}
+
+ok($cpu > 0.5e9, sprintf('%.0f ms of CPU sampled', $cpu / 1e6));
+ok($stopped <= 0.05 * $cpu,
+   sprintf('%.1f%% of the CPU in stacks that stopped unwinding (5%% at '
+           . 'most)', 100 * $stopped / ($cpu || 1)));
+SKIP: {
+    skip("$nginx has no symbol table to name _start", 1) unless $named_start;
+    ok($at_start >= 0.95 * $cpu,
+       sprintf('%.1f%% of the CPU in stacks that end at _start (95%% at '
+               . 'least)', 100 * $at_start / ($cpu || 1)));
+}
+ok($libc_leaf > 0.02 * $cpu,
+   sprintf('%.1f%% of the CPU with its leaf in the C library',
+           100 * $libc_leaf / ($cpu || 1)));
+ok($libc_kept >= 0.9 * $libc_leaf,
+   sprintf('%.1f%% of that keeps the exported function called, then its '
+           . 'caller (90%% at least)', 100 * $libc_kept / ($libc_leaf || 1)))
+    or diag(join("\n", map { sprintf('%6.1f ms  %s', $missed{$_} / 1e6, $_) }
+                       grep { defined }
+                       (sort { $missed{$b} <=> $missed{$a} } keys %missed)
+                       [0 .. 9]));
+
+done_testing();
