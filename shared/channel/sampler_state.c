@@ -7,13 +7,13 @@
 
 #define _GNU_SOURCE
 
-#include <linux/futex.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "channel/sampler_state.h"
+#include "common/clock.h"
+#include "common/futex.h"
 
 
 long

@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <uv.h>
 
 #include "common/clock.h"
+#include "common/futex.h"
 #include "profiler/ring_drain.h"
 #include "profiler/thread.h"
 

@@ -22,6 +22,13 @@
 #define PROF_SYM_TABLE_MAX      (512 << 20) /* bytes of a symbol table or of
                                                its string table */
 
+/*
+ * A function symbol without a size (hand-written assembly: musl's memcpy,
+ * crt1.o's _start) names the bytes up to the next symbol, at most these:
+ * past them may lie a hidden function the table does not hold.
+ */
+#define PROF_SYM_UNSIZED_MAX    256
+
 
 static int
 prof_symbol_cmp(const void *a, const void *b)
@@ -30,6 +37,10 @@ prof_symbol_cmp(const void *a, const void *b)
 
     if (x->addr != y->addr) {
         return x->addr < y->addr ? -1 : 1;
+    }
+
+    if (x->unsized != y->unsized) {
+        return x->unsized ? 1 : -1;          /* a sized one first */
     }
 
     if (x->rank != y->rank) {
@@ -57,16 +68,120 @@ prof_symbol_rank(const Elf64_Sym *s, const char *name)
 }
 
 
+/*
+ * A function, or the program's entry point (entry, 0 in a shared object)
+ * whatever its type: musl's crt1.o leaves _start untyped.
+ */
 static int
-prof_symbol_is_function(const Elf64_Sym *s)
+prof_symbol_is_function(const Elf64_Sym *s, uint64_t entry)
 {
     unsigned  type;
 
     type = ELF64_ST_TYPE(s->st_info);
 
-    return (type == STT_FUNC || type == STT_GNU_IFUNC)
-           && s->st_size != 0 && s->st_shndx != SHN_UNDEF
-           && s->st_name != 0;
+    return (type == STT_FUNC || type == STT_GNU_IFUNC
+            || (type == STT_NOTYPE && entry != 0 && s->st_value == entry))
+           && s->st_shndx != SHN_UNDEF && s->st_name != 0;
+}
+
+
+/* Sorts syms (n), keeps one a address, sizes the unsized: how many left. */
+static size_t
+prof_symbol_sort(prof_symbol_t *syms, size_t n)
+{
+    size_t    i, k;
+    uint64_t  room;
+
+    if (n == 0) {
+        return 0;
+    }
+
+    qsort(syms, n, sizeof(prof_symbol_t), prof_symbol_cmp);
+
+    for (i = 1, k = 1; i < n; i++) {
+        if (syms[i].addr != syms[k - 1].addr) {
+            syms[k++] = syms[i];
+        }
+    }
+
+    for (i = 0; i + 1 < k; i++) {
+        room = syms[i + 1].addr - syms[i].addr;
+        if (syms[i].unsized && syms[i].size > room) {
+            syms[i].size = room;
+        }
+    }
+
+    return k;
+}
+
+
+static int
+prof_addr_cmp(const void *a, const void *b)
+{
+    const uint64_t  *x = a, *y = b;
+
+    return (*x > *y) - (*x < *y);
+}
+
+
+/*
+ * The size of the unsized functions of syms (k of them): up to the next
+ * symbol of any kind of es (n: a label, an object), at most
+ * PROF_SYM_UNSIZED_MAX; 0 or -ENOMEM.
+ */
+static int
+prof_symbol_size_unsized(prof_symbol_t *syms, size_t k, const Elf64_Sym *es,
+    size_t n)
+{
+    size_t     i, m, l, h, mid;
+    uint64_t  *at;
+
+    for (i = 0, m = 0; i < k; i++) {
+        m += syms[i].unsized;
+    }
+
+    if (m == 0) {
+        return 0;
+    }
+
+    at = malloc(n * sizeof(uint64_t));
+    if (at == NULL) {
+        return -ENOMEM;
+    }
+
+    for (i = 0, m = 0; i < n; i++) {
+        if (es[i].st_shndx != SHN_UNDEF && es[i].st_shndx < SHN_LORESERVE) {
+            at[m++] = es[i].st_value;
+        }
+    }
+
+    qsort(at, m, sizeof(uint64_t), prof_addr_cmp);
+
+    for (i = 0; i < k; i++) {
+        if (!syms[i].unsized) {
+            continue;
+        }
+
+        l = 0;
+        h = m;
+        while (l < h) {
+            mid = l + (h - l) / 2;
+            if (at[mid] <= syms[i].addr) {
+                l = mid + 1;
+            } else {
+                h = mid;
+            }
+        }
+
+        syms[i].size = PROF_SYM_UNSIZED_MAX;
+        if (l < m && at[l] - syms[i].addr < PROF_SYM_UNSIZED_MAX) {
+            syms[i].size = at[l] - syms[i].addr;
+        }
+    }
+
+    free(at);
+
+    return 0;
 }
 
 
@@ -78,7 +193,7 @@ prof_symbol_is_function(const Elf64_Sym *s)
 
 static int
 prof_symbol_table_collect(prof_symbol_table_t *t, Elf64_Sym *es, size_t n,
-    char *strtab, uint64_t strsize)
+    char *strtab, uint64_t strsize, uint64_t entry)
 {
     size_t          i, k, functions;
     prof_symbol_t  *syms;
@@ -88,7 +203,7 @@ prof_symbol_table_collect(prof_symbol_table_t *t, Elf64_Sym *es, size_t n,
             return -ENOEXEC;
         }
 
-        functions += prof_symbol_is_function(&es[i]);
+        functions += prof_symbol_is_function(&es[i], entry);
     }
 
     if (functions == 0) {
@@ -101,27 +216,25 @@ prof_symbol_table_collect(prof_symbol_table_t *t, Elf64_Sym *es, size_t n,
     }
 
     for (i = 0, k = 0; i < n; i++) {
-        if (!prof_symbol_is_function(&es[i])) {
+        if (!prof_symbol_is_function(&es[i], entry)) {
             continue;
         }
 
         syms[k].addr = es[i].st_value;
         syms[k].size = es[i].st_size;
+        syms[k].unsized = (es[i].st_size == 0);
         syms[k].name = strtab + es[i].st_name;
         syms[k].rank = prof_symbol_rank(&es[i], syms[k].name);
         k++;
     }
 
-    qsort(syms, k, sizeof(prof_symbol_t), prof_symbol_cmp);
-
-    for (i = 1, n = 1; i < k; i++) {
-        if (syms[i].addr != syms[n - 1].addr) {
-            syms[n++] = syms[i];
-        }
+    if (prof_symbol_size_unsized(syms, k, es, n) != 0) {
+        free(syms);
+        return -ENOMEM;
     }
 
     t->syms = syms;
-    t->nsyms = n;
+    t->nsyms = prof_symbol_sort(syms, k);
     t->strtab = strtab;
 
     return 0;
@@ -197,7 +310,10 @@ prof_symbol_table_read(prof_symbol_table_t *t, const char *path,
     }
 
     rc = prof_symbol_table_collect(t, es, tab->sh_size / sizeof(Elf64_Sym),
-                                   strtab, str->sh_size);
+                                   strtab, str->sh_size,
+                                   elf.ehdr.e_type == ET_EXEC
+                                   || elf.ehdr.e_type == ET_DYN
+                                   ? elf.ehdr.e_entry : 0);
 
 done:
 
@@ -220,7 +336,7 @@ done:
 static int
 prof_symbol_table_merge(prof_symbol_table_t *t, prof_symbol_table_t *mini)
 {
-    size_t          i, n;
+    size_t          n;
     prof_symbol_t  *syms;
 
     syms = malloc((t->nsyms + mini->nsyms) * sizeof(prof_symbol_t));
@@ -235,13 +351,7 @@ prof_symbol_table_merge(prof_symbol_table_t *t, prof_symbol_table_t *mini)
     memcpy(syms + t->nsyms, mini->syms, mini->nsyms * sizeof(prof_symbol_t));
     n = t->nsyms + mini->nsyms;
 
-    qsort(syms, n, sizeof(prof_symbol_t), prof_symbol_cmp);
-
-    for (i = 1, t->nsyms = 1; i < n; i++) {
-        if (syms[i].addr != syms[t->nsyms - 1].addr) {
-            syms[t->nsyms++] = syms[i];
-        }
-    }
+    t->nsyms = prof_symbol_sort(syms, n);
 
     free(t->syms);
     free(mini->syms);

@@ -29,6 +29,7 @@ typedef struct {
     uint64_t             size;
     const char          *name;              /* in the table's strtab */
     unsigned             rank;              /* lower is preferred */
+    unsigned             unsized;           /* size: up to the next one */
 } prof_symbol_t;
 
 

@@ -16,17 +16,17 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "channel/lua_frames.h"
 #include "channel/sample.h"
 #include "channel/sampler_state.h"
+#include "common/clock.h"
+#include "common/futex.h"
 #include "worker/arch.h"
 #include "worker/signal_lua.h"
 #include "worker/signal_path.h"

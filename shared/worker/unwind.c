@@ -36,6 +36,7 @@ typedef struct {
     size_t             fdes;
     size_t             pages;
     size_t             code;        /* bytes */
+    int                sparse;      /* an object without unwind tables */
 } prof_sizes_t;
 
 
@@ -122,6 +123,10 @@ prof_size_object(struct dl_phdr_info *info, size_t size, void *data)
                     + 2;
     sizes->code += im.code_high - im.code_low;
 
+    if ((im.code_high - im.code_low) / (n + 1) > PROF_SPARSE_FDE_BYTES) {
+        sizes->sparse = 1;
+    }
+
     return 0;
 }
 
@@ -183,12 +188,16 @@ prof_unwind_table_build(void)
            by prof_unwind_table_finish). */
         t = prof_unwind_table_create(rows * sizeof(prof_row_t)
                                      + (sizes.pages + 64) * sizeof(uint32_t)
-                                     + sizes.code / 32 * sizeof(uint32_t)
+                                     + sizes.code / (sizes.sparse ? 16 : 32)
+                                       * sizeof(uint32_t)
                                      + (sizes.objects + 16) * 32,
                                      sizes.objects + 16, &b);
         if (t == NULL) {
             return NULL;
         }
+
+        b.callouts = sizes.sparse;
+        t->callouts = sizes.sparse;
 
         (void) dl_iterate_phdr(prof_parse_object, &b);
 
@@ -244,6 +253,10 @@ prof_unwind_table_from_image(uintptr_t base, const void *segment,
     if (t == NULL) {
         return NULL;
     }
+
+    /* (with call-outs: all the builder's code, for the fuzz target) */
+    b.callouts = 1;
+    t->callouts = 1;
 
     if (prof_unwind_builder_add_image(&b, &im) != 0) {
         t->skipped++;

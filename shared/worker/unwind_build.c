@@ -201,49 +201,97 @@ prof_builder_index(prof_unwind_builder_t *b)
 
 
 /*
+ * Whether the code at target is a PLT entry (jmp *GOT(%rip), after an
+ * endbr64 and a bnd prefix where there are): a call there leaves the
+ * object.
+ */
+static int
+prof_builder_plt_entry(const prof_unwind_builder_t *b, uintptr_t target)
+{
+    const uint8_t  *p = (const uint8_t *) target;
+
+    if (target + 11 > b->code_high) {
+        return 0;
+    }
+
+    if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa) {
+        p += 4;                                 /* endbr64 */
+    }
+
+    if (p[0] == 0xf2) {
+        p++;                                    /* bnd */
+    }
+
+    return p[0] == 0xff && p[1] == 0x25;
+}
+
+
+/*
  * The return sites of the code no FDE covers (rows without a rule but the
- * last, the object's end), after the index: 0, or -1: no room.
+ * last, the object's end), then, if the table wants them, the call-outs
+ * of the rest, after the index: 0, or -1: no room.
  */
 static int
 prof_builder_sites(prof_unwind_builder_t *b)
 {
+    int                    kind, gap;
     size_t                 room;
     uint32_t               i, n, from, off, to, *sites;
+    uintptr_t              target;
     prof_unwind_object_t  *o = b->o;
 
     sites = (uint32_t *) b->next;
     room = (size_t) (b->limit - b->next) / sizeof(uint32_t);
-    n = 0;
 
-    for (i = 0; i + 1 < o->row_count; i++) {
-        if (o->rows[i].cfa != PROF_CFA_NONE) {
-            continue;
-        }
+    for (gap = 1; gap >= 0; gap--) {
+        n = 0;
 
-        from = o->rows[i].pc;
-        to = o->rows[i + 1].pc;
-
-        for (off = from + 2; off <= to; off++) {
-            if (!prof_arch_call_ends_at((const uint8_t *) (o->base + off),
-                                        off - from, b->code_low,
-                                        b->code_high))
+        for (i = 0; i + 1 < o->row_count; i++) {
+            if ((o->rows[i].cfa == PROF_CFA_NONE) != gap
+                || (!gap && !b->callouts))
             {
                 continue;
             }
 
-            if (n == room) {
-                b->full = 1;
-                return -1;
-            }
+            from = o->rows[i].pc;
+            to = o->rows[i + 1].pc;
 
-            sites[n++] = off;
+            for (off = from + 2; off <= to; off++) {
+                kind = prof_arch_call_ends_at(
+                           (const uint8_t *) (o->base + off),
+                           gap ? off - from
+                               : o->base + off - b->code_low,
+                           b->code_low, b->code_high, &target);
+
+                if (kind == 0
+                    || (!gap && kind == PROF_ARCH_CALL_DIRECT
+                        && !prof_builder_plt_entry(b, target)))
+                {
+                    continue;
+                }
+
+                if (n == room) {
+                    b->full = 1;
+                    return -1;
+                }
+
+                sites[n++] = off;
+            }
         }
+
+        if (gap) {
+            o->sites = sites;
+            o->site_count = n;
+        } else {
+            o->callouts = sites;
+            o->callout_count = n;
+        }
+
+        sites += n;
+        room -= n;
     }
 
-    o->sites = sites;
-    o->site_count = n;
-
-    b->next = (unsigned char *) (sites + n);
+    b->next = (unsigned char *) sites;
     b->next = (unsigned char *) (((uintptr_t) b->next + 15) & ~15UL);
 
     return 0;

@@ -9,7 +9,8 @@
  * Not for the signal handler. prof_unwind_table_create and
  * prof_unwind_table_finish map and unmap memory; between them
  * prof_unwind_builder_add_image allocates nothing, takes no lock and reads
- * an image only within its segment, so that it may run inside
+ * an image only within its segment and its code (the return sites), so
+ * that it may run inside
  * dl_iterate_phdr, the loader lock held. One thread builds a table.
  * Memory: the table is its own mapping, freed by prof_unwind_table_free.
  */
@@ -25,6 +26,13 @@
 
 /* Code spans beyond this are corrupt (no object has 1 GB of code). */
 #define PROF_SPAN_MAX        ((uintptr_t) 1 << 30)
+
+/*
+ * An object with more code than this a FDE is taken to have no unwind
+ * tables (musl's libc: 4 FDEs for 600 KiB; glibc's objects have one for
+ * every few hundred bytes): a table with one gets call-outs.
+ */
+#define PROF_SPARSE_FDE_BYTES  ((uintptr_t) 16 << 10)
 
 
 /* Where an object's data may be read, and where its code may lie. */
@@ -51,6 +59,7 @@ typedef struct {
     uint32_t               row_room;
     uintptr_t              code_low;
     uintptr_t              code_high;
+    int                    callouts; /* make call-outs (unwind_table.h) */
     int                    full;     /* rows did not fit: start again */
 } prof_unwind_builder_t;
 

@@ -57,7 +57,13 @@ typedef struct {
  * code no FDE covers without a rule. Its return sites are the offsets
  * just past the call instructions of that code (sorted): where a stack
  * scan may take a word for a return address without a rule to prove it
- * (musl's libc is built without unwind tables).
+ * (musl's libc is built without unwind tables). Its call-outs, in a
+ * table where some object lacks unwind tables: the offsets just past the
+ * calls of its other code that may lead into another object (through the
+ * PLT, or a pointer): a scan from a frame without rules in another object
+ * takes a word of code with rules for that frame's caller only there,
+ * where a stale return address (of a call that returned long ago, in a
+ * slot the frame left unwritten) would otherwise pass.
  */
 typedef struct {
     uintptr_t         base;             /* load bias */
@@ -66,8 +72,10 @@ typedef struct {
     const prof_row_t *rows;
     uint32_t          row_count;
     uint32_t          site_count;
+    uint32_t          callout_count;
     const uint32_t   *pages;            /* row in force at each page */
     const uint32_t   *sites;            /* offsets from base */
+    const uint32_t   *callouts;         /* offsets from base */
 } prof_unwind_object_t;
 
 
@@ -84,6 +92,7 @@ struct prof_unwind_table_s {
     uintptr_t                   code_low;   /* of all objects */
     uintptr_t                   code_high;
     uintptr_t                   entry;      /* the program's, or 0 */
+    int                         callouts;   /* objects have call-outs */
 
     unsigned long long          adds;       /* dl_iterate_phdr's counts */
     unsigned long long          subs;

@@ -76,26 +76,27 @@ prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
 }
 
 
-/* Whether w is one of o's return sites (unwind_table.h). */
+/* Whether the offset of w from o's base is in a sorted array of them. */
 static int
-prof_unwind_is_site(const prof_unwind_object_t *o, uintptr_t w)
+prof_unwind_offset_in(const prof_unwind_object_t *o, uintptr_t w,
+    const uint32_t *a, uint32_t n)
 {
     uint32_t  l, h, m, offset;
 
     offset = (uint32_t) (w - o->base);
     l = 0;
-    h = o->site_count;
+    h = n;
 
     while (l < h) {
         m = l + (h - l) / 2;
-        if (o->sites[m] < offset) {
+        if (a[m] < offset) {
             l = m + 1;
         } else {
             h = m;
         }
     }
 
-    return l < o->site_count && o->sites[l] == offset;
+    return l < n && a[l] == offset;
 }
 
 
@@ -261,7 +262,8 @@ prof_unwind_lookup(const prof_unwind_table_t *t, uintptr_t pc,
  * address); else NULL.
  */
 static const prof_row_t *
-prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
+prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w,
+    const prof_unwind_object_t **object)
 {
     const prof_row_t            *row, *at;
     const prof_unwind_object_t  *o;
@@ -272,7 +274,8 @@ prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
 
     row = prof_unwind_lookup(t, w - 1, &o);
     if (row == NULL
-        || (row->cfa == PROF_CFA_NONE && !prof_unwind_is_site(o, w)))
+        || (row->cfa == PROF_CFA_NONE
+            && !prof_unwind_offset_in(o, w, o->sites, o->site_count)))
     {
         return NULL;
     }
@@ -284,6 +287,8 @@ prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w)
         }
     }
 
+    *object = o;
+
     return row;
 }
 
@@ -292,9 +297,14 @@ __attribute__((no_sanitize_address)) int
 prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words)
 {
-    unsigned           i, j;
-    uintptr_t          slot, w, sp, fp, cfa, up, saved, v, pushed;
-    const prof_row_t  *row;
+    unsigned                     i, j;
+    uintptr_t                    slot, w, sp, fp, cfa, up, saved, v, pushed;
+    const prof_row_t            *row;
+    const prof_unwind_object_t  *from, *wo;
+
+    /* The object of the frame the scan starts from, if any. */
+    from = prof_unwind_object(t, regs->caller ? regs->pc - 1 : regs->pc,
+                              NULL);
 
     slot = (regs->sp + 7) & ~(uintptr_t) 7;
 
@@ -305,8 +315,18 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 
         w = *(const uintptr_t *) slot;
 
-        row = prof_unwind_return_row(t, w);
+        row = prof_unwind_return_row(t, w, &wo);
         if (row == NULL) {
+            continue;
+        }
+
+        /* Called from code with rules in another object than the frame
+           without any: only through a call-out (unwind_table.h). */
+        if (t->callouts && from != NULL && wo != from
+            && row->cfa != PROF_CFA_NONE
+            && w - 1 - t->entry >= PROF_UNWIND_ENTRY_SPAN
+            && !prof_unwind_offset_in(wo, w, wo->callouts, wo->callout_count))
+        {
             continue;
         }
 
@@ -340,7 +360,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                     break;
                 }
 
-                if (prof_unwind_return_row(t, *(const uintptr_t *) up)
+                if (prof_unwind_return_row(t, *(const uintptr_t *) up, &wo)
                     == NULL)
                 {
                     continue;

@@ -63,6 +63,21 @@ __asm__(".text\n"
 
 extern char  test_no_symbol_label[];
 
+/* a function without a size (hand-written assembly), then a label */
+
+__asm__(".text\n"
+        ".globl test_unsized_function\n"
+        ".type test_unsized_function, @function\n"
+        "test_unsized_function:\n"
+        "    nop\n"
+        "    nop\n"
+        "    ret\n"
+        ".globl test_after_unsized_label\n"
+        "test_after_unsized_label:\n"
+        "    nop\n");
+
+extern char  test_unsized_function[], test_after_unsized_label[];
+
 static char  tmp_dir[] = "/tmp/test-symbolizer-XXXXXX";
 static char  self_path[PATH_MAX];
 
@@ -580,6 +595,26 @@ test_address_outside_any_symbol_has_no_function(void **state)
 
     assert_non_null(obj);
     assert_string_equal(obj->path, self_path);
+    assert_null(function);
+}
+
+
+/* An unsized function names its bytes up to the next symbol, a label. */
+static void
+test_unsized_function_named_to_the_next_symbol(void **state)
+{
+    const char  *function;
+
+    assert_non_null(prof_symbolize(*state,
+                                   (uintptr_t) test_unsized_function + 2,
+                                   &function));
+    assert_non_null(function);
+    assert_string_equal(function, "test_unsized_function");
+
+    function = "unset";
+    assert_non_null(prof_symbolize(*state,
+                                   (uintptr_t) test_after_unsized_label,
+                                   &function));
     assert_null(function);
 }
 
@@ -1804,6 +1839,8 @@ main(void)
         cmocka_unit_test(test_another_process_and_its_exit),
         cmocka_unit_test_setup_teardown(
             test_address_outside_any_symbol_has_no_function, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_unsized_function_named_to_the_next_symbol, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unmapped_address_returns_null,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_id_matches_readelf,

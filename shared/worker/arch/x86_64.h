@@ -90,28 +90,32 @@ prof_arch_indirect_call_len(unsigned modrm)
 
 
 /*
- * Whether the instruction ending just before p is a call, as far as the
- * before bytes that may be read below p tell: "call rel32" to a target in
- * [low, high) (the object's own code), or "call" through a register or
- * memory, with or without a REX prefix (r8-r15). Code without unwind
- * tables (musl's libc) is not disassembled: a word on the stack just past
- * such an instruction is taken for a return address, a guess that a
- * stack scan needs anyway.
+ * The call instruction ending just before p, as far as the before bytes
+ * that may be read below p tell: PROF_ARCH_CALL_DIRECT ("call rel32" to a
+ * target in [low, high), the object's own code; *target set),
+ * PROF_ARCH_CALL_INDIRECT (through a register or memory, with or without
+ * a REX prefix: a GOT slot, a function pointer), or 0. Used at build time
+ * on code without unwind tables (musl's libc), whose return sites a stack
+ * scan takes for return addresses: a guess that a scan makes anyway.
  */
+#define PROF_ARCH_CALL_DIRECT    1
+#define PROF_ARCH_CALL_INDIRECT  2
+
 static inline int
 prof_arch_call_ends_at(const uint8_t *p, uintptr_t before, uintptr_t low,
-    uintptr_t high)
+    uintptr_t high, uintptr_t *target)
 {
     int32_t    rel;
-    uintptr_t  target;
+    uintptr_t  to;
     unsigned   len;
 
     if (before >= 5 && p[-5] == 0xe8) {
         rel = (int32_t) ((uint32_t) p[-4] | (uint32_t) p[-3] << 8
                          | (uint32_t) p[-2] << 16 | (uint32_t) p[-1] << 24);
-        target = (uintptr_t) p + (uintptr_t) (intptr_t) rel;
-        if (target >= low && target < high) {
-            return 1;
+        to = (uintptr_t) p + (uintptr_t) (intptr_t) rel;
+        if (to >= low && to < high) {
+            *target = to;
+            return PROF_ARCH_CALL_DIRECT;
         }
     }
 
@@ -119,7 +123,7 @@ prof_arch_call_ends_at(const uint8_t *p, uintptr_t before, uintptr_t low,
         if (p[-(int) len] == 0xff
             && prof_arch_indirect_call_len(p[1 - (int) len]) == len)
         {
-            return 1;
+            return PROF_ARCH_CALL_INDIRECT;
         }
     }
 
