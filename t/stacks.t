@@ -4,8 +4,12 @@
 # Native stacks whole, whatever the C library: under gzip, proxying and
 # static files (zlib's code, nginx's, the C library's system calls), the
 # CPU samples' stacks end where the program starts, not at an unwind stop
-# (the nginx binary's _start, when it has a symbol table to say so); and
-# a sample whose leaf is in the C library keeps, below the library's
+# (the nginx binary's _start, when it has a symbol table to say so),
+# through the worker's start (ngx_spawn_process) and main; a location
+# whose C library calls (pread, memcpy, getppid, malloc, free) all come
+# from one function of the test module keeps that function as the first
+# frame out of the library; and any sample whose leaf is in the C library
+# keeps, below the library's
 # frames, the caller that called into it (a call through the PLT or the
 # GOT just before its return address), as musl's libc, built without
 # unwind tables, makes hard.
@@ -53,6 +57,7 @@ $t->write_config(<<"EOF");
         gzip_min_length 0;
 
         location /proxy/ { proxy_pass http://127.0.0.1:$backend/; }
+        location /libc { profiling_burn_libc 20ms; }
     }
 
     server {
@@ -67,7 +72,7 @@ my ($served, $total) = (0, 0);
 my $end = time() + 6;
 while (time() < $end) {
     for my $path ('/big.txt', '/proxy/big.txt', '/proxy/small.txt',
-                  '/small.txt')
+                  '/small.txt', '/libc')
     {
         my $r = $t->http->get('http://127.0.0.1:' . $t->port . $path,
             { headers => { 'accept-encoding' => 'gzip',
@@ -121,14 +126,18 @@ sub calls_out {
         my ($op, $modrm) = @b[7 - $len, 8 - $len];
         next unless $op == 0xff && (($modrm >> 3) & 7) == 2;
         my ($mod, $rm) = ($modrm >> 6, $modrm & 7);
-        my $want = $mod == 3 ? 2 : $mod == 1 ? 3 + ($rm == 4)
-                 : $mod == 2 ? 6 + ($rm == 4) : $rm == 5 ? 6 : 2 + ($rm == 4);
+        my $sib = $rm == 4;
+        my $want = $mod == 3 ? 2 : $mod == 1 ? 3 + $sib
+                 : $mod == 2 ? 6 + $sib : $rm == 5 ? 6
+                 : $sib && $len > 2 && ($b[9 - $len] & 7) == 5 ? 7
+                 : 2 + $sib;
         return 1 if $len == $want;
     }
     return 0;
 }
 
-my ($cpu, $stopped, $at_start, $libc_leaf, $libc_kept) = (0) x 5;
+my ($cpu, $stopped, $at_start, $through, $libc_leaf, $libc_kept) = (0) x 6;
+my ($known_leaf, $known_kept) = (0, 0);
 my (%missed, %bottoms);
 for my $p (@p) {
     ProfPprof::index_profile($p);
@@ -147,6 +156,9 @@ for my $p (@p) {
         $cpu += $v;
         $stopped += $v if $names[-1] eq '[unwind stopped]';
         $at_start += $v if $names[-1] eq '_start';
+        # the frames between: through the worker's start, to main
+        $through += $v if grep({ $_ eq 'ngx_spawn_process' } @names)
+                          && grep({ $_ eq 'main' } @names);
         $bottoms{ join(' < ', @names[($#names > 2 ? $#names - 2 : 0)
                                      .. $#names]) } += $v;
 
@@ -156,6 +168,12 @@ for my $p (@p) {
         # The outermost of the C library's frames from the leaf on.
         my $k = 0;
         $k++ while $k + 1 < @loc && $file_of->($loc[$k + 1]) eq $libc;
+        # Where the caller is known: /libc's calls, all from one function.
+        if (grep { $_ eq 'ngx_http_profiling_burn_handler' } @names) {
+            $known_leaf += $v;
+            $known_kept += $v
+                if ($names[$k + 1] // '') eq 'ngx_http_profiling_burn_libc';
+        }
         # (a caller's location is its return address - 1)
         if ($k + 1 < @loc && $names[$k + 1] !~ /^\[/
             && calls_out($file_of->($loc[$k + 1]),
@@ -184,6 +202,16 @@ SKIP: {
                            (sort { $bottoms{$b} <=> $bottoms{$a} }
                             keys %bottoms)[0 .. 4]));
 }
+ok($through >= 0.95 * $cpu,
+   sprintf('%.1f%% of the CPU in stacks through ngx_spawn_process and main '
+           . '(95%% at least)', 100 * $through / ($cpu || 1)));
+ok($known_leaf > 0.2e9,
+   sprintf('%.0f ms of /libc\'s CPU (pread, memcpy, getppid, malloc, free) '
+           . 'with its leaf in the C library', $known_leaf / 1e6));
+ok($known_kept >= 0.9 * $known_leaf,
+   sprintf('%.1f%% of it has ngx_http_profiling_burn_libc, which made all '
+           . 'its calls, as the first frame out of the C library (90%% at '
+           . 'least)', 100 * $known_kept / ($known_leaf || 1)));
 ok($libc_leaf > 0.02 * $cpu,
    sprintf('%.1f%% of the CPU with its leaf in the C library',
            100 * $libc_leaf / ($cpu || 1)));

@@ -69,8 +69,8 @@ prof_symbol_rank(const Elf64_Sym *s, const char *name)
 
 
 /*
- * A function, or the program's entry point (entry, 0 in a shared object)
- * whatever its type: musl's crt1.o leaves _start untyped.
+ * A function, or the entry point of the file (entry, or 0) whatever its
+ * type: musl's crt1.o leaves a program's _start untyped.
  */
 static int
 prof_symbol_is_function(const Elf64_Sym *s, uint64_t entry)
@@ -90,7 +90,7 @@ static size_t
 prof_symbol_sort(prof_symbol_t *syms, size_t n)
 {
     size_t    i, k;
-    uint64_t  room;
+    uint64_t  room, end;
 
     if (n == 0) {
         return 0;
@@ -98,10 +98,33 @@ prof_symbol_sort(prof_symbol_t *syms, size_t n)
 
     qsort(syms, n, sizeof(prof_symbol_t), prof_symbol_cmp);
 
-    for (i = 1, k = 1; i < n; i++) {
-        if (syms[i].addr != syms[k - 1].addr) {
-            syms[k++] = syms[i];
+    /*
+     * One a address (an unsized one: the smallest size known), none
+     * unsized within the sized function before it (a label of its code
+     * would take its name past the label's few bytes).
+     */
+    for (i = 1, k = 1, end = syms[0].unsized ? 0 : syms[0].addr
+                                                  + syms[0].size;
+         i < n; i++)
+    {
+        if (syms[i].addr == syms[k - 1].addr) {
+            if (syms[i].unsized && syms[k - 1].unsized
+                && syms[i].size < syms[k - 1].size)
+            {
+                syms[k - 1].size = syms[i].size;
+            }
+            continue;
         }
+
+        if (syms[i].unsized && syms[i].addr < end) {
+            continue;
+        }
+
+        if (!syms[i].unsized) {
+            end = syms[i].addr + syms[i].size;
+        }
+
+        syms[k++] = syms[i];
     }
 
     for (i = 0; i + 1 < k; i++) {
@@ -126,12 +149,13 @@ prof_addr_cmp(const void *a, const void *b)
 
 /*
  * The size of the unsized functions of syms (k of them): up to the next
- * symbol of any kind of es (n: a label, an object), at most
- * PROF_SYM_UNSIZED_MAX; 0 or -ENOMEM.
+ * symbol of any kind of es (n: a label, an object) or the next start or
+ * end of a section (sh, shnum: glibc's _init, in .init, is unsized and
+ * followed by .plt), at most PROF_SYM_UNSIZED_MAX; 0 or -ENOMEM.
  */
 static int
 prof_symbol_size_unsized(prof_symbol_t *syms, size_t k, const Elf64_Sym *es,
-    size_t n)
+    size_t n, const Elf64_Shdr *sh, size_t shnum)
 {
     size_t     i, m, l, h, mid;
     uint64_t  *at;
@@ -144,14 +168,23 @@ prof_symbol_size_unsized(prof_symbol_t *syms, size_t k, const Elf64_Sym *es,
         return 0;
     }
 
-    at = malloc(n * sizeof(uint64_t));
+    at = malloc((n + 2 * shnum) * sizeof(uint64_t));
     if (at == NULL) {
         return -ENOMEM;
     }
 
     for (i = 0, m = 0; i < n; i++) {
-        if (es[i].st_shndx != SHN_UNDEF && es[i].st_shndx < SHN_LORESERVE) {
+        if (es[i].st_shndx != SHN_UNDEF && es[i].st_shndx < SHN_LORESERVE
+            && ELF64_ST_TYPE(es[i].st_info) != STT_TLS)
+        {
             at[m++] = es[i].st_value;
+        }
+    }
+
+    for (i = 0; i < shnum; i++) {
+        if ((sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_addr != 0) {
+            at[m++] = sh[i].sh_addr;
+            at[m++] = sh[i].sh_addr + sh[i].sh_size;
         }
     }
 
@@ -193,7 +226,8 @@ prof_symbol_size_unsized(prof_symbol_t *syms, size_t k, const Elf64_Sym *es,
 
 static int
 prof_symbol_table_collect(prof_symbol_table_t *t, Elf64_Sym *es, size_t n,
-    char *strtab, uint64_t strsize, uint64_t entry)
+    char *strtab, uint64_t strsize, uint64_t entry, const Elf64_Shdr *sh,
+    size_t shnum)
 {
     size_t          i, k, functions;
     prof_symbol_t  *syms;
@@ -228,7 +262,7 @@ prof_symbol_table_collect(prof_symbol_table_t *t, Elf64_Sym *es, size_t n,
         k++;
     }
 
-    if (prof_symbol_size_unsized(syms, k, es, n) != 0) {
+    if (prof_symbol_size_unsized(syms, k, es, n, sh, shnum) != 0) {
         free(syms);
         return -ENOMEM;
     }
@@ -313,7 +347,7 @@ prof_symbol_table_read(prof_symbol_table_t *t, const char *path,
                                    strtab, str->sh_size,
                                    elf.ehdr.e_type == ET_EXEC
                                    || elf.ehdr.e_type == ET_DYN
-                                   ? elf.ehdr.e_entry : 0);
+                                   ? elf.ehdr.e_entry : 0, sh, shnum);
 
 done:
 

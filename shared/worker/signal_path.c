@@ -33,9 +33,8 @@
 #include "worker/unwind.h"
 
 
-/* A stack scan looks this far above sp, this many times a sample. */
+/* A stack scan looks this far above sp (prof_unwind_scans: how often). */
 #define PROF_SCAN_WORDS      512
-#define PROF_SCANS_MAX       8
 
 
 prof_sampler_t  *prof_signal_sampler;
@@ -116,7 +115,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
 
             if ((status != PROF_UNWIND_NO_OBJECT
                  && status != PROF_UNWIND_NO_RULE)
-                || scans == PROF_SCANS_MAX || count == 0 || n > max
+                || scans == prof_unwind_scans(t) || count == 0 || n > max
                 || prof_unwind_scan(t, &regs, PROF_SCAN_WORDS) != 0)
             {
                 break;

@@ -40,12 +40,15 @@ typedef struct {
 } prof_sizes_t;
 
 
-/* The image of a loaded object: its .eh_frame_hdr's segment, its code. */
+/*
+ * The image of a loaded object: its .eh_frame_hdr's segment (none: hdr
+ * NULL), its code; -1 when it has none, or more than the table can hold.
+ */
 static int
 prof_image_of(struct dl_phdr_info *info, prof_unwind_image_t *im)
 {
     int                 i;
-    uintptr_t           hdr, seg_end;
+    uintptr_t           hdr, seg_end, lo, hi;
     const ElfW(Phdr)   *ph, *eh, *seg;
 
     eh = NULL;
@@ -61,17 +64,32 @@ prof_image_of(struct dl_phdr_info *info, prof_unwind_image_t *im)
             eh = ph;
 
         } else if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-            if (info->dlpi_addr + ph->p_vaddr < im->code_low) {
-                im->code_low = info->dlpi_addr + ph->p_vaddr;
+            lo = info->dlpi_addr + ph->p_vaddr;
+            hi = lo + ph->p_memsz;
+            if (lo < im->code_low) {
+                im->code_low = lo;
             }
-            if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > im->code_high) {
-                im->code_high = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+            if (hi > im->code_high) {
+                im->code_high = hi;
+            }
+            /* Mapped from the file and readable: what may be read. */
+            if ((ph->p_flags & PF_R) && im->segments < PROF_IMAGE_SEGMENTS) {
+                im->segment_low[im->segments] = lo;
+                im->segment_high[im->segments] = lo + ph->p_filesz;
+                im->segments++;
             }
         }
     }
 
-    if (eh == NULL || im->code_low >= im->code_high) {
+    if (im->code_low >= im->code_high
+        || im->code_high - im->code_low > PROF_SPAN_MAX
+        || im->code_high - im->base >= UINT32_MAX)
+    {
         return -1;
+    }
+
+    if (eh == NULL) {
+        return 0;
     }
 
     for (i = 0; i < info->dlpi_phnum; i++) {
@@ -111,9 +129,13 @@ prof_size_object(struct dl_phdr_info *info, size_t size, void *data)
 
     sizes->objects++;
 
-    if (prof_image_of(info, &im) != 0
-        || prof_eh_hdr_table(im.hdr, im.hdr_size, &table, &n) != 0
-        || im.code_high - im.code_low > PROF_SPAN_MAX)
+    if (prof_image_of(info, &im) != 0) {
+        return 0;
+    }
+
+    n = 0;
+    if (im.hdr != NULL
+        && prof_eh_hdr_table(im.hdr, im.hdr_size, &table, &n) != 0)
     {
         return 0;
     }
@@ -123,7 +145,7 @@ prof_size_object(struct dl_phdr_info *info, size_t size, void *data)
                     + 2;
     sizes->code += im.code_high - im.code_low;
 
-    if ((im.code_high - im.code_low) / (n + 1) > PROF_SPARSE_FDE_BYTES) {
+    if (prof_unwind_sparse(im.code_high - im.code_low, n)) {
         sizes->sparse = 1;
     }
 
@@ -197,12 +219,13 @@ prof_unwind_table_build(void)
         }
 
         b.callouts = sizes.sparse;
+        b.entry = (uintptr_t) getauxval(AT_ENTRY);
         t->callouts = sizes.sparse;
 
         (void) dl_iterate_phdr(prof_parse_object, &b);
 
         if (!b.full) {
-            t->entry = (uintptr_t) getauxval(AT_ENTRY);
+            t->entry = b.entry;
             prof_unwind_table_finish(t, &b);
             return t;
         }
@@ -238,10 +261,13 @@ prof_unwind_table_from_image(uintptr_t base, const void *segment,
     im.base = base;
     im.low = segment;
     im.high = im.low + segment_size;
-    im.hdr = im.low + hdr_offset;
+    im.hdr = (hdr_size == 0) ? NULL : im.low + hdr_offset;
     im.hdr_size = hdr_size;
     im.code_low = (uintptr_t) segment;
     im.code_high = (uintptr_t) segment + segment_size;
+    im.segments = 1;
+    im.segment_low[0] = im.code_low;
+    im.segment_high[0] = im.code_high;
 
     span = segment_size;
     rows = (hdr_size / 8) * PROF_ROWS_PER_FDE * 4 + 4096;

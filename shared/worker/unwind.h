@@ -86,9 +86,10 @@ unsigned long long prof_unwind_generation_now(void);
 /*
  * A table of one image in memory (tests and fuzzing): segment is the
  * loaded segment holding the .eh_frame_hdr at hdr_offset (hdr_size bytes)
- * and the .eh_frame it points to; base is the load bias its pcs are
- * relative to. NULL when out of memory; an image that cannot be parsed
- * gives a table of no object.
+ * and the .eh_frame it points to (hdr_size 0: none, code without unwind
+ * tables, with return sites); base is the load bias its pcs are relative
+ * to. NULL when out of memory; an image that cannot be parsed gives a
+ * table of no object.
  */
 prof_unwind_table_t *prof_unwind_table_from_image(uintptr_t base,
     const void *segment, size_t segment_size, size_t hdr_offset,
@@ -96,6 +97,9 @@ prof_unwind_table_t *prof_unwind_table_from_image(uintptr_t base,
 
 
 /* Async-signal-safe (unwind_walk.c), called by the handler. */
+
+/* How many stack scans a walk may make (prof_unwind_scan, below). */
+int prof_unwind_scans(const prof_unwind_table_t *t);
 
 /*
  * Writes the return addresses of the stack described by regs, innermost

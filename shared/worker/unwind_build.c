@@ -200,17 +200,34 @@ prof_builder_index(prof_unwind_builder_t *b)
 }
 
 
+/* Whether [from, to) lies in a readable executable segment of im. */
+static int
+prof_builder_readable(const prof_unwind_image_t *im, uintptr_t from,
+    uintptr_t to)
+{
+    unsigned  i;
+
+    for (i = 0; i < im->segments; i++) {
+        if (from >= im->segment_low[i] && to <= im->segment_high[i]) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 /*
  * Whether the code at target is a PLT entry (jmp *GOT(%rip), after an
  * endbr64 and a bnd prefix where there are): a call there leaves the
  * object.
  */
 static int
-prof_builder_plt_entry(const prof_unwind_builder_t *b, uintptr_t target)
+prof_builder_plt_entry(const prof_unwind_image_t *im, uintptr_t target)
 {
     const uint8_t  *p = (const uint8_t *) target;
 
-    if (target + 11 > b->code_high) {
+    if (!prof_builder_readable(im, target, target + 11)) {
         return 0;
     }
 
@@ -227,17 +244,64 @@ prof_builder_plt_entry(const prof_unwind_builder_t *b, uintptr_t target)
 
 
 /*
- * The return sites of the code no FDE covers (rows without a rule but the
- * last, the object's end), then, if the table wants them, the call-outs
- * of the rest, after the index: 0, or -1: no room.
+ * Appends to sites (n of room) the offsets past the calls that end in
+ * (from, to], absolute, whose bytes lie in [from, to) and in a readable
+ * segment: every call (return sites) or those that may leave the object
+ * (call-outs). 0, or -1: no room.
  */
 static int
-prof_builder_sites(prof_unwind_builder_t *b)
+prof_builder_calls(prof_unwind_builder_t *b, const prof_unwind_image_t *im,
+    uintptr_t from, uintptr_t to, int callouts, uint32_t *sites, size_t room,
+    size_t *n)
 {
-    int                    kind, gap;
-    size_t                 room;
-    uint32_t               i, n, from, off, to, *sites;
-    uintptr_t              target;
+    int        kind;
+    unsigned   i;
+    uintptr_t  lo, hi, at, target;
+
+    for (i = 0; i < im->segments; i++) {
+        lo = from > im->segment_low[i] ? from : im->segment_low[i];
+        hi = to < im->segment_high[i] ? to : im->segment_high[i];
+
+        for (at = lo + 2; at <= hi; at++) {
+            kind = prof_arch_call_ends_at((const uint8_t *) at, at - lo,
+                                          b->code_low, b->code_high,
+                                          &target);
+
+            if (kind == 0
+                || (callouts && kind == PROF_ARCH_CALL_DIRECT
+                    && !prof_builder_plt_entry(im, target)))
+            {
+                continue;
+            }
+
+            if (*n == room) {
+                b->full = 1;
+                return -1;
+            }
+
+            sites[(*n)++] = (uint32_t) (at - b->o->base);
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * After the index: the return sites of the code without rules of a
+ * sparse object (rows without a rule but the last, the object's end), or
+ * of any object the first bytes after the program's entry point (_start,
+ * which musl's crt1.o gives no FDE); then, if the table wants them, the
+ * call-outs of the code with rules. 0, or -1: no room.
+ */
+static int
+prof_builder_sites(prof_unwind_builder_t *b, const prof_unwind_image_t *im,
+    int sparse)
+{
+    int                    gap;
+    size_t                 room, n;
+    uint32_t               i, *sites;
+    uintptr_t              from, to;
     prof_unwind_object_t  *o = b->o;
 
     sites = (uint32_t *) b->next;
@@ -253,38 +317,33 @@ prof_builder_sites(prof_unwind_builder_t *b)
                 continue;
             }
 
-            from = o->rows[i].pc;
-            to = o->rows[i + 1].pc;
+            from = o->base + o->rows[i].pc;
+            to = o->base + o->rows[i + 1].pc;
 
-            for (off = from + 2; off <= to; off++) {
-                kind = prof_arch_call_ends_at(
-                           (const uint8_t *) (o->base + off),
-                           gap ? off - from
-                               : o->base + off - b->code_low,
-                           b->code_low, b->code_high, &target);
-
-                if (kind == 0
-                    || (!gap && kind == PROF_ARCH_CALL_DIRECT
-                        && !prof_builder_plt_entry(b, target)))
-                {
+            if (gap && !sparse) {
+                /* Only _start's. */
+                if (b->entry < from || b->entry >= to) {
                     continue;
                 }
-
-                if (n == room) {
-                    b->full = 1;
-                    return -1;
+                from = b->entry;
+                if (to - from > PROF_UNWIND_ENTRY_SPAN) {
+                    to = from + PROF_UNWIND_ENTRY_SPAN;
                 }
+            }
 
-                sites[n++] = off;
+            if (prof_builder_calls(b, im, from, to, !gap, sites, room, &n)
+                != 0)
+            {
+                return -1;
             }
         }
 
         if (gap) {
             o->sites = sites;
-            o->site_count = n;
+            o->site_count = (uint32_t) n;
         } else {
             o->callouts = sites;
-            o->callout_count = n;
+            o->callout_count = (uint32_t) n;
         }
 
         sites += n;
@@ -329,18 +388,18 @@ prof_unwind_builder_add_image(prof_unwind_builder_t *b,
     prof_eh_cie_t         cie;
     prof_unwind_table_t  *t = b->t;
 
-    if (!prof_eh_hdr_searchable(im->hdr, im->hdr_size)
-        || im->code_low >= im->code_high)
+    if (im->code_low >= im->code_high
+        || t->object_count == b->object_capacity)
     {
         return -1;
     }
 
-    if (t->object_count == b->object_capacity) {
-        return -1;
-    }
-
-    if (prof_eh_hdr_table(im->hdr, im->hdr_size, &table, &n) != 0
-        || n == 0)
+    /* No .eh_frame_hdr, or no FDE in it: code without rules only. */
+    n = 0;
+    table = NULL;
+    if (im->hdr != NULL
+        && (!prof_eh_hdr_searchable(im->hdr, im->hdr_size)
+            || prof_eh_hdr_table(im->hdr, im->hdr_size, &table, &n) != 0))
     {
         return -1;
     }
@@ -374,7 +433,9 @@ prof_unwind_builder_add_image(prof_unwind_builder_t *b,
 
     if (b->full || prof_builder_end(b, im->code_high) != 0
         || b->row_count < 2 || prof_builder_index(b) != 0
-        || prof_builder_sites(b) != 0)
+        || prof_builder_sites(b, im,
+                              prof_unwind_sparse(im->code_high
+                                                 - im->code_low, n)) != 0)
     {
         return -1;
     }

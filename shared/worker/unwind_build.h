@@ -30,12 +30,26 @@
 /*
  * An object with more code than this a FDE is taken to have no unwind
  * tables (musl's libc: 4 FDEs for 600 KiB; glibc's objects have one for
- * every few hundred bytes): a table with one gets call-outs.
+ * every few hundred bytes): its code without rules gets return sites, and
+ * a table with one gets call-outs.
  */
 #define PROF_SPARSE_FDE_BYTES  ((uintptr_t) 16 << 10)
 
+/* Whether an image of span bytes of code with n FDEs is sparse. */
+#define prof_unwind_sparse(span, n)                                          \
+    ((n) == 0 || (uintptr_t) (span) / (n) > PROF_SPARSE_FDE_BYTES)
 
-/* Where an object's data may be read, and where its code may lie. */
+
+/* Readable executable segments of an image kept, at most. */
+#define PROF_IMAGE_SEGMENTS  4
+
+
+/*
+ * Where an object's data may be read, and where its code may lie: hdr
+ * NULL when it has no .eh_frame_hdr (rows without rules only). Its code
+ * is read (for return sites) only within its readable executable
+ * segments, never in the holes between them.
+ */
 typedef struct {
     uintptr_t          base;         /* load bias */
     const uint8_t     *low;          /* the segment of .eh_frame_hdr */
@@ -44,6 +58,9 @@ typedef struct {
     size_t             hdr_size;
     uintptr_t          code_low;     /* executable segments */
     uintptr_t          code_high;
+    unsigned           segments;
+    uintptr_t          segment_low[PROF_IMAGE_SEGMENTS];
+    uintptr_t          segment_high[PROF_IMAGE_SEGMENTS];
 } prof_unwind_image_t;
 
 
@@ -60,6 +77,7 @@ typedef struct {
     uintptr_t              code_low;
     uintptr_t              code_high;
     int                    callouts; /* make call-outs (unwind_table.h) */
+    uintptr_t              entry;    /* the program's entry point, or 0 */
     int                    full;     /* rows did not fit: start again */
 } prof_unwind_builder_t;
 

@@ -28,6 +28,13 @@
 /* The rows last used, by pc (a power of two). */
 #define PROF_UNWIND_CACHE_SIZE   2048
 
+/*
+ * Code without a rule this close past the program's entry point is the
+ * program's first function (_start), whose call is the stack's first
+ * frame where no FDE says so (musl's crt1.o has none in .eh_frame).
+ */
+#define PROF_UNWIND_ENTRY_SPAN   64
+
 
 enum {
     PROF_CFA_NONE = 0,                  /* no rule the walk can follow */

@@ -50,6 +50,15 @@ prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
 }
 
 
+int
+prof_unwind_scans(const prof_unwind_table_t *t)
+{
+    /* Twice as many where an object without unwind tables is loaded
+       (musl's libc: its calls nest a few deep in code without rules). */
+    return t->callouts ? 8 : 4;
+}
+
+
 /* The row in force at pc, in the object that holds it. */
 static const prof_row_t *
 prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
@@ -98,14 +107,6 @@ prof_unwind_offset_in(const prof_unwind_object_t *o, uintptr_t w,
 
     return l < n && a[l] == offset;
 }
-
-
-/*
- * Code without a rule just past the program's entry point: the program's
- * first function (_start), whose call is the stack's first frame where no
- * FDE says so (musl's crt1.o has none in .eh_frame).
- */
-#define PROF_UNWIND_ENTRY_SPAN  64
 
 
 /*

@@ -28,6 +28,13 @@
  * build with them (-fno-omit-frame-pointer, ASan's), so that every build
  * gives the stack under the JIT code the same frames.
  *
+ * "profiling_burn_libc MS;" makes the handler spend MS milliseconds of CPU
+ * in the C library, called from ngx_http_profiling_burn_libc() only: a
+ * read through the system call wrappers (pread), a copy (memcpy), a
+ * system call without a cancellation point (getppid), and an allocation
+ * large enough to be mapped and unmapped (malloc, free): the first frame
+ * out of the C library of every such sample is that function.
+ *
  * "profiling_burn_signals;" (http) makes each worker install actions of
  * its own for SIGPROF (counting them) and SIGSEGV (a crash reporter's: the
  * default action back, then the fault again) as it starts, as a module
@@ -51,6 +58,7 @@ typedef struct {
     ngx_uint_t  stacks;         /* 0: spin called directly */
     ngx_msec_t  jit;
     ngx_flag_t  jit_frame_pointer;
+    ngx_msec_t  libc;
 } ngx_http_profiling_burn_loc_conf_t;
 
 
@@ -72,6 +80,7 @@ static char *ngx_http_profiling_burn_jit(ngx_conf_t *cf, ngx_command_t *cmd,
 static void *ngx_http_profiling_burn_create_loc_conf(ngx_conf_t *cf);
 
 uint64_t ngx_http_profiling_burn_spin(ngx_msec_t ms);
+uint64_t ngx_http_profiling_burn_libc(ngx_msec_t ms);
 ngx_int_t ngx_http_profiling_burn_jit_run(ngx_msec_t ms,
     ngx_flag_t frame_pointer);
 
@@ -104,6 +113,13 @@ static ngx_command_t  ngx_http_profiling_burn_commands[] = {
       ngx_http_profiling_burn_stacks,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_profiling_burn_loc_conf_t, stacks),
+      NULL },
+
+    { ngx_string("profiling_burn_libc"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_burn,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_profiling_burn_loc_conf_t, libc),
       NULL },
 
     { ngx_string("profiling_burn_jit"),
@@ -210,6 +226,51 @@ ngx_http_profiling_burn_spin(ngx_msec_t ms)
              + (now.tv_nsec - start.tv_nsec) / 1000000 < (long) ms);
 
     return x;
+}
+
+
+/* The C library's code, called from here only (noinline, no tail call). */
+__attribute__((noinline)) uint64_t
+ngx_http_profiling_burn_libc(ngx_msec_t ms)
+{
+    int              fd, i;
+    char            *p;
+    uint64_t         n;
+    struct timespec  start, now;
+    static char      src[65536], dst[65536];
+
+    n = 0;
+    fd = open("/dev/zero", O_RDONLY);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+
+    do {
+        for (i = 0; i < 16; i++) {
+            if (fd != -1) {
+                n += (uint64_t) pread(fd, dst, 4096, 0);
+            }
+
+            memcpy(dst, src, sizeof(dst));
+            __asm__ volatile ("" : : "r" (dst) : "memory");
+
+            n += (uint64_t) getppid();
+
+            p = malloc(256 * 1024);
+            if (p != NULL) {
+                ((volatile char *) p)[0] = (char) n;
+                free(p);
+            }
+        }
+
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+
+    } while ((now.tv_sec - start.tv_sec) * 1000
+             + (now.tv_nsec - start.tv_nsec) / 1000000 < (long) ms);
+
+    if (fd != -1) {
+        close(fd);
+    }
+
+    return n + (uint64_t) dst[0];
 }
 
 
@@ -541,6 +602,9 @@ ngx_http_profiling_burn_handler(ngx_http_request_t *r)
 
         x = 0;
 
+    } else if (blcf->libc != NGX_CONF_UNSET_MSEC) {
+        x = ngx_http_profiling_burn_libc(blcf->libc);
+
     } else if (blcf->stacks == NGX_CONF_UNSET_UINT) {
         x = ngx_http_profiling_burn_spin(ms);
 
@@ -654,6 +718,7 @@ ngx_http_profiling_burn_create_loc_conf(ngx_conf_t *cf)
     conf->stacks = NGX_CONF_UNSET_UINT;
     conf->jit = NGX_CONF_UNSET_MSEC;
     conf->jit_frame_pointer = NGX_CONF_UNSET;
+    conf->libc = NGX_CONF_UNSET_MSEC;
 
     return conf;
 }

@@ -118,13 +118,55 @@ fuzz_fill_stack(const prof_unwind_object_t *o, uintptr_t seg,
             w = 0;
             break;
         case 6:
-            w = seg + (seg_size ? (r >> 8) % seg_size : 0);
+            /* a return site or a call-out where there are */
+            if (o != NULL && o->site_count > 0 && (r & 8)) {
+                w = o->base + o->sites[(r >> 8) % o->site_count];
+            } else if (o != NULL && o->callout_count > 0) {
+                w = o->base + o->callouts[(r >> 8) % o->callout_count];
+            } else {
+                w = seg + (seg_size ? (r >> 8) % seg_size : 0);
+            }
             break;
         default:
             w = (uintptr_t) r;
         }
 
         words[i] = w;
+    }
+}
+
+
+/* Offsets past calls in code without rules (gap) or with them. */
+static void
+fuzz_check_sites(const prof_unwind_object_t *o, const uint32_t *a,
+    uint32_t n, int gap)
+{
+    uint32_t           i, lo, hi, mid;
+    const prof_row_t  *row;
+
+    for (i = 0; i < n; i++) {
+        if ((i > 0 && a[i] <= a[i - 1]) || a[i] <= o->rows[0].pc
+            || a[i] > o->rows[o->row_count - 1].pc)
+        {
+            abort();
+        }
+
+        /* The row in force at the call's last byte. */
+        lo = 0;
+        hi = o->row_count - 1;
+        while (lo < hi) {
+            mid = lo + (hi - lo + 1) / 2;
+            if (o->rows[mid].pc <= a[i] - 1) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        row = &o->rows[lo];
+
+        if ((row->cfa == PROF_CFA_NONE) != gap) {
+            abort();
+        }
     }
 }
 
@@ -172,6 +214,11 @@ fuzz_check_table(const prof_unwind_table_t *t, uintptr_t seg,
             abort();
         }
     }
+
+    /* Return sites after code without rules, call-outs after code with
+       them: sorted (the walk's binary search), within the object. */
+    fuzz_check_sites(o, o->sites, o->site_count, 1);
+    fuzz_check_sites(o, o->callouts, o->callout_count, 0);
 }
 
 

@@ -64,21 +64,25 @@ prof_arch_ticks(void)
 
 /*
  * The length of "call" through a register or memory (opcode ff /2) whose
- * ModRM byte is modrm, from the opcode on: its mod and rm fields say
- * whether a SIB byte and a displacement follow. 0: not ff /2.
+ * ModRM byte is m[0] (then the SIB byte, when there is one), from the
+ * opcode on: its mod and rm fields say whether a SIB byte and a
+ * displacement follow. 0: not ff /2.
  */
 static inline unsigned
-prof_arch_indirect_call_len(unsigned modrm)
+prof_arch_indirect_call_len(const uint8_t *m)
 {
-    unsigned  mod = modrm >> 6, rm = modrm & 7, sib = (rm == 4);
+    unsigned  mod = m[0] >> 6, rm = m[0] & 7, sib = (rm == 4);
 
-    if (((modrm >> 3) & 7) != 2) {
+    if (((m[0] >> 3) & 7) != 2) {
         return 0;
     }
 
     switch (mod) {
     case 0:
-        return (rm == 5) ? 6 : 2 + sib;      /* rip + disp32 */
+        if (rm == 5) {
+            return 6;                        /* rip + disp32 */
+        }
+        return (sib && (m[1] & 7) == 5) ? 7 : 2 + sib;   /* no base: disp32 */
     case 1:
         return 3 + sib;                      /* disp8 */
     case 2:
@@ -91,12 +95,12 @@ prof_arch_indirect_call_len(unsigned modrm)
 
 /*
  * The call instruction ending just before p, as far as the before bytes
- * that may be read below p tell: PROF_ARCH_CALL_DIRECT ("call rel32" to a
- * target in [low, high), the object's own code; *target set),
- * PROF_ARCH_CALL_INDIRECT (through a register or memory, with or without
- * a REX prefix: a GOT slot, a function pointer), or 0. Used at build time
- * on code without unwind tables (musl's libc), whose return sites a stack
- * scan takes for return addresses: a guess that a scan makes anyway.
+ * that may be read below p tell: PROF_ARCH_CALL_INDIRECT (through a
+ * register or memory, with or without a REX prefix: a GOT slot, a
+ * function pointer), PROF_ARCH_CALL_DIRECT ("call rel32" to a target in
+ * [low, high), the object's own code; *target set), or 0. Used at build
+ * time on code without unwind tables (musl's libc), whose return sites a
+ * stack scan takes for return addresses: a guess that a scan makes anyway.
  */
 #define PROF_ARCH_CALL_DIRECT    1
 #define PROF_ARCH_CALL_INDIRECT  2
@@ -109,6 +113,14 @@ prof_arch_call_ends_at(const uint8_t *p, uintptr_t before, uintptr_t low,
     uintptr_t  to;
     unsigned   len;
 
+    for (len = 2; len <= 7 && len <= before; len++) {
+        if (p[-(int) len] == 0xff
+            && prof_arch_indirect_call_len(p + 1 - (int) len) == len)
+        {
+            return PROF_ARCH_CALL_INDIRECT;
+        }
+    }
+
     if (before >= 5 && p[-5] == 0xe8) {
         rel = (int32_t) ((uint32_t) p[-4] | (uint32_t) p[-3] << 8
                          | (uint32_t) p[-2] << 16 | (uint32_t) p[-1] << 24);
@@ -116,14 +128,6 @@ prof_arch_call_ends_at(const uint8_t *p, uintptr_t before, uintptr_t low,
         if (to >= low && to < high) {
             *target = to;
             return PROF_ARCH_CALL_DIRECT;
-        }
-    }
-
-    for (len = 2; len <= 7 && len <= before; len++) {
-        if (p[-(int) len] == 0xff
-            && prof_arch_indirect_call_len(p[1 - (int) len]) == len)
-        {
-            return PROF_ARCH_CALL_INDIRECT;
         }
     }
 
