@@ -12,7 +12,7 @@
 # keeps, below the library's
 # frames, the caller that called into it (a call through the PLT or the
 # GOT just before its return address), as musl's libc, built without
-# unwind tables, makes hard.
+# unwind tables, makes hard; and the requests' CPU carries their span ids.
 
 use strict;
 use warnings;
@@ -188,6 +188,23 @@ for my $p (@p) {
 }
 
 ok($cpu > 0.5e9, sprintf('%.0f ms of CPU sampled', $cpu / 1e6));
+
+# Every request (the backend's too: proxy_pass passes the header) carried
+# the traceparent: the CPU of frames that run only for a request carries
+# its span id.
+my ($request_cpu, $with_ids) = (0, 0);
+for my $s (ProfHotspots::hotspot_samples(@p)) {
+    next unless ProfHotspots::stack_has($s, qr/^(?:ngx_http_core_run_phases
+        |ngx_http_output_filter|ngx_http_upstream_\w+)$/x);
+    $request_cpu += $s->{cpu};
+    $with_ids += $s->{cpu}
+        if defined $s->{span}
+           && $s->{span} eq ProfHotspots::hex_to_u64('1234123412341234');
+}
+ok($with_ids >= 0.95 * $request_cpu && $request_cpu > 0.2e9,
+   sprintf('%.1f%% of the requests\' CPU (%.0f ms) carries their span id '
+           . '(95%% at least)', 100 * $with_ids / ($request_cpu || 1),
+           $request_cpu / 1e6));
 ok($stopped <= 0.05 * $cpu,
    sprintf('%.1f%% of the CPU in stacks that stopped unwinding (5%% at '
            . 'most)', 100 * $stopped / ($cpu || 1)));
