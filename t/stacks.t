@@ -2,17 +2,19 @@
 # SPDX-License-Identifier: BSD-2-Clause
 
 # Native stacks whole, whatever the C library: under gzip, proxying and
-# static files (zlib's code, nginx's, the C library's system calls), the
-# CPU samples' stacks end where the program starts, not at an unwind stop
-# (the nginx binary's _start, when it has a symbol table to say so),
-# through the worker's start (ngx_spawn_process) and main; a location
-# whose C library calls (pread, memcpy, getppid, malloc, free) all come
-# from one function of the test module keeps that function as the first
-# frame out of the library; and any sample whose leaf is in the C library
-# keeps, below the library's
-# frames, the caller that called into it (a call through the PLT or the
-# GOT just before its return address), as musl's libc, built without
-# unwind tables, makes hard; and the requests' CPU carries their span ids.
+# static files (zlib's code, nginx's, the C library's system calls), with
+# a traceparent on every request:
+# - the CPU samples' stacks end where the program starts, not at an
+#   unwind stop (at the nginx binary's _start, when it has a symbol table
+#   to say so), through the worker's start (ngx_spawn_process) and main;
+# - a location whose C library calls (pread, memcpy, getppid, malloc,
+#   free) all come from one function of the test module has that
+#   function as the first frame out of the library;
+# - any sample whose leaf is in the C library keeps, below the library's
+#   frames, a caller that called into it (a call through the PLT or a
+#   pointer just before its return address), as musl's libc, built
+#   without unwind tables, makes hard;
+# - the requests' CPU carries their span ids.
 
 use strict;
 use warnings;
