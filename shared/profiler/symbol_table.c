@@ -3,6 +3,8 @@
 /*
  * Symbol tables: the functions of an ELF file's .symtab or .dynsym (and
  * MiniDebugInfo's), sorted and deduplicated, and the lookup by address.
+ * A function without a size (assembly) is given one: up to the next
+ * symbol or section boundary, at most PROF_SYM_UNSIZED_MAX.
  */
 
 #define _GNU_SOURCE
@@ -113,18 +115,15 @@ prof_symbol_sort(prof_symbol_t *syms, size_t n)
             {
                 syms[k - 1].size = syms[i].size;
             }
-            continue;
+
+        } else if (!syms[i].unsized || syms[i].addr >= end) {
+            syms[k++] = syms[i];
         }
 
-        if (syms[i].unsized && syms[i].addr < end) {
-            continue;
-        }
-
-        if (!syms[i].unsized) {
+        /* The furthest end of the sized ones so far (nested, aliases). */
+        if (!syms[i].unsized && syms[i].addr + syms[i].size > end) {
             end = syms[i].addr + syms[i].size;
         }
-
-        syms[k++] = syms[i];
     }
 
     for (i = 0; i + 1 < k; i++) {
@@ -182,7 +181,9 @@ prof_symbol_size_unsized(prof_symbol_t *syms, size_t k, const Elf64_Sym *es,
     }
 
     for (i = 0; i < shnum; i++) {
-        if ((sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_addr != 0) {
+        if ((sh[i].sh_flags & SHF_ALLOC) && !(sh[i].sh_flags & SHF_TLS)
+            && sh[i].sh_addr != 0)
+        {
             at[m++] = sh[i].sh_addr;
             at[m++] = sh[i].sh_addr + sh[i].sh_size;
         }

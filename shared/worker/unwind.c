@@ -133,12 +133,7 @@ prof_size_object(struct dl_phdr_info *info, size_t size, void *data)
         return 0;
     }
 
-    n = 0;
-    if (im.hdr != NULL
-        && prof_eh_hdr_table(im.hdr, im.hdr_size, &table, &n) != 0)
-    {
-        return 0;
-    }
+    n = prof_unwind_image_fdes(&im, &table);
 
     sizes->fdes += n;
     sizes->pages += ((im.code_high - im.code_low) >> PROF_UNWIND_PAGE_SHIFT)
@@ -193,24 +188,29 @@ prof_unwind_table_t *
 prof_unwind_table_build(void)
 {
     int                    attempt;
-    size_t                 rows;
+    size_t                 rows, scale;
     prof_sizes_t           sizes;
     prof_unwind_table_t   *t;
     prof_unwind_builder_t  b;
 
-    memset(&sizes, 0, sizeof(sizes));
-    (void) dl_iterate_phdr(prof_size_object, &sizes);
+    for (attempt = 0, scale = 1; attempt < PROF_BUILD_ATTEMPTS;
+         attempt++, scale *= 2)
+    {
+        /* Measured again each time: objects loaded meanwhile count. */
+        memset(&sizes, 0, sizeof(sizes));
+        (void) dl_iterate_phdr(prof_size_object, &sizes);
 
-    rows = sizes.fdes * PROF_ROWS_PER_FDE + 4096;
+        rows = (sizes.fdes * PROF_ROWS_PER_FDE + 4096) * scale;
 
-    for (attempt = 0; attempt < PROF_BUILD_ATTEMPTS; attempt++) {
-        /* Objects loaded meanwhile may need room too. */
-        /* Return sites: room for a call every 32 bytes of code (only
-           code without FDEs has them; the pages not used are given back
-           by prof_unwind_table_finish). */
+        /* Return sites and call-outs: room for a call every 16 or 32
+           bytes of code (only objects without unwind tables have sites,
+           call-outs only where one is loaded; the pages not used are
+           given back by prof_unwind_table_finish). */
         t = prof_unwind_table_create(rows * sizeof(prof_row_t)
-                                     + (sizes.pages + 64) * sizeof(uint32_t)
-                                     + sizes.code / (sizes.sparse ? 16 : 32)
+                                     + (sizes.pages * scale + 64)
+                                       * sizeof(uint32_t)
+                                     + sizes.code * scale
+                                       / (sizes.sparse ? 16 : 32)
                                        * sizeof(uint32_t)
                                      + (sizes.objects + 16) * 32,
                                      sizes.objects + 16, &b);
@@ -231,9 +231,6 @@ prof_unwind_table_build(void)
         }
 
         prof_unwind_table_free(t);
-        rows *= 2;
-        sizes.pages *= 2;
-        sizes.code *= 2;
     }
 
     return NULL;

@@ -379,6 +379,24 @@ prof_builder_end(prof_unwind_builder_t *b, uintptr_t pc)
 }
 
 
+uint64_t
+prof_unwind_image_fdes(const prof_unwind_image_t *im, const uint8_t **table)
+{
+    uint64_t  n;
+
+    *table = NULL;
+
+    if (im->hdr == NULL || !prof_eh_hdr_searchable(im->hdr, im->hdr_size)
+        || prof_eh_hdr_table(im->hdr, im->hdr_size, table, &n) != 0)
+    {
+        *table = NULL;
+        return 0;
+    }
+
+    return n;
+}
+
+
 int
 prof_unwind_builder_add_image(prof_unwind_builder_t *b,
     const prof_unwind_image_t *im)
@@ -395,14 +413,7 @@ prof_unwind_builder_add_image(prof_unwind_builder_t *b,
     }
 
     /* No .eh_frame_hdr, or no FDE in it: code without rules only. */
-    n = 0;
-    table = NULL;
-    if (im->hdr != NULL
-        && (!prof_eh_hdr_searchable(im->hdr, im->hdr_size)
-            || prof_eh_hdr_table(im->hdr, im->hdr_size, &table, &n) != 0))
-    {
-        return -1;
-    }
+    n = prof_unwind_image_fdes(im, &table);
 
     b->o = &t->objects[t->object_count];
     memset(b->o, 0, sizeof(prof_unwind_object_t));

@@ -90,6 +90,14 @@ prof_unwind_table_t *prof_unwind_table_create(size_t size, size_t objects,
     prof_unwind_builder_t *b);
 
 /*
+ * The FDEs of an image's .eh_frame_hdr search table (*table: its
+ * entries), or 0: none, no header, or one without a search table (then
+ * the image is code without rules).
+ */
+uint64_t prof_unwind_image_fdes(const prof_unwind_image_t *im,
+    const uint8_t **table);
+
+/*
  * Parses one image into the next object of the table: 0, or -1 when it
  * has no usable rows (left out) or did not fit (b->full: the caller
  * starts again with a larger table).

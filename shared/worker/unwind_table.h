@@ -61,10 +61,12 @@ typedef struct {
 
 /*
  * An object's executable segments: rows for all of its code, those of
- * code no FDE covers without a rule. Its return sites are the offsets
- * just past the call instructions of that code (sorted): where a stack
- * scan may take a word for a return address without a rule to prove it
- * (musl's libc is built without unwind tables). Its call-outs, in a
+ * code no FDE covers without a rule. Its return sites, when it has no
+ * unwind tables to speak of (unwind_build.h: sparse; musl's libc), are
+ * the offsets just past the call instructions of that code (sorted):
+ * where a stack scan may take a word for a return address without a rule
+ * to prove it; any object has those of the first bytes past the
+ * program's entry point (_start). Its call-outs, in a
  * table where some object lacks unwind tables: the offsets just past the
  * calls of its other code that may lead into another object (through the
  * PLT, or a pointer): a scan from a frame without rules in another object

@@ -32,7 +32,7 @@
  * in the C library, called from ngx_http_profiling_burn_libc() only: a
  * read through the system call wrappers (pread), a copy (memcpy), a
  * system call without a cancellation point (getppid), and an allocation
- * large enough to be mapped and unmapped (malloc, free): the first frame
+ * (malloc, free; musl maps and unmaps one that large): the first frame
  * out of the C library of every such sample is that function.
  *
  * "profiling_burn_signals;" (http) makes each worker install actions of

@@ -26,7 +26,6 @@
 #define FUZZ_STACK_WORDS    512
 #define FUZZ_FRAMES_MAX     64
 #define FUZZ_WALKS_MAX      64
-#define FUZZ_SCANS_MAX      8       /* as the signal path */
 #define FUZZ_SCAN_WORDS     512
 
 
@@ -267,7 +266,7 @@ fuzz_walk(const prof_unwind_table_t *t, uintptr_t pc, uintptr_t sp,
         if (status == PROF_UNWIND_END || status == PROF_UNWIND_FULL
             || (status != PROF_UNWIND_NO_OBJECT
                 && status != PROF_UNWIND_NO_RULE)
-            || scans == FUZZ_SCANS_MAX || count == 0
+            || scans == prof_unwind_scans(t) || count == 0
             || n > FUZZ_FRAMES_MAX)
         {
             break;

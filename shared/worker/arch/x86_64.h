@@ -64,12 +64,13 @@ prof_arch_ticks(void)
 
 /*
  * The length of "call" through a register or memory (opcode ff /2) whose
- * ModRM byte is m[0] (then the SIB byte, when there is one), from the
- * opcode on: its mod and rm fields say whether a SIB byte and a
- * displacement follow. 0: not ff /2.
+ * ModRM byte is m[0] (then the SIB byte, when there is one and n, the
+ * bytes that may be read from m, allows), from the opcode on: its mod and
+ * rm fields say whether a SIB byte and a displacement follow. 0: not
+ * ff /2.
  */
 static inline unsigned
-prof_arch_indirect_call_len(const uint8_t *m)
+prof_arch_indirect_call_len(const uint8_t *m, unsigned n)
 {
     unsigned  mod = m[0] >> 6, rm = m[0] & 7, sib = (rm == 4);
 
@@ -82,7 +83,10 @@ prof_arch_indirect_call_len(const uint8_t *m)
         if (rm == 5) {
             return 6;                        /* rip + disp32 */
         }
-        return (sib && (m[1] & 7) == 5) ? 7 : 2 + sib;   /* no base: disp32 */
+        if (sib && n >= 2 && (m[1] & 7) == 5) {
+            return 7;                        /* SIB without base: disp32 */
+        }
+        return 2 + sib;
     case 1:
         return 3 + sib;                      /* disp8 */
     case 2:
@@ -101,6 +105,8 @@ prof_arch_indirect_call_len(const uint8_t *m)
  * [low, high), the object's own code; *target set), or 0. Used at build
  * time on code without unwind tables (musl's libc), whose return sites a
  * stack scan takes for return addresses: a guess that a scan makes anyway.
+ * Indirect forms are tried first: a "call rel32" whose displacement's
+ * last bytes read as one (ff 14 ..) counts as indirect, a call-out.
  */
 #define PROF_ARCH_CALL_DIRECT    1
 #define PROF_ARCH_CALL_INDIRECT  2
@@ -115,7 +121,8 @@ prof_arch_call_ends_at(const uint8_t *p, uintptr_t before, uintptr_t low,
 
     for (len = 2; len <= 7 && len <= before; len++) {
         if (p[-(int) len] == 0xff
-            && prof_arch_indirect_call_len(p + 1 - (int) len) == len)
+            && prof_arch_indirect_call_len(p + 1 - (int) len, len - 1)
+               == len)
         {
             return PROF_ARCH_CALL_INDIRECT;
         }
