@@ -195,8 +195,8 @@ for my $p (@p) {
         {
             $libc_kept += $v;
         } else {
-            $missed{ join(' < ', @names[0 .. ($k + 1 < $#names ? $k + 1 : $#names)]) }
-                += $v;
+            my $last = $k + 1 < $#names ? $k + 1 : $#names;
+            $missed{ join(' < ', @names[0 .. $last]) } += $v;
         }
     }
 }
