@@ -88,6 +88,16 @@ $(BUILD_DIR)/unit/%: $(TOP)/t/unit/%.c $(TOP)/t/unit/unit.h $(SHARED_SRCS) $(SHA
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(SHARED_SRCS) $(BUILD_DIR)/gen/profile.pb.c \
 	    $(UNIT_LIBS) $(EXTRA_LDFLAGS)
 
+# A shared object without unwind tables (assembly without CFI), as musl's
+# libc is, that the unwind tests load.
+$(BUILD_DIR)/unit/libnocfi.so: $(TOP)/t/unit/nocfi.S
+	mkdir -p $(BUILD_DIR)/unit
+	$(CC) -shared -nostdlib -Wl,--build-id -o $@ $<
+
+$(BUILD_DIR)/unit/test_unwind: $(BUILD_DIR)/unit/libnocfi.so
+$(BUILD_DIR)/unit/test_unwind: EXTRA_LDFLAGS += -L$(BUILD_DIR)/unit -lnocfi \
+    -Wl,-rpath,$(BUILD_DIR)/unit
+
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; \
 	    PROTO=$(TOP)/shared/profiler/profile.proto $$t; done

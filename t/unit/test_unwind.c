@@ -606,6 +606,68 @@ test_code_without_tables(void **state)
 }
 
 
+/* t/unit/nocfi.S: a shared object without unwind tables, loaded. */
+uintptr_t nocfi_return_address(void);
+uintptr_t nocfi_code(void);
+
+
+/* Calls into that object through the PLT: the word just past the call. */
+static uintptr_t __attribute__((noinline))
+call_out_return_address(void)
+{
+    uintptr_t  ra;
+
+    ra = nocfi_return_address();
+    __asm__ volatile ("" ::: "memory");
+
+    return ra;
+}
+
+
+/*
+ * With an object without unwind tables loaded, a scan from its code takes
+ * a word of another object's code for the caller only just past a call
+ * that may leave that object (through the PLT, a pointer): not a stale
+ * return address of a call to a function of that object's own, which
+ * could not have led here.
+ */
+static void
+test_scan_from_code_without_tables_takes_call_outs(void **state)
+{
+    uintptr_t           stack[8], low, high, stale, out;
+    prof_unwind_regs_t  regs;
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+    assert_true(table->callouts);
+
+    low = (uintptr_t) stack;
+    high = (uintptr_t) (stack + 8);
+    stale = (uintptr_t) recurse_return_address();   /* a local call's */
+    out = call_out_return_address();
+
+    /* Each below the frame pointer its function would have pushed (the
+       callers find their frames from it in a build with them). */
+    memset(stack, 0, sizeof(stack));
+    stack[0] = (uintptr_t) &stack[6];
+    stack[1] = stale;
+    stack[2] = (uintptr_t) &stack[6];
+    stack[3] = out;
+
+    set_regs(&regs, nocfi_code(), low, low, high);
+    assert_int_equal(prof_unwind_scan(table, &regs, 8), 0);
+    assert_int_equal(regs.pc, out);
+    assert_int_equal(regs.sp, (uintptr_t) &stack[4]);
+
+    /* From code that is no object's (JIT code), any caller goes. */
+    set_regs(&regs, 0x1000, low, low, high);
+    assert_int_equal(prof_unwind_scan(table, &regs, 8), 0);
+    assert_int_equal(regs.pc, stale);
+
+    prof_unwind_table_free(table);
+}
+
+
 int
 main(void)
 {
@@ -614,6 +676,7 @@ main(void)
         cmocka_unit_test(test_bounds_and_unknown_code),
         cmocka_unit_test(test_scan_steps_over_unknown_code),
         cmocka_unit_test(test_code_without_tables),
+        cmocka_unit_test(test_scan_from_code_without_tables_takes_call_outs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * A shared object without unwind tables (no .eh_frame, no .eh_frame_hdr),
+ * as musl's libc is: t/unit/test_unwind.c loads it. Its functions keep no
+ * frame: nocfi_return_address returns its own return address (a word
+ * just past a call through the PLT, in its caller); nocfi_code the
+ * address of code of the object.
+ */
+
+    .text
+    .globl  nocfi_return_address
+    .type   nocfi_return_address, @function
+nocfi_return_address:
+    mov     (%rsp), %rax
+    ret
+    .size   nocfi_return_address, .-nocfi_return_address
+
+    .globl  nocfi_code
+    .type   nocfi_code, @function
+nocfi_code:
+    lea     1f(%rip), %rax
+1:  ret
+    .size   nocfi_code, .-nocfi_code
+
+    .section .note.GNU-stack,"",@progbits
