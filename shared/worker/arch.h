@@ -8,12 +8,16 @@
  * (the signal handler calls nothing out of line for them):
  *
  * arch/<arch>.h, the machine:
- * - prof_arch_context_regs(uc, &pc, &sp, &fp): where the code a signal
- *   interrupted was, from its ucontext_t;
+ * - prof_arch_context_regs(uc, &pc, &sp, &fp, &aux): where the code a
+ *   signal interrupted was, from its ucontext_t, and its auxiliary
+ *   register's value;
  * - prof_arch_ticks(): the cycle counter that splits wall time
  *   (sampler.h), cheap and monotonic on one core;
  * - PROF_ARCH_DW_SP, PROF_ARCH_DW_FP: the DWARF numbers of the stack and
  *   frame pointer registers, as call frame information names them;
+ * - PROF_ARCH_DW_AUX: the DWARF number of a callee-saved register some
+ *   code defines its CFA from besides those two (the walk follows where
+ *   frames save it), -1 where none;
  * - PROF_ARCH_RA_SLOT: where the return address lies, in words from the
  *   CFA; the unwind table keeps rows only for frames that keep it there;
  * - PROF_ARCH_RED_ZONE: bytes below sp a leaf may use, which signal

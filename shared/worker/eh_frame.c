@@ -196,6 +196,23 @@ prof_scale(prof_eh_cursor_t *c, int64_t value, int64_t align)
 }
 
 
+/* The rule of a register the unwinder follows, or NULL. */
+static prof_eh_reg_rule_t *
+prof_eh_reg_rule(prof_eh_cfa_state_t *state, const prof_eh_cie_t *cie,
+    uint64_t reg)
+{
+    if (reg == PROF_ARCH_DW_FP) {
+        return &state->fp;
+    }
+
+    if (reg == PROF_ARCH_DW_AUX) {
+        return &state->aux;
+    }
+
+    return (reg == cie->ra_reg) ? &state->ra : NULL;
+}
+
+
 /*
  * Runs call frame instructions from pc (NULL rows: a CIE's initial ones).
  * Rows are emitted through emit() at every advance of the location.
@@ -209,8 +226,10 @@ prof_eh_run_cfa(prof_eh_cursor_t *c, const prof_eh_cie_t *cie,
     uint8_t              op;
     uint64_t             reg, delta;
     int64_t              offset;
-    prof_eh_cfa_state_t  saved[PROF_STATE_STACK];
+    prof_eh_reg_rule_t  *r;
+    prof_eh_cfa_state_t  initial, saved[PROF_STATE_STACK];
 
+    initial = cie->initial;
     depth = 0;
 
     while (c->pos < c->end && !c->bad) {
@@ -268,12 +287,10 @@ prof_eh_run_cfa(prof_eh_cursor_t *c, const prof_eh_cie_t *cie,
         case 0x07:                              /* undefined */
         case 0x08:                              /* same_value */
             reg = prof_read_uleb(c);
-            if (reg == PROF_ARCH_DW_FP) {
-                state->fp_rule = (op == 0x08) ? PROF_EH_RULE_SAME
-                                              : PROF_EH_RULE_OTHER;
-            } else if (reg == cie->ra_reg) {
-                state->ra_rule = (op == 0x07) ? PROF_EH_RULE_UNDEFINED
-                                              : PROF_EH_RULE_OTHER;
+            r = prof_eh_reg_rule(state, cie, reg);
+            if (r != NULL) {
+                r->rule = (op == 0x07) ? PROF_EH_RULE_UNDEFINED
+                                       : PROF_EH_RULE_SAME;
             }
             break;
 
@@ -376,32 +393,26 @@ prof_eh_run_cfa(prof_eh_cursor_t *c, const prof_eh_cie_t *cie,
 
     set_offset:
 
-        if (reg == PROF_ARCH_DW_FP) {
-            state->fp_rule = PROF_EH_RULE_OFFSET;
-            state->fp_offset = offset;
-        } else if (reg == cie->ra_reg) {
-            state->ra_rule = PROF_EH_RULE_OFFSET;
-            state->ra_offset = offset;
+        r = prof_eh_reg_rule(state, cie, reg);
+        if (r != NULL) {
+            r->rule = PROF_EH_RULE_OFFSET;
+            r->offset = offset;
         }
         continue;
 
     set_other:
 
-        if (reg == PROF_ARCH_DW_FP) {
-            state->fp_rule = PROF_EH_RULE_OTHER;
-        } else if (reg == cie->ra_reg) {
-            state->ra_rule = PROF_EH_RULE_OTHER;
+        r = prof_eh_reg_rule(state, cie, reg);
+        if (r != NULL) {
+            r->rule = PROF_EH_RULE_OTHER;
         }
         continue;
 
     restore:
 
-        if (reg == PROF_ARCH_DW_FP) {
-            state->fp_rule = cie->initial.fp_rule;
-            state->fp_offset = cie->initial.fp_offset;
-        } else if (reg == cie->ra_reg) {
-            state->ra_rule = cie->initial.ra_rule;
-            state->ra_offset = cie->initial.ra_offset;
+        r = prof_eh_reg_rule(state, cie, reg);
+        if (r != NULL) {
+            *r = *prof_eh_reg_rule(&initial, cie, reg);
         }
     }
 
@@ -484,7 +495,7 @@ prof_parse_cie(const uint8_t *address, const uint8_t *limit,
         return -1;
     }
 
-    cie->initial.ra_rule = PROF_EH_RULE_SAME;
+    cie->initial.ra.rule = PROF_EH_RULE_SAME;
 
     return prof_eh_run_cfa(&c, cie, &cie->initial, 0, cie->fde_encoding,
                         NULL, NULL);

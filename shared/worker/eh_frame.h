@@ -39,15 +39,21 @@ enum {
 };
 
 
+/* Where a register the unwinder follows was saved. */
+typedef struct {
+    int        rule;                        /* PROF_EH_RULE_* */
+    int64_t    offset;
+} prof_eh_reg_rule_t;
+
+
 /* What the instructions say so far. */
 typedef struct {
-    int        cfa_reg;
-    int64_t    cfa_offset;
-    int        cfa_ok;
-    int        fp_rule;                     /* PROF_EH_RULE_* */
-    int64_t    fp_offset;
-    int        ra_rule;
-    int64_t    ra_offset;
+    int                 cfa_reg;
+    int64_t             cfa_offset;
+    int                 cfa_ok;
+    prof_eh_reg_rule_t  fp;                 /* PROF_ARCH_DW_FP */
+    prof_eh_reg_rule_t  aux;                /* PROF_ARCH_DW_AUX */
+    prof_eh_reg_rule_t  ra;                 /* the CIE's return address */
 } prof_eh_cfa_state_t;
 
 

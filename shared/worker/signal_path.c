@@ -53,7 +53,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     prof_unwind_table_t  *t;
     prof_unwind_status_e  status;
 
-    prof_arch_context_regs(uc, &regs.pc, &regs.sp, &regs.fp);
+    prof_arch_context_regs(uc, &regs.pc, &regs.sp, &regs.fp, &regs.aux);
     regs.stack_low = s->stack_low;
     regs.stack_high = s->stack_high;
     regs.caller = 0;

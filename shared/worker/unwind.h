@@ -55,6 +55,8 @@ typedef struct {
     uintptr_t  pc;
     uintptr_t  sp;
     uintptr_t  fp;              /* the frame pointer, 0: unknown */
+    uintptr_t  aux;             /* the auxiliary register (arch.h),
+                                   0: unknown */
     uintptr_t  stack_low;       /* the thread's stack: [low, high) */
     uintptr_t  stack_high;
     int        caller;          /* pc is a return address (not the pc

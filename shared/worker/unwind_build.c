@@ -27,6 +27,28 @@
 #include "worker/unwind_build.h"
 
 
+/*
+ * Where a frame saved a register, in words from the CFA (unknown < slot
+ * <= max): 0 when it keeps the caller's value, unknown when the walk
+ * cannot get it back.
+ */
+static int
+prof_builder_slot(const prof_eh_reg_rule_t *r, int unknown, int max)
+{
+    if (r->rule == PROF_EH_RULE_SAME) {
+        return 0;
+    }
+
+    if (r->rule == PROF_EH_RULE_OFFSET && r->offset % 8 == 0
+        && r->offset != 0 && r->offset / 8 > unknown && r->offset / 8 <= max)
+    {
+        return (int) (r->offset / 8);
+    }
+
+    return unknown;
+}
+
+
 /* The row of the rules from pc on (state NULL: no rule), if it adds one. */
 static int
 prof_builder_emit(prof_unwind_builder_t *b, uintptr_t pc,
@@ -47,36 +69,27 @@ prof_builder_emit(prof_unwind_builder_t *b, uintptr_t pc,
     if (state == NULL) {
         row.cfa = PROF_CFA_NONE;                /* past the function */
 
-    } else if (state->ra_rule == PROF_EH_RULE_UNDEFINED) {
+    } else if (state->ra.rule == PROF_EH_RULE_UNDEFINED) {
         row.cfa = PROF_CFA_OUTERMOST;
 
     } else if (state->cfa_ok
                && (state->cfa_reg == PROF_ARCH_DW_SP
-                   || state->cfa_reg == PROF_ARCH_DW_FP)
+                   || state->cfa_reg == PROF_ARCH_DW_FP
+                   || state->cfa_reg == PROF_ARCH_DW_AUX)
                && state->cfa_offset % 8 == 0
                && state->cfa_offset / 8 >= INT16_MIN
                && state->cfa_offset / 8 <= INT16_MAX
-               && state->ra_rule == PROF_EH_RULE_OFFSET
-               && state->ra_offset == PROF_ARCH_RA_SLOT * 8)
+               && state->ra.rule == PROF_EH_RULE_OFFSET
+               && state->ra.offset == PROF_ARCH_RA_SLOT * 8)
     {
         row.cfa = (state->cfa_reg == PROF_ARCH_DW_SP) ? PROF_CFA_SP
-                                                      : PROF_CFA_FP;
+                  : (state->cfa_reg == PROF_ARCH_DW_FP) ? PROF_CFA_FP
+                  : PROF_CFA_AUX;
         row.cfa_slots = (int16_t) (state->cfa_offset / 8);
-
-        if (state->fp_rule == PROF_EH_RULE_SAME) {
-            row.fp_slot = 0;
-
-        } else if (state->fp_rule == PROF_EH_RULE_OFFSET
-                   && state->fp_offset % 8 == 0
-                   && state->fp_offset / 8 > PROF_UNWIND_FP_UNKNOWN
-                   && state->fp_offset / 8 <= INT8_MAX
-                   && state->fp_offset != 0)
-        {
-            row.fp_slot = (int8_t) (state->fp_offset / 8);
-
-        } else {
-            row.fp_slot = PROF_UNWIND_FP_UNKNOWN;
-        }
+        row.fp_slot = prof_builder_slot(&state->fp, PROF_UNWIND_FP_UNKNOWN,
+                                        INT8_MAX);
+        row.aux_slot = prof_builder_slot(&state->aux,
+                                         PROF_UNWIND_AUX_UNKNOWN, 15);
 
     } else {
         row.cfa = PROF_CFA_NONE;
@@ -95,7 +108,8 @@ prof_builder_emit(prof_unwind_builder_t *b, uintptr_t pc,
         }
 
         if (last->cfa == row.cfa && last->cfa_slots == row.cfa_slots
-            && last->fp_slot == row.fp_slot)
+            && last->fp_slot == row.fp_slot
+            && last->aux_slot == row.aux_slot)
         {
             return 0;
         }

@@ -24,6 +24,7 @@
 #define PROF_UNWIND_PAGE_SHIFT   8
 
 #define PROF_UNWIND_FP_UNKNOWN   INT8_MIN
+#define PROF_UNWIND_AUX_UNKNOWN  (-16)        /* the least 5-bit slot */
 
 /* The rows last used, by pc (a power of two). */
 #define PROF_UNWIND_CACHE_SIZE   2048
@@ -40,6 +41,7 @@ enum {
     PROF_CFA_NONE = 0,                  /* no rule the walk can follow */
     PROF_CFA_SP,                        /* from the stack pointer */
     PROF_CFA_FP,                        /* from the frame pointer */
+    PROF_CFA_AUX,                       /* from the auxiliary register */
     PROF_CFA_OUTERMOST                  /* return address undefined */
 };
 
@@ -51,12 +53,17 @@ enum {
  */
 typedef struct {
     uint32_t   pc;
-    uint8_t    cfa;                     /* PROF_CFA_* */
+    unsigned   cfa:3;                   /* PROF_CFA_* */
+    signed     aux_slot:5;              /* the auxiliary register saved
+                                           at CFA + 8 * aux_slot, 0: not
+                                           saved by this frame */
     int8_t     fp_slot;                 /* the frame pointer saved at
                                            CFA + 8 * fp_slot,
                                            0: not saved by this frame */
     int16_t    cfa_slots;               /* CFA = register + 8 * cfa_slots */
 } prof_row_t;
+
+_Static_assert(sizeof(prof_row_t) == 8, "a row is 8 bytes");
 
 
 /*

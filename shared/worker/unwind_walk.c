@@ -119,7 +119,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     void **frames, int max, int *count)
 {
     int                               status, n, leaf;
-    uintptr_t                         pc, sp, fp, cfa, slot, lookup;
+    uintptr_t                         pc, sp, fp, aux, cfa, slot, lookup;
     const prof_row_t                 *row;
     prof_unwind_cache_entry_t        *e;
     const prof_unwind_object_t       *o;
@@ -127,6 +127,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     pc = regs->pc;
     sp = regs->sp;
     fp = regs->fp;
+    aux = regs->aux;
     leaf = !regs->caller;
     o = NULL;
     n = 0;
@@ -153,6 +154,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         regs->pc = pc;
         regs->sp = sp;
         regs->fp = fp;
+        regs->aux = aux;
         regs->caller = !leaf;
 
         /* A return address may be just past its function: look before. */
@@ -191,7 +193,13 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             break;
         }
 
-        cfa = ((row->cfa == PROF_CFA_SP) ? sp : fp)
+        if (row->cfa == PROF_CFA_AUX && aux == 0) {
+            status = PROF_UNWIND_NO_RULE;       /* its value lost */
+            break;
+        }
+
+        cfa = ((row->cfa == PROF_CFA_SP) ? sp
+               : (row->cfa == PROF_CFA_FP) ? fp : aux)
               + (intptr_t) row->cfa_slots * 8;
 
         if ((cfa & 7) != 0 || cfa < sp - (intptr_t) PROF_ARCH_RA_SLOT * 8
@@ -220,6 +228,19 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                 break;
             }
             fp = *(const uintptr_t *) slot;
+        }
+
+        /* The auxiliary register likewise, but a slot out of bounds only
+           loses its value. */
+        if (row->aux_slot == PROF_UNWIND_AUX_UNKNOWN) {
+            aux = 0;
+
+        } else if (row->aux_slot != 0) {
+            slot = cfa + (intptr_t) row->aux_slot * 8;
+            aux = (slot < (leaf ? sp - PROF_ARCH_RED_ZONE : sp)
+                   || slot < regs->stack_low
+                   || slot + 8 > regs->stack_high)
+                  ? 0 : *(const uintptr_t *) slot;
         }
 
         pc = *(const uintptr_t *) (cfa + (intptr_t) PROF_ARCH_RA_SLOT * 8);
@@ -387,7 +408,9 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             }
         }
 
-        if (row->cfa != PROF_CFA_OUTERMOST && row->cfa != PROF_CFA_NONE) {
+        /* A frame with a rule from the auxiliary register (its value is
+           lost past a scan) goes unchecked, as one without a rule. */
+        if (row->cfa == PROF_CFA_SP || row->cfa == PROF_CFA_FP) {
             if (row->cfa == PROF_CFA_FP && fp == 0) {
                 continue;
             }
@@ -405,6 +428,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         regs->pc = w;
         regs->sp = sp;
         regs->fp = fp;
+        regs->aux = 0;
         regs->caller = 1;
 
         return 0;

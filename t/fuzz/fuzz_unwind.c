@@ -234,6 +234,7 @@ fuzz_walk(const prof_unwind_table_t *t, uintptr_t pc, uintptr_t sp,
     regs.pc = pc;
     regs.sp = sp;
     regs.fp = fp;
+    regs.aux = fp;                      /* any value the input chose */
     regs.stack_low = (uintptr_t) fuzz_stack;
     regs.stack_high = (uintptr_t) fuzz_stack + fuzz_page;
     regs.caller = caller;

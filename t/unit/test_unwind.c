@@ -11,6 +11,7 @@
 #define UNW_LOCAL_ONLY
 
 #include <errno.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -93,6 +94,7 @@ on_sigprof(int signo, siginfo_t *info, void *context)
     regs.pc = uc->uc_mcontext.gregs[REG_RIP];
     regs.sp = uc->uc_mcontext.gregs[REG_RSP];
     regs.fp = uc->uc_mcontext.gregs[REG_RBP];
+    regs.aux = uc->uc_mcontext.gregs[REG_RBX];
     regs.stack_low = stack_low;
     regs.stack_high = stack_high;
     regs.caller = 0;
@@ -371,6 +373,7 @@ set_regs(prof_unwind_regs_t *regs, uintptr_t pc, uintptr_t sp,
     regs->pc = pc;
     regs->sp = sp;
     regs->fp = 0;
+    regs->aux = 0;
     regs->stack_low = low;
     regs->stack_high = high;
     regs->caller = 0;
@@ -668,6 +671,148 @@ test_scan_from_code_without_tables_takes_call_outs(void **state)
 }
 
 
+/*
+ * A function that aligns its stack and finds its frame from rbx (as
+ * glibc's lazy binding does, _dl_runtime_resolve), calling code at rdi;
+ * and one that saves rbx and uses it for its own, calling code at rdi.
+ */
+extern const char aux_realigner_return[], aux_saver_return[];
+
+__asm__ (
+    "    .pushsection .text\n"
+    "    .type   aux_realigner, @function\n"
+    "aux_realigner:\n"
+    "    .cfi_startproc\n"
+    "    push    %rbx\n"
+    "    .cfi_def_cfa_offset 16\n"
+    "    .cfi_offset %rbx, -16\n"
+    "    mov     %rsp, %rbx\n"
+    "    .cfi_def_cfa_register %rbx\n"
+    "    and     $-64, %rsp\n"
+    "    sub     $128, %rsp\n"
+    "    call    *%rdi\n"
+    "aux_realigner_return:\n"
+    "    mov     %rbx, %rsp\n"
+    "    .cfi_def_cfa_register %rsp\n"
+    "    pop     %rbx\n"
+    "    .cfi_def_cfa_offset 8\n"
+    "    .cfi_restore %rbx\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   aux_realigner, .-aux_realigner\n"
+    "\n"
+    "    .type   aux_saver, @function\n"
+    "aux_saver:\n"
+    "    .cfi_startproc\n"
+    "    push    %rbx\n"
+    "    .cfi_def_cfa_offset 16\n"
+    "    .cfi_offset %rbx, -16\n"
+    "    xor     %ebx, %ebx\n"
+    "    call    *%rdi\n"
+    "aux_saver_return:\n"
+    "    pop     %rbx\n"
+    "    .cfi_def_cfa_offset 8\n"
+    "    .cfi_restore %rbx\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   aux_saver, .-aux_saver\n"
+    "    .popsection\n"
+);
+
+
+static int
+find_dynamic_linker(struct dl_phdr_info *info, size_t size, void *data)
+{
+    if (strstr(info->dlpi_name, "/ld-linux") == NULL) {
+        return 0;
+    }
+
+    *(uintptr_t *) data = info->dlpi_addr;
+
+    return 1;
+}
+
+
+/* The rows from the auxiliary register in the dynamic linker's code. */
+static unsigned
+dynamic_linker_aux_rows(const prof_unwind_table_t *t)
+{
+    unsigned   i, j, n;
+    uintptr_t  base;
+
+    base = 0;
+    assert_int_equal(dl_iterate_phdr(find_dynamic_linker, &base), 1);
+
+    n = 0;
+    for (i = 0; i < t->object_count; i++) {
+        if (t->objects[i].base != base) {
+            continue;
+        }
+        for (j = 0; j < t->objects[i].row_count; j++) {
+            n += (t->objects[i].rows[j].cfa == PROF_CFA_AUX);
+        }
+    }
+
+    return n;
+}
+
+
+/*
+ * A frame whose CFA is rbx plus an offset, under a callee that saved rbx
+ * and changed it: the walk takes rbx back from where the callee saved it
+ * and steps over the frame by its rule, not over the junk of its aligned
+ * area (a stale return address there would pass a scan); where rbx's
+ * value is lost (past a scan), the frame has no rule.
+ */
+static void
+test_frame_from_the_auxiliary_register(void **state)
+{
+    int                 count;
+    void               *frames[FRAMES_MAX];
+    uintptr_t           stack[32], low, high;
+    prof_unwind_regs_t  regs;
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+
+    low = (uintptr_t) stack;
+    high = (uintptr_t) (stack + 32);
+
+    memset(stack, 0, sizeof(stack));
+    stack[0] = (uintptr_t) &stack[20];          /* aux_saver's saved rbx */
+    stack[1] = (uintptr_t) aux_realigner_return;
+    stack[4] = (uintptr_t) fp_caller_return;    /* junk, stale */
+    stack[20] = 0x4242;                         /* aux_realigner's */
+    stack[21] = (uintptr_t) rsp_caller_return;
+    stack[23] = 0;                              /* the outermost frame */
+
+    set_regs(&regs, (uintptr_t) aux_saver_return, low, low, high);
+    regs.caller = 1;
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_END);
+    assert_int_equal(count, 3);
+    assert_ptr_equal(frames[0], aux_saver_return);
+    assert_ptr_equal(frames[1], aux_realigner_return);
+    assert_ptr_equal(frames[2], rsp_caller_return);
+    assert_int_equal(regs.aux, 0x4242);
+
+    /* Its value unknown: no rule for that frame. */
+    set_regs(&regs, (uintptr_t) aux_realigner_return, (uintptr_t) &stack[2],
+             low, high);
+    regs.caller = 1;
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_NO_RULE);
+    assert_int_equal(count, 1);
+
+#ifdef __GLIBC__
+    /* glibc's dynamic linker has such frames (its lazy binding's). */
+    assert_true(dynamic_linker_aux_rows(table) > 0);
+#endif
+
+    prof_unwind_table_free(table);
+}
+
+
 int
 main(void)
 {
@@ -677,6 +822,7 @@ main(void)
         cmocka_unit_test(test_scan_steps_over_unknown_code),
         cmocka_unit_test(test_code_without_tables),
         cmocka_unit_test(test_scan_from_code_without_tables_takes_call_outs),
+        cmocka_unit_test(test_frame_from_the_auxiliary_register),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

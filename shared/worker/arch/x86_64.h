@@ -22,10 +22,13 @@
 /*
  * DWARF register numbers (the psABI's) of the stack pointer (rsp) and the
  * frame pointer (rbp). The return address's column is the one each CIE
- * names (16 here).
+ * names (16 here). The auxiliary register: rbx, which glibc's dynamic
+ * linker defines its CFA from where it aligns the stack (the lazy
+ * binding's _dl_runtime_resolve, TLS descriptors).
  */
 #define PROF_ARCH_DW_SP          7
 #define PROF_ARCH_DW_FP          6
+#define PROF_ARCH_DW_AUX         3
 
 /*
  * A call pushes the return address: it lies in the word below the CFA
@@ -43,14 +46,15 @@
 #define PROF_ARCH_PUSHED_FP_SLOT (-1)
 
 
-/* Where the code a signal interrupted was: rip, rsp and rbp. */
+/* Where the code a signal interrupted was: rip, rsp, rbp and rbx. */
 static inline void
 prof_arch_context_regs(const ucontext_t *uc, uintptr_t *pc, uintptr_t *sp,
-    uintptr_t *fp)
+    uintptr_t *fp, uintptr_t *aux)
 {
     *pc = uc->uc_mcontext.gregs[REG_RIP];
     *sp = uc->uc_mcontext.gregs[REG_RSP];
     *fp = uc->uc_mcontext.gregs[REG_RBP];
+    *aux = uc->uc_mcontext.gregs[REG_RBX];
 }
 
 
