@@ -205,11 +205,11 @@ prof_eh_reg_rule(prof_eh_cfa_state_t *state, const prof_eh_cie_t *cie,
         return &state->fp;
     }
 
-    if (reg == PROF_ARCH_DW_AUX) {
-        return &state->aux;
+    if (reg == cie->ra_reg) {
+        return &state->ra;
     }
 
-    return (reg == cie->ra_reg) ? &state->ra : NULL;
+    return (reg == PROF_ARCH_DW_AUX) ? &state->aux : NULL;
 }
 
 

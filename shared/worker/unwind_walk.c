@@ -294,8 +294,10 @@ prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w,
         return NULL;
     }
 
+    /* A frame from the auxiliary register is no caller a scan can take:
+       its value is not known there. */
     row = prof_unwind_lookup(t, w - 1, &o);
-    if (row == NULL
+    if (row == NULL || row->cfa == PROF_CFA_AUX
         || (row->cfa == PROF_CFA_NONE
             && !prof_unwind_offset_in(o, w, o->sites, o->site_count)))
     {
@@ -408,9 +410,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             }
         }
 
-        /* A frame with a rule from the auxiliary register (its value is
-           lost past a scan) goes unchecked, as one without a rule. */
-        if (row->cfa == PROF_CFA_SP || row->cfa == PROF_CFA_FP) {
+        if (row->cfa != PROF_CFA_OUTERMOST && row->cfa != PROF_CFA_NONE) {
             if (row->cfa == PROF_CFA_FP && fp == 0) {
                 continue;
             }

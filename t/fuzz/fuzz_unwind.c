@@ -202,6 +202,14 @@ fuzz_check_table(const prof_unwind_table_t *t, uintptr_t seg,
         {
             abort();
         }
+
+        /* Saved registers only in rows with a rule. */
+        if ((o->rows[i].cfa == PROF_CFA_NONE
+             || o->rows[i].cfa == PROF_CFA_OUTERMOST)
+            && (o->rows[i].fp_slot != 0 || o->rows[i].aux_slot != 0))
+        {
+            abort();
+        }
     }
 
     pages = (uint32_t) ((o->end - o->start) >> PROF_UNWIND_PAGE_SHIFT) + 2;
@@ -234,7 +242,7 @@ fuzz_walk(const prof_unwind_table_t *t, uintptr_t pc, uintptr_t sp,
     regs.pc = pc;
     regs.sp = sp;
     regs.fp = fp;
-    regs.aux = fp;                      /* any value the input chose */
+    regs.aux = (uintptr_t) fuzz_stack + ((fp ^ sp) % fuzz_page & ~7UL);
     regs.stack_low = (uintptr_t) fuzz_stack;
     regs.stack_high = (uintptr_t) fuzz_stack + fuzz_page;
     regs.caller = caller;

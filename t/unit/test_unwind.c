@@ -465,11 +465,14 @@ test_scan_steps_over_unknown_code(void **state)
     assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
                      PROF_UNWIND_NO_OBJECT);
 
-    /* ... the scan finds the return address, past the junk. */
+    /* ... the scan finds the return address, past the junk (the
+       auxiliary register's value unknown there). */
+    regs.aux = low;
     assert_int_equal(prof_unwind_scan(table, &regs, 64), 0);
     assert_int_equal(regs.pc, ret);
     assert_int_equal(regs.sp, (uintptr_t) &stack[4]);
     assert_int_equal(regs.caller, 1);
+    assert_int_equal(regs.aux, 0);
 
     /*
      * A caller whose frame is found from rbp, under a callee that pushed
@@ -796,13 +799,18 @@ test_frame_from_the_auxiliary_register(void **state)
     assert_ptr_equal(frames[2], rsp_caller_return);
     assert_int_equal(regs.aux, 0x4242);
 
-    /* Its value unknown: no rule for that frame. */
+    /* Its value unknown: no rule for that frame; nor does a scan take
+       a word there for a caller. */
     set_regs(&regs, (uintptr_t) aux_realigner_return, (uintptr_t) &stack[2],
              low, high);
     regs.caller = 1;
     assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
                      PROF_UNWIND_NO_RULE);
     assert_int_equal(count, 1);
+
+    set_regs(&regs, 0x1000, (uintptr_t) &stack[1], low, high);
+    assert_int_equal(prof_unwind_scan(table, &regs, 32), 0);
+    assert_int_equal(regs.pc, (uintptr_t) rsp_caller_return);
 
 #ifdef __GLIBC__
     /* glibc's dynamic linker has such frames (its lazy binding's). */
