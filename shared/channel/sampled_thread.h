@@ -68,9 +68,9 @@ typedef struct {
  *   calib_tsc, calib_ns: a TSC reading and the monotonic clock then, for
  *   ticks to nanoseconds (prof_ticks_ns); ns_per_tick, once measured
  *   (for the profiler process, which reads no TSC).
- * - stall_turn, stall_tag, stall_phase, stall_past: what the turn's last
- *   sample saw, one taken past stall_ns into it preferred (stall_past),
- *   written by the handler while stall_ns is set.
+ * - stall_turn, stall_tag, stall_phase, stall_past: what the turn's
+ *   first sample taken past stall_ns into it saw (stall_past), else its
+ *   last one, written by the handler while stall_ns is set.
  */
 typedef struct {
     prof_running_t running;

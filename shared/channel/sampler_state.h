@@ -117,7 +117,7 @@ typedef struct {
 /*
  * A stall, as the sampled thread saw it end: its turn (turn_start, which
  * the slots of the turn carry), its length, and what it ran for: the
- * request the turn's last sample (one past the threshold preferred)
+ * request the turn's first sample past the threshold (else its last)
  * carried, described while that request lived (subject, e.g.
  * `request: "GET /a HTTP/1.1", ...`), else that sample's phase; the
  * slots before write_index are those taken before it ended.

@@ -51,8 +51,8 @@ struct prof_ring_drain_s {
     uint64_t                 watch_waits;
     int64_t                  watch_cpu_ns;
 
-    /* stalls: the last sample's stack of the turn running, and whether
-       it was taken past the threshold */
+    /* stalls: the stack of the turn running's first sample past the
+       threshold (turn_past), else of its last */
     uint64_t                 turn;
     uint32_t                 turn_past;
     unsigned                 turn_frame_count;
@@ -213,9 +213,9 @@ prof_ring_drain_append_wall(prof_ring_drain_t *drain, int idle, int64_t wall_ns,
 
 
 /*
- * A slot's turn: its stack kept for a stall's report (the last of the
- * turn, one past the threshold before any other); past the threshold, the
- * turn's length then in ms, for the sample's label (else 0).
+ * A slot's turn: its stack kept for a stall's report (the turn's first
+ * past the threshold, else its last); past the threshold, the turn's
+ * length then in ms, for the sample's label (else 0).
  */
 static uint32_t
 prof_ring_drain_turn(prof_ring_drain_t *drain, const prof_slot_t *slot)
@@ -233,7 +233,7 @@ prof_ring_drain_turn(prof_ring_drain_t *drain, const prof_slot_t *slot)
 
     past = (slot->turn_ns >= stall_ns);
 
-    if (slot->turn != drain->turn || past >= drain->turn_past) {
+    if (slot->turn != drain->turn || !drain->turn_past) {
         n = slot->frame_count;
         if (n > PROF_STALL_FRAMES) {
             n = PROF_STALL_FRAMES;

@@ -39,9 +39,9 @@ typedef struct prof_ring_drain_s  prof_ring_drain_t;
 #define PROF_STALL_REPORTS   8
 
 /*
- * A stall the sampled thread posted, with the stack of its turn's last
- * sample: one taken past the threshold (past = 1), else an earlier one of
- * the same turn, else none (frame_count 0).
+ * A stall the sampled thread posted, with the stack of its turn's first
+ * sample taken past the threshold (past = 1), else of its last one, else
+ * none (frame_count 0).
  */
 typedef struct {
     prof_stall_t   stall;

@@ -324,7 +324,7 @@ prof_signal_retime(prof_sampler_t *s)
 
 /*
  * The turn the sample is in, and how long it had run; what it saw is the
- * turn's for a stall's report, past the threshold before anything else
+ * turn's for a stall's report until a sample past the threshold saw it
  * (sampled_thread.h).
  */
 static void
@@ -349,7 +349,7 @@ prof_signal_turn(prof_sampled_thread_t *h, prof_slot_t *slot, int64_t now_ns,
 
     past = (slot->turn_ns >= h->stall_ns);
 
-    if (past || h->stall_turn != slot->turn || !h->stall_past) {
+    if (h->stall_turn != slot->turn || !h->stall_past) {
         h->stall_turn = slot->turn;
         h->stall_tag = slot->request;
         h->stall_phase = h->phase;
