@@ -6,7 +6,7 @@
  * (ngx_http_profiling_events.c) sees a long turn end; here, still on the
  * loop, it becomes a record for the profiler process (which names the
  * code its samples held and writes the line): its length, and what it ran
- * for, described while that was alive: the request its last sample past
+ * for, described while that was alive: the request its first sample past
  * the threshold carried, a connection with no request, else the turn's
  * phase (the worker's start, the timers, the posted events).
  */
