@@ -6,9 +6,9 @@
  * PROF_STALL_LINES a minute, the rest counted), naming how long it
  * lasted, what it ran for (the worker's description, sampler_state.h)
  * and the code its turn's first sample past the threshold (else its
- * last) held (Lua functions as
- * "name (file:line)", native ones by name), and the figures for the
- * status page: the count, the longest, the turns' histogram.
+ * last) held (Lua functions as "name (file:line)", native ones by
+ * name), and the figures for the status page: the count, the longest,
+ * the turns' histogram.
  *
  * Threading: the profiler loop thread only.
  */
