@@ -238,6 +238,28 @@ SKIP: {
          'a link without .eh_frame_hdr refused, with the fix');
 }
 
+# Cross-compiling with the machine's own compiler: refused, said why.
+{
+    my ($machine) = (`gcc -dumpmachine` // '') =~ /^([^-\s]+)/;
+    $machine //= 'x86_64';
+    my $other = $machine eq 'aarch64' ? 'x86_64-linux-gnu'
+                                      : 'aarch64-linux-gnu';
+    my $pid = open(my $fh, '-|') // die "fork: $!";
+    if ($pid == 0) {
+        open(STDERR, '>&', \*STDOUT);
+        chdir($TOP) or die "$TOP: $!";
+        $ENV{CC} = 'gcc';
+        exec('./configure', "--host=$other",
+             "--with-nginx=$pristine", "--builddir=$dir/build-host",
+             '--nginx-configure-args=--with-compat') or POSIX::_exit(127);
+    }
+    my $host_out = do { local $/; <$fh> } // '';
+    close($fh);
+    isnt($? >> 8, 0, '--host with a compiler for another machine: refused');
+    like($host_out, qr/--host=\Q$other\E, but gcc targets \Q$machine\E/,
+         'the compiler and its target named') or diag($host_out);
+}
+
 ($rc, $out) = configure($pristine, '--with-threads');
 is($rc, 0, 'arguments without --with-compat: configured');
 like($out, qr/warning: the nginx arguments lack --with-compat/,

@@ -5,10 +5,11 @@
 # without end: LuaJIT compiles a chunk of Lua generated for each request
 # (loadstring: a new trace, new machine code every request; its code areas
 # kept small so that it flushes them and maps new ones at new addresses),
-# sampled every millisecond. From 30 s to 90 s of load, the worker's RSS
+# sampled every millisecond. From 40 s to 70 s of load, the worker's RSS
 # grows no more than that of the same nginx without the profiler, running
 # side by side, plus a small allowance: it does not grow with the number
-# of distinct JIT addresses. (ci/bench-jit-memory: the same for 10
+# of distinct JIT addresses. (Its tables fill in the first 20-40 s, the
+# longer the slower the machine; ci/bench-jit-memory: the same for 10
 # minutes.)
 
 use strict;
@@ -30,8 +31,8 @@ use ProfPprof;
 use ProfProc;
 use ProfWait;
 
-my $WARMUP_S = 30;
-my $END_S = 90;
+my $WARMUP_S = 40;
+my $END_S = 70;
 my $ALLOWANCE_KB = 256;
 
 # Under a sanitizer (t/sanitizer-nginx) the allocator is the sanitizer's

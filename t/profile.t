@@ -34,13 +34,15 @@ $t->run;
 
 my ($worker) = $t->worker_pids;
 ok($worker, "a worker runs (pid $worker)");
-my $worker_uid = proc_uid($worker);
 
 # The worker burns CPU in ngx_http_profiling_burn_spin for the whole first
 # period and a bit more.
 my @requests;
 my $served = ProfWorkload::drive($t, '/burn', 2.5, 0, \@requests);
 ok($served > 20, "the worker served $served requests burning 20ms each");
+# (Read once it served: a worker just forked may not have changed its user
+# yet.)
+my $worker_uid = proc_uid($worker);
 
 my $name = "nginx.$worker.0.pprof";
 my ($file) = $t->wait_for_files(qr/^\Q$name\E$/, 1, 10);

@@ -102,10 +102,10 @@ my (undef, $nm) = run_capture('nm', $nginx);
 my $named_start = ($nm // '') =~ /\s_start$/m;
 
 # Whether the instruction that ends at $ret (a virtual address of $file)
-# is a call that may lead into another object: "call rel32" to the PLT, or
-# a call through a pointer (a GOT slot, as code built with -fno-plt calls;
+# is a call that may lead into another object: "call rel32" ("bl" on
+# AArch64) to the PLT, or a call through a pointer (a GOT slot, as code built with -fno-plt calls;
 # a callback, such as zlib's zfree, that calls the library in turn).
-my %sections;
+my (%sections, %machine);
 sub calls_out {
     my ($file, $ret) = @_;
     $sections{$file} //= [
@@ -118,6 +118,25 @@ sub calls_out {
                       && $addr < $_->[1] + $_->[3] } @{ $sections{$file} };
     };
     my ($text) = $in->($ret - 1, qr/^\./) or return 0;
+    $machine{$file} //= (run_stdout('readelf', '-h', $file))[1]
+                        =~ /Machine:\s+AArch64/ ? 'aarch64' : 'x86-64';
+    if ($machine{$file} eq 'aarch64') {
+        # bl to the PLT; blr, blraa and the like through a register
+        return 0 if $ret - 4 < $text->[1];
+        open(my $fh, '<:raw', $file) or return 0;
+        my $word = '';
+        seek($fh, $ret - 4 - $text->[1] + $text->[2], 0)
+            && read($fh, $word, 4);
+        close($fh);
+        return 0 unless length($word) == 4;
+        my $insn = unpack('V', $word);
+        return 1 if ($insn & 0xfffffc1f) == 0xd63f0000
+                    || ($insn & 0xfefff800) == 0xd63f0800;
+        return 0 unless ($insn & 0xfc000000) == 0x94000000;
+        my $imm = $insn & 0x3ffffff;
+        $imm -= 1 << 26 if $imm & (1 << 25);
+        return scalar $in->($ret - 4 + 4 * $imm, qr/^\.plt/);
+    }
     return 0 if $ret - 7 < $text->[1];
     open(my $fh, '<:raw', $file) or return 0;
     my $code = '';

@@ -17,6 +17,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use ProfCommand;
+use ProfEnv ();
 use ProfHotspots;
 use ProfNginx;
 use ProfPprof;
@@ -26,7 +27,10 @@ my @MODULES = ProfWorkload::jit_workload_modules();
 plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
-for my $tool (qw(gcc objcopy nm xz)) {
+# (The compiler and binutils of the build: a cross build's for an arm64
+# nginx.)
+my ($CC, $OBJCOPY, $NM) = map { ProfEnv::build_tool($_) } qw(cc objcopy nm);
+for my $tool ((split ' ', $CC)[0], $OBJCOPY, $NM, 'xz') {
     plan(skip_all => "no $tool")
         unless grep { -x "$_/$tool" } split /:/, $ENV{PATH};
 }
@@ -83,27 +87,27 @@ debug_burn(long ms)
 EOF
 close($fh);
 
-sh('gcc -O2 -g -shared -fPIC -Wl,--build-id -o full.so burn.c'
-   . ' && objcopy --only-keep-debug full.so full.debug'
-   . ' && objcopy --strip-all full.so stripped.so');
+sh("$CC -O2 -g -shared -fPIC -Wl,--build-id -o full.so burn.c"
+   . " && $OBJCOPY --only-keep-debug full.so full.debug"
+   . " && $OBJCOPY --strip-all full.so stripped.so");
 
 # Each way in a directory of its own, the library under the same name.
 my %LIB = map { $_ => "$p/lib/$_/libburn.so" }
           qw(beside dotdebug minidebuginfo none);
 sh('mkdir beside dotdebug dotdebug/.debug minidebuginfo none'
-   . ' && objcopy --add-gnu-debuglink=full.debug stripped.so'
+   . " && $OBJCOPY --add-gnu-debuglink=full.debug stripped.so"
    . '    beside/libburn.so && cp full.debug beside/'
    . ' && cp beside/libburn.so dotdebug/ && cp full.debug dotdebug/.debug/'
    . ' && cp stripped.so none/libburn.so');
-sh('nm -D full.so --format=posix --defined-only | awk \'{ print $1 }\''
+sh("$NM -D full.so --format=posix --defined-only | awk '{ print \$1 }'"
    . '    | sort > dynsyms'
-   . ' && nm full.so --format=posix --defined-only'
+   . " && $NM full.so --format=posix --defined-only"
    . '    | awk \'{ if ($2 == "T" || $2 == "t") print $1 }\' | sort > funcsyms'
    . ' && comm -13 dynsyms funcsyms > keep_symbols'
-   . ' && objcopy -S --remove-section .gdb_index --remove-section .comment'
+   . " && $OBJCOPY -S --remove-section .gdb_index --remove-section .comment"
    . '    --keep-symbols=keep_symbols full.debug mini_debuginfo'
    . ' && xz mini_debuginfo'
-   . ' && objcopy --add-section .gnu_debugdata=mini_debuginfo.xz'
+   . " && $OBJCOPY --add-section .gnu_debugdata=mini_debuginfo.xz"
    . '    stripped.so minidebuginfo/libburn.so');
 sh('chmod -R a+rX .');
 

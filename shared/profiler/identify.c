@@ -45,7 +45,7 @@ prof_identify(prof_process_t *p, const char *agent)
 {
     int                   rc;
     char                  exe[PATH_MAX];
-    size_t                i, n, count[PROF_SYMBOLS_DYNSYM + 1];
+    size_t                i, j, n, count[PROF_SYMBOLS_DYNSYM + 1];
     ssize_t               len;
     const char           *main_symbols;
     prof_buffer_t         b = { NULL, 0, 0 },
@@ -86,6 +86,20 @@ prof_identify(prof_process_t *p, const char *agent)
 
     for (i = 0; i < n; i++) {
         o = prof_symbolizer_object(p->symbolizer, i);
+
+        /* A file's other mappings (under qemu-user: all it has). */
+        for (j = 0; j < i; j++) {
+            if (strcmp(prof_symbolizer_object(p->symbolizer, j)->path,
+                       o->path) == 0)
+            {
+                break;
+            }
+        }
+
+        if (j < i) {
+            continue;
+        }
+
         kind = prof_symbolizer_symbols(p->symbolizer, i);
 
         if (strcmp(o->path, exe) == 0) {

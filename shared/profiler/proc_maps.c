@@ -8,14 +8,18 @@
 
 #define _GNU_SOURCE
 
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "profiler/object_cache.h"
@@ -33,40 +37,97 @@
 #define PROF_SYM_REREAD_BURST        4
 
 
-/* Handles one line of the maps: 0 or -errno. */
+/* A line of the maps. */
+typedef struct {
+    uint64_t     start;
+    uint64_t     end;
+    uint64_t     off;
+    uint64_t     inode;
+    char         perms[5];
+    const char  *path;                  /* "" for an anonymous mapping */
+} prof_sym_map_t;
+
+
+/* Parses a line of the maps (its end, a NUL): 0, or -1 if it is none. */
 
 static int
-prof_sym_maps_line(prof_symbolizer_t *sym, char *line)
+prof_sym_maps_parse(const char *line, prof_sym_map_t *m)
 {
-    int                 n, file;
-    char                perms[5];
-    size_t              i, len, del;
-    uint64_t            start, end, off, inode;
-    const char         *path;
-    prof_sym_object_t  *o;
+    int  n;
 
     n = 0;
 
     if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %" SCNu64
-               " %n", &start, &end, perms, &off, &inode, &n) != 5 || n == 0)
+               " %n", &m->start, &m->end, m->perms, &m->off, &m->inode, &n)
+        != 5 || n == 0)
+    {
+        return -1;
+    }
+
+    m->path = line + n;
+
+    return 0;
+}
+
+
+/* Whether path is a regular file that starts as an ELF file does. */
+
+static int
+prof_sym_is_elf(const char *path)
+{
+    int          fd;
+    char         magic[SELFMAG];
+    ssize_t      n;
+    struct stat  st;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd == -1) {
+        return 0;
+    }
+
+    n = (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        ? pread(fd, magic, SELFMAG, 0) : -1;
+    close(fd);
+
+    return n == SELFMAG && memcmp(magic, ELFMAG, SELFMAG) == 0;
+}
+
+
+/*
+ * Handles one mapping: 0 or -errno. Executable mappings of files and the
+ * vdso; and, in a process qemu-user runs (emulated: its maps show
+ * another process its code as the host's mappings, readable only; its
+ * own maps, and so the loader's view, are the guest's), the readable
+ * mappings of the ELF files with no executable mapping.
+ */
+
+static int
+prof_sym_maps_line(prof_symbolizer_t *sym, const prof_sym_map_t *m,
+    int emulated_code)
+{
+    int                 file, readable_only;
+    size_t              i, len, del;
+    const char         *path;
+    prof_sym_object_t  *o;
+
+    path = m->path;
+    len = strlen(path);
+    del = sizeof(PROF_SYM_DELETED) - 1;
+
+    /*
+     * Deleted files (upgraded binaries) and the vdso are kept as objects
+     * without a file to read, so that their pcs do not make lookups read
+     * the maps again.
+     */
+
+    if (!(m->perms[2] == 'x'
+          || (emulated_code && m->perms[0] == 'r' && path[0] == '/'))
+        || (path[0] != '/' && strcmp(path, "[vdso]") != 0))
     {
         return 0;
     }
 
-    path = line + n;
-    len = strcspn(path, "\n");
-    line[n + len] = '\0';
-    del = sizeof(PROF_SYM_DELETED) - 1;
-
-    /*
-     * Executable mappings of files and the vdso. Deleted files (upgraded
-     * binaries) and the vdso are kept as objects without a file to read,
-     * so that their pcs do not make lookups read the maps again.
-     */
-
-    if (perms[2] != 'x' || (path[0] != '/' && strcmp(path, "[vdso]") != 0)) {
-        return 0;
-    }
+    readable_only = (m->perms[2] != 'x');
 
     file = path[0] == '/'
            && !(len >= del && strcmp(path + len - del, PROF_SYM_DELETED) == 0);
@@ -76,8 +137,8 @@ prof_sym_maps_line(prof_symbolizer_t *sym, char *line)
     for (i = 0; i < sym->nobjects; i++) {
         o = sym->objects[i];
 
-        if (o->obj.start == start && o->obj.end == end
-            && o->obj.file_offset == off && o->inode == inode
+        if (o->obj.start == m->start && o->obj.end == m->end
+            && o->obj.file_offset == m->off && o->inode == m->inode
             && strcmp(o->obj.path, path) == 0)
         {
             o->seen = 1;
@@ -85,7 +146,12 @@ prof_sym_maps_line(prof_symbolizer_t *sym, char *line)
         }
     }
 
-    o = prof_sym_object_create(sym, start, end, off, inode, path, file);
+    if (readable_only && !prof_sym_is_elf(path)) {
+        return 0;                       /* data (locale-archive) */
+    }
+
+    o = prof_sym_object_create(sym, m->start, m->end, m->off, m->inode, path,
+                               file);
     if (o == NULL) {
         return -ENOMEM;
     }
@@ -93,6 +159,54 @@ prof_sym_maps_line(prof_symbolizer_t *sym, char *line)
     o->seen = 1;
 
     return 0;
+}
+
+
+/*
+ * Handles the maps' text (lines ended by NULs, n of them): 0 or -errno.
+ * exec: room for n pointers.
+ */
+
+static int
+prof_sym_maps_lines(prof_symbolizer_t *sym, const char *text, size_t n,
+    const char **exec)
+{
+    int             rc, emulated;
+    size_t          i, j, nexec;
+    const char     *line;
+    prof_sym_map_t  m;
+
+    /*
+     * The files mapped executable; qemu-user's process when qemu's own
+     * program is the only one.
+     */
+    nexec = 0;
+    emulated = 1;
+    for (i = 0, line = text; i < n; i++, line += strlen(line) + 1) {
+        if (prof_sym_maps_parse(line, &m) == 0 && m.perms[2] == 'x'
+            && m.path[0] == '/')
+        {
+            exec[nexec++] = m.path;
+            emulated &= (strstr(m.path, "/qemu") != NULL);
+        }
+    }
+    emulated &= (nexec > 0);
+
+    rc = 0;
+    for (i = 0, line = text; rc == 0 && i < n; i++, line += strlen(line) + 1)
+    {
+        if (prof_sym_maps_parse(line, &m) != 0) {
+            continue;
+        }
+
+        for (j = 0; j < nexec && strcmp(exec[j], m.path) != 0; j++) {
+            /* void */
+        }
+
+        rc = prof_sym_maps_line(sym, &m, emulated && j == nexec);
+    }
+
+    return rc;
 }
 
 
@@ -208,10 +322,12 @@ prof_sym_should_reread(prof_symbolizer_t *sym)
 int
 prof_symbolizer_refresh(prof_symbolizer_t *sym)
 {
-    int      rc, err;
-    FILE    *f;
-    char    *line;
-    size_t   i, size, lines;
+    int           rc, err;
+    FILE         *f;
+    char         *text;
+    size_t        i, size, lines;
+    ssize_t       len;
+    const char  **exec;
 
     if (__atomic_load_n(&sym->frozen, __ATOMIC_ACQUIRE)) {
         return -ESRCH;
@@ -237,18 +353,24 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
         sym->objects[i]->seen = 0;
     }
 
-    rc = 0;
-    line = NULL;
+    /* The whole text (lines ended by NULs), then its lines. */
+    text = NULL;
     size = 0;
+    len = getdelim(&text, &size, '\0', f);
+    rc = ferror(f) ? -EIO : (len < 0 && !feof(f)) ? -ENOMEM : 0;
+    fclose(f);
+
     lines = 0;
-
-    while (rc == 0 && getline(&line, &size, f) != -1) {
-        rc = prof_sym_maps_line(sym, line);
-        lines++;
-    }
-
-    if (rc == 0 && ferror(f)) {
-        rc = -EIO;
+    if (len > 0) {
+        for (i = 0; i < (size_t) len; i++) {
+            if (text[i] == '\n') {
+                text[i] = '\0';
+                lines++;
+            }
+        }
+        if (text[len - 1] != '\0') {
+            lines++;                    /* the last line, not ended */
+        }
     }
 
     /* A process that has exited (a zombie) has empty maps: a failed read,
@@ -257,8 +379,14 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
         rc = -ESRCH;
     }
 
-    free(line);
-    fclose(f);
+    if (rc == 0) {
+        exec = malloc(lines * sizeof(char *));
+        rc = (exec == NULL) ? -ENOMEM
+                            : prof_sym_maps_lines(sym, text, lines, exec);
+        free(exec);
+    }
+
+    free(text);
 
     /* a partial read unmaps nothing: collect must not free what it missed */
 

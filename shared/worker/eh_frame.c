@@ -209,7 +209,13 @@ prof_eh_reg_rule(prof_eh_cfa_state_t *state, const prof_eh_cie_t *cie,
         return &state->ra;
     }
 
-    return (reg == PROF_ARCH_DW_AUX) ? &state->aux : NULL;
+#ifdef PROF_ARCH_DW_AUX
+    if (reg == PROF_ARCH_DW_AUX) {
+        return &state->aux;
+    }
+#endif
+
+    return NULL;
 }
 
 
@@ -368,6 +374,13 @@ prof_eh_run_cfa(prof_eh_cursor_t *c, const prof_eh_cie_t *cie,
         case 0x2e:                              /* GNU_args_size */
             (void) prof_read_uleb(c);
             break;
+
+#ifdef PROF_ARCH_DW_CFA_NEGATE_RA_STATE
+        case PROF_ARCH_DW_CFA_NEGATE_RA_STATE:
+            /* Return addresses signed from here on, or no longer: the
+               walk strips any signature (arch.h). */
+            break;
+#endif
 
         case 0x2f:                              /* GNU_negative_offset_ext */
             reg = prof_read_uleb(c);

@@ -11,6 +11,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +86,15 @@ static struct {
 } prof_lua_check;
 
 
+/*
+ * Reads size bytes at address, which may be unmapped: 0, or -1. Where
+ * process_vm_readv() is missing (qemu-user), through a pipe, whose write
+ * fails with EFAULT for an address that is not readable.
+ */
 static int
 prof_lua_read(uintptr_t address, void *buf, size_t size)
 {
+    int           fd[2], rc;
     struct iovec  local, remote;
 
     local.iov_base = buf;
@@ -94,8 +102,23 @@ prof_lua_read(uintptr_t address, void *buf, size_t size)
     remote.iov_base = (void *) address;
     remote.iov_len = size;
 
-    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0)
-           == (ssize_t) size ? 0 : -1;
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0)
+        == (ssize_t) size)
+    {
+        return 0;
+    }
+
+    if (errno != ENOSYS || size > PIPE_BUF || pipe2(fd, O_CLOEXEC) != 0) {
+        return -1;
+    }
+
+    rc = (write(fd[1], (void *) address, size) == (ssize_t) size
+          && read(fd[0], buf, size) == (ssize_t) size) ? 0 : -1;
+
+    close(fd[0]);
+    close(fd[1]);
+
+    return rc;
 }
 
 

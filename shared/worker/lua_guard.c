@@ -20,7 +20,7 @@
 
 volatile sig_atomic_t  prof_lua_guard_reading;
 volatile sig_atomic_t  prof_lua_guard_installed;
-void                  *prof_lua_guard_jump[5];
+sigjmp_buf             prof_lua_guard_jump;
 unsigned int           prof_lua_guard_walks;
 
 static struct sigaction  prof_lua_saved_segv;
@@ -38,7 +38,7 @@ prof_lua_segv(int signo, siginfo_t *info, void *context)
 
     if (prof_lua_guard_reading) {
         prof_lua_guard_reading = 0;
-        __builtin_longjmp(prof_lua_guard_jump, 1);
+        siglongjmp(prof_lua_guard_jump, 1);
     }
 
     prof_lua_guard_installed = 0;

@@ -3,8 +3,11 @@
 /*
  * The fault guard over the handler's reads of LuaJIT's memory: a SIGSEGV
  * action that, while a walk reads (prof_lua_guard_reading), jumps back
- * into it (prof_lua_guard_jump, set by __builtin_setjmp) and otherwise
- * hands the fault on to the action before it.
+ * into it (prof_lua_guard_jump, set by sigsetjmp without the signal
+ * mask: no system call) and otherwise hands the fault on to the action
+ * before it. (Not __builtin_setjmp: GCC's own restores only the frame
+ * and stack pointers, which a jump out of a signal handler does not
+ * survive once optimized.)
  *
  * - prof_lua_guard_install, _remove, _retake (below, lua_guard.c): the
  *   worker's thread, outside the handler.
@@ -20,6 +23,7 @@
 #ifndef PROF_LUA_GUARD_H
 #define PROF_LUA_GUARD_H
 
+#include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 
@@ -40,7 +44,7 @@ extern volatile sig_atomic_t  prof_lua_guard_reading;   /* a walk reads */
 extern volatile sig_atomic_t  prof_lua_guard_installed; /* the guard is the
                                                            process's
                                                            action */
-extern void                  *prof_lua_guard_jump[5];   /* where a fault
+extern sigjmp_buf             prof_lua_guard_jump;      /* where a fault
                                                            returns */
 extern unsigned int           prof_lua_guard_walks;     /* since the
                                                            start */

@@ -277,10 +277,18 @@ prof_sampler_install_handler(struct sigaction *old)
 {
     struct sigaction  sa;
 
+    /*
+     * Every signal waits for the handler to end, but a fault's: a
+     * SIGSEGV blocked when a read of the Lua walk faults would kill the
+     * process at once instead of running the guard's action, which
+     * returns into the walk (lua_guard.h).
+     */
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = prof_signal_handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
+    sigdelset(&sa.sa_mask, SIGSEGV);
+    sigdelset(&sa.sa_mask, SIGBUS);
 
     return sigaction(SIGPROF, &sa, old);
 }

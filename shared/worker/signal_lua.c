@@ -85,7 +85,7 @@ prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
     prof_lua_guard_reading = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 
-    if (__builtin_setjmp(prof_lua_guard_jump)) {
+    if (sigsetjmp(prof_lua_guard_jump, 0)) {
         /* A fault: as it was; the splice reads the same words. */
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         return 0;
@@ -110,6 +110,93 @@ prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
 }
 
 
+__attribute__((no_sanitize_address)) int
+prof_lua_trace_runs(prof_lua_t *lua)
+{
+    int  trace;
+
+    if (lua == NULL) {
+        return 0;
+    }
+
+    if (!prof_lua_guarded()) {
+        return 1;                       /* unknown: as if one ran */
+    }
+
+    prof_lua_guard_reading = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    if (sigsetjmp(prof_lua_guard_jump, 0)) {
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        return 1;
+    }
+
+    trace = (int32_t) PROF_LUA_RD32(lua->vm.g + LJL_G_VMSTATE) >= 0
+            || PROF_LUA_RD64(lua->vm.g + LJL_G_JIT_BASE) != 0;
+
+    prof_lua_guard_reading = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    return trace;
+}
+
+
+/*
+ * The interpreter in a return, between the first result stored over the
+ * returning frame's function slot and BASE moved down to the caller's
+ * frame (a fast function's ->fff_res, BC_RET*, a C function's results
+ * through ->vm_returnc, whose copy advances BASE): its PC is already the
+ * caller's, past the call instruction, whose A places the returning
+ * frame (at base, or at L->base for a C function) in the caller's. The
+ * caller's frame (its base - 1) when it holds a Lua function whose
+ * bytecode pc is in; 0: not such a return.
+ */
+__attribute__((no_sanitize_address)) static uintptr_t
+prof_lua_returning(uintptr_t L, uintptr_t base, uintptr_t pc)
+{
+    int        i;
+    uint32_t   ins;
+    uint64_t   fv;
+    uintptr_t  callee, caller, fn, pt;
+
+    if (pc < 4096 || (pc & 3) != 0 || pc > LJL_GCVMASK) {
+        return 0;                       /* not a pc: the register reused */
+    }
+
+    ins = PROF_LUA_RD32(pc - 4);
+    if (!PROF_LUA_CALLS(ins)) {
+        return 0;
+    }
+
+    for (i = 0; i < 2; i++) {
+        callee = (i == 0) ? base : PROF_LUA_RD64(L + LJL_L_BASE);
+        caller = callee - 16 - 8 * (uintptr_t) LJL_BC_A(ins);
+
+        if ((callee & 7) != 0 || caller < 24 || caller >= callee) {
+            continue;
+        }
+
+        fv = PROF_LUA_RD64(caller - 16);
+        fn = fv & LJL_GCVMASK;
+
+        if ((int64_t) fv >> 47 != LJL_TFUNC
+            || PROF_LUA_RD8(fn + LJL_GCT) != LJL_GCT_FUNC
+            || PROF_LUA_RD8(fn + LJL_FN_FFID) != LJL_FF_LUA)
+        {
+            continue;
+        }
+
+        pt = PROF_LUA_RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
+
+        if (PROF_LUA_PC_IN(pt, pc)) {
+            return caller - 8;
+        }
+    }
+
+    return 0;
+}
+
+
 /*
  * Where the innermost activation of L (the one running) has its top
  * frame: *frame (base - 1) and *pc (0: unknown); -1 when it cannot be
@@ -119,7 +206,8 @@ prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
 __attribute__((no_sanitize_address)) static int
 prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
     const uint64_t *frames, const prof_lua_where_t *where, int n,
-    uintptr_t cf, uintptr_t *frame, uintptr_t *pc, uintptr_t *alt)
+    uintptr_t cf, uintptr_t *frame, uintptr_t *pc, uintptr_t *alt,
+    uintptr_t *alt_pc)
 {
     int        i;
     int32_t    state;
@@ -128,6 +216,7 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
     state = (int32_t) PROF_LUA_RD32(lua->vm.g + LJL_G_VMSTATE);
     *pc = 0;
     *alt = 0;
+    *alt_pc = 0;
 
     if (state >= 0) {
         /* A trace runs: the base it runs on (its inlined calls unseen). */
@@ -136,8 +225,11 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
     } else if (state == LJL_VMST_INTERP && n > 0
                && prof_lua_in_vm(lua, frames[0]) && where[0].sp == cf)
     {
-        /* The interpreter: its BASE and PC registers. */
+        /* The interpreter: its BASE and PC registers; in a return, the
+           caller's frame from its PC where BASE's frame is half gone. */
         prof_arch_lj_interp_regs(uc, &base, pc);
+        *alt = prof_lua_returning(L, base, *pc);
+        *alt_pc = (*alt != 0) ? *pc : 0;
 
     } else if (state == LJL_VMST_INTERP) {
         /*
@@ -254,7 +346,7 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     int              i, k, rc, trace;
     uint64_t         out[PROF_MAX_FRAMES_LIMIT + 1];
     int              start;
-    uintptr_t        g, L, cf, cfL, prevL, frame, pc, cont, alt;
+    uintptr_t        g, L, cf, cfL, prevL, frame, pc, cont, alt, alt_pc;
     prof_lua_walk_t  w;
 
     if (lua == NULL || n == 0 || !prof_lua_guarded()) {
@@ -264,7 +356,7 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     prof_lua_guard_reading = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 
-    if (__builtin_setjmp(prof_lua_guard_jump)) {
+    if (sigsetjmp(prof_lua_guard_jump, 0)) {
         /* A fault: the native frames as they were. */
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         lua->faults++;
@@ -320,10 +412,11 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
         }
 
         alt = 0;
+        alt_pc = 0;
 
         if (k == 0) {
             rc = (cfL == L) ? prof_lua_top(lua, uc, L, frames, where, n, cf,
-                                           &frame, &pc, &alt)
+                                           &frame, &pc, &alt, &alt_pc)
                             : -1;
         } else if (cfL == prevL && cont != 0) {
             frame = cont;
@@ -343,7 +436,7 @@ prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
 
         if (rc != 0 && alt != 0) {
             w.n = start;
-            rc = prof_lua_walk(&w, cfL, alt, 0, &cont);
+            rc = prof_lua_walk(&w, cfL, alt, alt_pc, &cont);
         }
 
         if (rc != 0) {

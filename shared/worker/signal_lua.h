@@ -46,6 +46,13 @@ int prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
     uintptr_t *sp, uintptr_t stack_low, uintptr_t stack_high);
 
 /*
+ * Whether a trace of lua's VM runs, or code it called (its state says
+ * so): 1, and when it cannot be told (its state unreadable); 0 when none
+ * does, or there is no VM (lua NULL).
+ */
+int prof_lua_trace_runs(prof_lua_t *lua);
+
+/*
  * LuaJIT's frames into frames[] (n native ones, with where they were), at
  * most max in all: each activation of the VM, from the one running out,
  * replaces the VM's own frames for it, callers below callees. A fault or

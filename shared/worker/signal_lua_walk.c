@@ -404,7 +404,7 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
 {
     int        leaf, entry;
     int64_t    id, line;
-    uint32_t   ins, op;
+    uint32_t   ins;
     uint64_t   fv, ftsz;
     uintptr_t  stack, bot, top, fn, pt, next, site, caller, link;
 
@@ -451,10 +451,7 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
                 return -1;
             }
             ins = PROF_LUA_RD32(ftsz - 4);
-            op = LJL_BC_OP(ins);
-            if (op != LJL_BC_CALLM && op != LJL_BC_CALL
-                && op != LJL_BC_ITERC && op != LJL_BC_ITERN)
-            {
+            if (!PROF_LUA_CALLS(ins)) {
                 return -1;
             }
             site = ftsz;
@@ -512,11 +509,7 @@ prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
                     caller = PROF_LUA_RD64(fn + LJL_FN_PC) - LJL_PT_SIZE;
 
                     /* A call instruction of it, past its header. */
-                    if (site < caller + LJL_PT_SIZE + 8
-                        || site > caller + LJL_PT_SIZE
-                                  + (uintptr_t) PROF_LUA_RD32(caller
-                                                      + LJL_PT_SIZEBC) * 4)
-                    {
+                    if (!PROF_LUA_PC_IN(caller, site)) {
                         return -1;
                     }
                 }

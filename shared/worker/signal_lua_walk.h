@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "channel/lua_frames.h"
+#include "worker/lua_guard.h"
+#include "worker/lua_layout.h"
 
 
 /* Frames written so far into out, at most max. */
@@ -26,6 +28,19 @@ typedef struct {
     int          n;
     int          max;
 } prof_lua_walk_t;
+
+
+/* Whether instruction ins calls: a frame returns just past it. */
+#define PROF_LUA_CALLS(ins)                                                  \
+    (LJL_BC_OP(ins) == LJL_BC_CALLM || LJL_BC_OP(ins) == LJL_BC_CALL        \
+     || LJL_BC_OP(ins) == LJL_BC_ITERC || LJL_BC_OP(ins) == LJL_BC_ITERN)
+
+/* Whether pc follows an instruction of prototype pt's bytecode, past its
+   header (reads pt: under the guard). */
+#define PROF_LUA_PC_IN(pt, pc)                                               \
+    ((pc) >= (pt) + LJL_PT_SIZE + 8                                          \
+     && (pc) <= (pt) + LJL_PT_SIZE                                           \
+                + (uintptr_t) PROF_LUA_RD32((pt) + LJL_PT_SIZEBC) * 4)
 
 
 /*

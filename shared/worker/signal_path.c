@@ -36,6 +36,13 @@
 /* A stack scan looks this far above sp (prof_unwind_scans: how often). */
 #define PROF_SCAN_WORDS      512
 
+/* Whether calls leave the return address in a link register (arch.h). */
+#ifdef PROF_ARCH_RA_IN_ROWS
+#define PROF_SIGNAL_LINK     1
+#else
+#define PROF_SIGNAL_LINK     0
+#endif
+
 
 prof_sampler_t  *prof_signal_sampler;
 
@@ -53,7 +60,8 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     prof_unwind_table_t  *t;
     prof_unwind_status_e  status;
 
-    prof_arch_context_regs(uc, &regs.pc, &regs.sp, &regs.fp, &regs.aux);
+    prof_arch_context_regs(uc, &regs.pc, &regs.sp, &regs.fp, &regs.aux,
+                           &regs.lr);
     regs.stack_low = s->stack_low;
     regs.stack_high = s->stack_high;
     regs.caller = 0;
@@ -113,10 +121,20 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
                                    __ATOMIC_RELAXED);
             }
 
+            /*
+             * The interrupted frame, in code no object holds or without
+             * rules (a PLT entry): its caller from the link register
+             * (where calls leave return addresses there), but in a
+             * LuaJIT trace, which uses it for anything; else a scan of
+             * the stack.
+             */
             if ((status != PROF_UNWIND_NO_OBJECT
                  && status != PROF_UNWIND_NO_RULE)
                 || scans == prof_unwind_scans(t) || count == 0 || n > max
-                || prof_unwind_scan(t, &regs, PROF_SCAN_WORDS) != 0)
+                || ((!PROF_SIGNAL_LINK || regs.caller
+                     || prof_lua_trace_runs(lua)
+                     || prof_unwind_link(t, &regs, PROF_SCAN_WORDS) != 0)
+                    && prof_unwind_scan(t, &regs, PROF_SCAN_WORDS) != 0))
             {
                 break;
             }

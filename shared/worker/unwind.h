@@ -57,6 +57,9 @@ typedef struct {
     uintptr_t  fp;              /* the frame pointer, 0: unknown */
     uintptr_t  aux;             /* the auxiliary register (arch.h),
                                    0: unknown */
+    uintptr_t  lr;              /* the link register, where it may hold
+                                   pc's frame's return address (pc the
+                                   interrupted instruction), else 0 */
     uintptr_t  stack_low;       /* the thread's stack: [low, high) */
     uintptr_t  stack_high;
     int        caller;          /* pc is a return address (not the pc
@@ -118,6 +121,19 @@ prof_unwind_status_e prof_unwind(const prof_unwind_table_t *t,
  * Reads only the stack between sp and its high bound, and the table.
  */
 int prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    unsigned max_words);
+
+/*
+ * Where calls leave the return address in a link register (arch.h): the
+ * caller of the interrupted frame regs describes (code no object holds),
+ * from regs->lr when it is a return address into a known object's code
+ * with rules; its frame is found from the frame pointer or, from the
+ * stack pointer, at the first place at most max_words words above sp
+ * where it holds a return address. On success regs is set to that caller
+ * and 0 returned; -1 elsewhere and on other machines. Reads only the
+ * stack between sp and its high bound, and the table.
+ */
+int prof_unwind_link(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words);
 
 

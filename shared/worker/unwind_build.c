@@ -49,11 +49,43 @@ prof_builder_slot(const prof_eh_reg_rule_t *r, int unknown, int max)
 }
 
 
+/*
+ * Whether the walk can find a frame's return address, by its rule r, and
+ * where: in words from the CFA, 0 in the link register (arch.h).
+ */
+static int
+prof_builder_ra(const prof_eh_reg_rule_t *r, int *slot)
+{
+#ifdef PROF_ARCH_RA_IN_ROWS
+    if (r->rule == PROF_EH_RULE_SAME) {
+        *slot = 0;
+        return 1;
+    }
+
+    if (r->rule == PROF_EH_RULE_OFFSET && r->offset % 8 == 0
+        && r->offset != 0 && r->offset / 8 >= INT16_MIN
+        && r->offset / 8 <= INT16_MAX)
+    {
+        *slot = (int) (r->offset / 8);
+        return 1;
+    }
+
+    return 0;
+#else
+    *slot = PROF_ARCH_RA_SLOT;
+
+    return r->rule == PROF_EH_RULE_OFFSET
+           && r->offset == PROF_ARCH_RA_SLOT * 8;
+#endif
+}
+
+
 /* The row of the rules from pc on (state NULL: no rule), if it adds one. */
 static int
 prof_builder_emit(prof_unwind_builder_t *b, uintptr_t pc,
     const prof_eh_cfa_state_t *state)
 {
+    int         ra_slot;
     prof_row_t  row, *last;
 
     memset(&row, 0, sizeof(row));
@@ -75,21 +107,28 @@ prof_builder_emit(prof_unwind_builder_t *b, uintptr_t pc,
     } else if (state->cfa_ok
                && (state->cfa_reg == PROF_ARCH_DW_SP
                    || state->cfa_reg == PROF_ARCH_DW_FP
-                   || state->cfa_reg == PROF_ARCH_DW_AUX)
+#ifdef PROF_ARCH_DW_AUX
+                   || state->cfa_reg == PROF_ARCH_DW_AUX
+#endif
+                  )
                && state->cfa_offset % 8 == 0
                && state->cfa_offset / 8 >= INT16_MIN
                && state->cfa_offset / 8 <= INT16_MAX
-               && state->ra.rule == PROF_EH_RULE_OFFSET
-               && state->ra.offset == PROF_ARCH_RA_SLOT * 8)
+               && prof_builder_ra(&state->ra, &ra_slot))
     {
         row.cfa = (state->cfa_reg == PROF_ARCH_DW_SP) ? PROF_CFA_SP
                   : (state->cfa_reg == PROF_ARCH_DW_FP) ? PROF_CFA_FP
                   : PROF_CFA_AUX;
         row.cfa_slots = (int16_t) (state->cfa_offset / 8);
         row.fp_slot = prof_builder_slot(&state->fp, PROF_UNWIND_FP_UNKNOWN,
-                                        INT8_MAX);
+                                        PROF_UNWIND_FP_MAX);
         row.aux_slot = prof_builder_slot(&state->aux,
                                          PROF_UNWIND_AUX_UNKNOWN, 15);
+#ifdef PROF_ARCH_RA_IN_ROWS
+        row.ra_slot = (int16_t) ra_slot;
+#else
+        (void) ra_slot;
+#endif
 
     } else {
         row.cfa = PROF_CFA_NONE;
@@ -109,7 +148,11 @@ prof_builder_emit(prof_unwind_builder_t *b, uintptr_t pc,
 
         if (last->cfa == row.cfa && last->cfa_slots == row.cfa_slots
             && last->fp_slot == row.fp_slot
-            && last->aux_slot == row.aux_slot)
+            && last->aux_slot == row.aux_slot
+#ifdef PROF_ARCH_RA_IN_ROWS
+            && last->ra_slot == row.ra_slot
+#endif
+           )
         {
             return 0;
         }
@@ -231,29 +274,13 @@ prof_builder_readable(const prof_unwind_image_t *im, uintptr_t from,
 }
 
 
-/*
- * Whether the code at target is a PLT entry (jmp *GOT(%rip), after an
- * endbr64 and a bnd prefix where there are): a call there leaves the
- * object.
- */
+/* Whether the code at target is a PLT entry (arch.h): a call there
+   leaves the object. */
 static int
 prof_builder_plt_entry(const prof_unwind_image_t *im, uintptr_t target)
 {
-    const uint8_t  *p = (const uint8_t *) target;
-
-    if (!prof_builder_readable(im, target, target + 11)) {
-        return 0;
-    }
-
-    if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa) {
-        p += 4;                                 /* endbr64 */
-    }
-
-    if (p[0] == 0xf2) {
-        p++;                                    /* bnd */
-    }
-
-    return p[0] == 0xff && p[1] == 0x25;
+    return prof_builder_readable(im, target, target + PROF_ARCH_PLT_BYTES)
+           && prof_arch_plt_entry((const uint8_t *) target);
 }
 
 
@@ -276,7 +303,12 @@ prof_builder_calls(prof_unwind_builder_t *b, const prof_unwind_image_t *im,
         lo = from > im->segment_low[i] ? from : im->segment_low[i];
         hi = to < im->segment_high[i] ? to : im->segment_high[i];
 
-        for (at = lo + 2; at <= hi; at++) {
+        /* Where an instruction may end, past the shortest call. */
+        at = lo + PROF_ARCH_CALL_MIN;
+        at += (PROF_ARCH_INSN_ALIGN - at % PROF_ARCH_INSN_ALIGN)
+              % PROF_ARCH_INSN_ALIGN;
+
+        for ( ; at <= hi; at += PROF_ARCH_INSN_ALIGN) {
             kind = prof_arch_call_ends_at((const uint8_t *) at, at - lo,
                                           b->code_low, b->code_high,
                                           &target);

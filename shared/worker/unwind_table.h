@@ -23,7 +23,20 @@
 /* Code bytes an index entry covers: a few rows, most often one cache line. */
 #define PROF_UNWIND_PAGE_SHIFT   8
 
+/*
+ * A frame pointer's slot: a byte where a prologue saves it next to the
+ * return address (x86-64: just below it); 16 bits where the frame record
+ * lies at the bottom of the frame, below its locals (AArch64).
+ */
+#ifdef PROF_ARCH_RA_IN_ROWS
+typedef int16_t  prof_fp_slot_t;
+#define PROF_UNWIND_FP_UNKNOWN   INT16_MIN
+#define PROF_UNWIND_FP_MAX       INT16_MAX
+#else
+typedef int8_t   prof_fp_slot_t;
 #define PROF_UNWIND_FP_UNKNOWN   INT8_MIN
+#define PROF_UNWIND_FP_MAX       INT8_MAX
+#endif
 #define PROF_UNWIND_AUX_UNKNOWN  (-16)        /* the least 5-bit slot */
 
 /* The rows last used, by pc (a power of two). */
@@ -49,7 +62,9 @@ enum {
 /*
  * From pc on (an offset from the object's base), until the next row. The
  * return address is where the machine's calls leave it (arch.h's
- * PROF_ARCH_RA_SLOT): a frame that keeps it elsewhere has no rule.
+ * PROF_ARCH_RA_SLOT), a frame that keeps it elsewhere has no rule; or,
+ * where calls leave it in a link register (PROF_ARCH_RA_IN_ROWS), where
+ * the row says.
  */
 typedef struct {
     uint32_t   pc;
@@ -57,13 +72,22 @@ typedef struct {
     signed     aux_slot:5;              /* the auxiliary register saved
                                            at CFA + 8 * aux_slot, 0: not
                                            saved by this frame */
-    int8_t     fp_slot;                 /* the frame pointer saved at
+    prof_fp_slot_t  fp_slot;            /* the frame pointer saved at
                                            CFA + 8 * fp_slot,
                                            0: not saved by this frame */
     int16_t    cfa_slots;               /* CFA = register + 8 * cfa_slots */
+#ifdef PROF_ARCH_RA_IN_ROWS
+    int16_t    ra_slot;                 /* the return address saved at
+                                           CFA + 8 * ra_slot, 0: still in
+                                           the link register */
+#endif
 } prof_row_t;
 
+#ifdef PROF_ARCH_RA_IN_ROWS
+_Static_assert(sizeof(prof_row_t) == 12, "a row is 12 bytes");
+#else
 _Static_assert(sizeof(prof_row_t) == 8, "a row is 8 bytes");
+#endif
 
 
 /*

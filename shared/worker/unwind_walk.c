@@ -19,6 +19,20 @@
 #include "worker/unwind_table.h"
 
 
+/*
+ * Where a frame's return address is, in words from its CFA, for the stack
+ * scan (which knows the slot and looks for the CFA); and how far above sp
+ * a CFA lies at least.
+ */
+#ifdef PROF_ARCH_RA_IN_ROWS
+#define PROF_SCAN_RA_SLOT        PROF_ARCH_RA_SLOT_GUESS
+#define PROF_CFA_ABOVE_SP        0
+#else
+#define PROF_SCAN_RA_SLOT        PROF_ARCH_RA_SLOT
+#define PROF_CFA_ABOVE_SP        (-PROF_ARCH_RA_SLOT * 8)
+#endif
+
+
 /* The object holding pc, trying hint first (the caller's often shares
    its callee's object), or NULL. */
 static const prof_unwind_object_t *
@@ -157,6 +171,11 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         regs->aux = aux;
         regs->caller = !leaf;
 
+        if (n == max) {
+            status = PROF_UNWIND_FULL;          /* no step for nothing */
+            break;
+        }
+
         /* A return address may be just past its function: look before. */
         lookup = leaf ? pc : pc - 1;
 
@@ -202,7 +221,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                : (row->cfa == PROF_CFA_FP) ? fp : aux)
               + (intptr_t) row->cfa_slots * 8;
 
-        if ((cfa & 7) != 0 || cfa < sp - (intptr_t) PROF_ARCH_RA_SLOT * 8
+        if ((cfa & 7) != 0 || cfa < sp + PROF_CFA_ABOVE_SP
             || cfa > regs->stack_high
             || cfa < regs->stack_low)
         {
@@ -243,7 +262,28 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                   ? 0 : *(const uintptr_t *) slot;
         }
 
+#ifdef PROF_ARCH_RA_IN_ROWS
+        if (row->ra_slot == 0) {
+            /* Still in the link register: the interrupted frame's only. */
+            if (!leaf || regs->lr == 0) {
+                status = PROF_UNWIND_NO_RULE;
+                break;
+            }
+            pc = regs->lr;
+
+        } else {
+            slot = cfa + (intptr_t) row->ra_slot * 8;
+            if (slot < sp || slot + 8 > regs->stack_high) {
+                status = PROF_UNWIND_BAD_STACK;
+                break;
+            }
+            pc = *(const uintptr_t *) slot;
+        }
+
+        pc = prof_arch_strip_pc(pc);
+#else
         pc = *(const uintptr_t *) (cfa + (intptr_t) PROF_ARCH_RA_SLOT * 8);
+#endif
         sp = cfa;
         leaf = 0;
 
@@ -317,6 +357,76 @@ prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w,
 }
 
 
+#ifdef PROF_ARCH_RA_IN_ROWS
+
+/* Whether the word at slot, in the stack, is a return address, not
+   self's. */
+__attribute__((no_sanitize_address)) static int
+prof_unwind_return_at(const prof_unwind_table_t *t,
+    const prof_unwind_regs_t *regs, uintptr_t slot, uintptr_t self)
+{
+    uintptr_t                    w;
+    const prof_unwind_object_t  *o;
+
+    if (slot < regs->sp || slot >= regs->stack_high
+        || regs->stack_high - slot < 8 || (slot & 7) != 0)
+    {
+        return 0;
+    }
+
+    w = prof_arch_strip_pc(*(const uintptr_t *) slot);
+
+    return w != self && prof_unwind_return_row(t, w, &o) != NULL;
+}
+
+
+/*
+ * The frame of a caller whose row is row, above its callee's frame, of
+ * any size, that starts at from: the first place (sp stays 16-byte
+ * aligned), at most max_words words above, where the caller's return
+ * address would lie if its frame started there (a frame found from the
+ * frame pointer: one that points there, to a frame record at the bottom
+ * of the frame, as GCC and LuaJIT's VM lay them out); not self, the
+ * caller's own pc (its callee's frame record). 0 and *sp, *fp; or -1.
+ * *budget: the places a walk may still look at, all searches together
+ * (a stale stack full of return addresses would otherwise cost the
+ * square of its size).
+ */
+static int
+prof_unwind_frame_above(const prof_unwind_table_t *t,
+    const prof_unwind_regs_t *regs, const prof_row_t *row, uintptr_t from,
+    uintptr_t self, unsigned max_words, unsigned *budget, uintptr_t *sp,
+    uintptr_t *fp)
+{
+    unsigned   i;
+    uintptr_t  at, cfa;
+
+    at = (from + 15) & ~(uintptr_t) 15;
+
+    for (i = 0; i < max_words && *budget > 0; i += 2, at += 16) {
+        --*budget;
+
+        cfa = at + (intptr_t) row->cfa_slots * 8;
+        if (cfa >= at && cfa <= regs->stack_high
+            && prof_unwind_return_at(t, regs,
+                                     cfa + (intptr_t) row->ra_slot * 8,
+                                     self))
+        {
+            *sp = at;
+            if (row->cfa == PROF_CFA_FP) {
+                *fp = at;
+            }
+            return 0;
+        }
+    }
+
+    return -1;
+}
+
+
+#endif
+
+
 __attribute__((no_sanitize_address)) int
 prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words)
@@ -325,6 +435,9 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     uintptr_t                    slot, w, sp, fp, cfa, up, saved, v, pushed;
     const prof_row_t            *row;
     const prof_unwind_object_t  *from, *wo;
+#ifdef PROF_ARCH_RA_IN_ROWS
+    unsigned                     budget = 2 * max_words;
+#endif
 
     /* The object of the frame the scan starts from, if any. */
     from = prof_unwind_object(t, regs->caller ? regs->pc - 1 : regs->pc,
@@ -337,7 +450,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             return -1;
         }
 
-        w = *(const uintptr_t *) slot;
+        w = prof_arch_strip_pc(*(const uintptr_t *) slot);
 
         row = prof_unwind_return_row(t, w, &wo);
         if (row == NULL) {
@@ -355,7 +468,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         }
 
         /* The caller's sp once returned: the CFA of the callee's frame. */
-        sp = slot - (intptr_t) PROF_ARCH_RA_SLOT * 8;
+        sp = slot - (intptr_t) PROF_SCAN_RA_SLOT * 8;
 
         /* Likely the caller's frame pointer, if the callee saved it. */
         fp = 0;
@@ -367,6 +480,18 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             }
         }
 
+#ifdef PROF_ARCH_RA_IN_ROWS
+        /* A caller that finds its frame from sp: where that frame starts,
+           above the callee's, by its own return address. */
+        if (row->cfa == PROF_CFA_SP
+            && prof_unwind_frame_above(t, regs, row, sp, 0, max_words - i,
+                                       &budget, &sp, &fp)
+               != 0)
+        {
+            continue;
+        }
+#endif
+
         if (row->cfa == PROF_CFA_FP && fp == 0 && row->cfa_slots > 0) {
             /*
              * A caller that finds its frame from the frame pointer, under
@@ -377,21 +502,23 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
              * where that puts it. up: where that return address may be,
              * from the lowest frame pointer (sp) up.
              */
-            up = sp + (uintptr_t) (row->cfa_slots + PROF_ARCH_RA_SLOT) * 8;
+            up = sp + (uintptr_t) (row->cfa_slots + PROF_SCAN_RA_SLOT) * 8;
 
             for (j = i + 1; j < max_words; j++, up += 8) {
                 if (up + 8 > regs->stack_high) {
                     break;
                 }
 
-                if (prof_unwind_return_row(t, *(const uintptr_t *) up, &wo)
+                if (prof_unwind_return_row(t, prof_arch_strip_pc(
+                                               *(const uintptr_t *) up),
+                                           &wo)
                     == NULL)
                 {
                     continue;
                 }
 
                 /* Where it saved its frame pointer: from its CFA. */
-                saved = up - (intptr_t) PROF_ARCH_RA_SLOT * 8
+                saved = up - (intptr_t) PROF_SCAN_RA_SLOT * 8
                         + (intptr_t) row->fp_slot * 8;
 
                 if (row->fp_slot < 0 && row->fp_slot != PROF_UNWIND_FP_UNKNOWN
@@ -401,7 +528,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                     if (v == 0 || ((v & 7) == 0 && v > up
                                    && v < regs->stack_high))
                     {
-                        fp = up - (intptr_t) PROF_ARCH_RA_SLOT * 8
+                        fp = up - (intptr_t) PROF_SCAN_RA_SLOT * 8
                              - (uintptr_t) row->cfa_slots * 8;
                     }
                 }
@@ -418,7 +545,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             cfa = ((row->cfa == PROF_CFA_SP) ? sp : fp)
                   + (intptr_t) row->cfa_slots * 8;
 
-            if (cfa < sp - (intptr_t) PROF_ARCH_RA_SLOT * 8
+            if (cfa < sp - (intptr_t) PROF_SCAN_RA_SLOT * 8
                 || cfa > regs->stack_high)
             {
                 continue;
@@ -429,6 +556,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         regs->sp = sp;
         regs->fp = fp;
         regs->aux = 0;
+        regs->lr = 0;
         regs->caller = 1;
 
         return 0;
@@ -436,3 +564,91 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 
     return -1;
 }
+
+
+#ifdef PROF_ARCH_RA_IN_ROWS
+
+__attribute__((no_sanitize_address)) int
+prof_unwind_link(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    unsigned max_words)
+{
+    int                          k;
+    unsigned                     budget = max_words;
+    uintptr_t                    lr, sp, fp, slot;
+    const prof_row_t            *row;
+    const prof_unwind_object_t  *o;
+
+    lr = prof_arch_strip_pc(regs->lr);
+    if (regs->caller || lr == 0) {
+        return -1;
+    }
+
+    row = prof_unwind_return_row(t, lr, &o);
+    if (row == NULL || row->ra_slot == 0
+        || (row->cfa != PROF_CFA_SP && row->cfa != PROF_CFA_FP))
+    {
+        return -1;
+    }
+
+    sp = regs->sp;
+    fp = regs->fp;
+
+    /*
+     * From x29, unless the interrupted code changed it: where a return
+     * address lies as the row says, not lr itself (then x29 is that
+     * code's own frame record, which points to the caller's).
+     */
+    for (k = 0; row->cfa == PROF_CFA_FP && k < 2; k++) {
+        slot = fp + (intptr_t) (row->cfa_slots + row->ra_slot) * 8;
+        if (fp == 0 || (fp & 7) != 0 || fp < sp || fp >= regs->stack_high
+            || regs->stack_high - fp < 8 || slot < sp
+            || slot >= regs->stack_high || regs->stack_high - slot < 8)
+        {
+            break;
+        }
+
+        if (prof_unwind_return_at(t, regs, slot, lr)) {
+            goto found;
+        }
+
+        if (prof_arch_strip_pc(*(const uintptr_t *) slot) != lr) {
+            break;
+        }
+
+        fp = *(const uintptr_t *) fp;
+    }
+
+    fp = regs->fp;
+
+    if (prof_unwind_frame_above(t, regs, row, regs->sp, lr, max_words,
+                                &budget, &sp, &fp)
+        != 0)
+    {
+        return -1;
+    }
+
+found:
+
+    regs->pc = lr;
+    regs->sp = sp;
+    regs->fp = fp;
+    regs->lr = 0;
+    regs->caller = 1;
+
+    return 0;
+}
+
+#else
+
+int
+prof_unwind_link(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    unsigned max_words)
+{
+    (void) t;
+    (void) regs;
+    (void) max_words;
+
+    return -1;
+}
+
+#endif

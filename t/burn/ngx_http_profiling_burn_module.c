@@ -274,6 +274,15 @@ ngx_http_profiling_burn_libc(ngx_msec_t ms)
 }
 
 
+#if defined(__GNUC__) && !defined(__clang__)
+#define NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER                             \
+    __attribute__((optimize("omit-frame-pointer")))
+#else
+#define NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER
+#endif
+
+#if defined(__x86_64__)
+
 /*
  * The JIT code, x86-64, called as void f(uint64_t iterations):
  *
@@ -321,13 +330,6 @@ static const u_char  ngx_http_profiling_burn_jit_code[] = {
 };
 
 #define NGX_HTTP_PROFILING_BURN_JIT_DECOY  33
-
-#if defined(__GNUC__) && !defined(__clang__)
-#define NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER                             \
-    __attribute__((optimize("omit-frame-pointer")))
-#else
-#define NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER
-#endif
 
 typedef void (*ngx_http_profiling_burn_jit_pt)(uint64_t iterations);
 
@@ -395,6 +397,118 @@ __asm__ (
 );
 
 
+#elif defined(__aarch64__)
+
+/*
+ * The JIT code, AArch64, called as void f(uint64_t iterations): a leaf,
+ * its return address in x30 only:
+ *
+ *   mov   x9, x29                  keep the caller's x29 in a register only
+ *   mov   x10, #0x4141414141414141 (movz, movk x3)
+ *   mov   x29, x10                 x29: garbage (not even canonical)
+ *   sub   sp, sp, #64              junk words below the caller's frame:
+ *   adr   x11, .                   garbage, a stack address, an address
+ *   ldr   x12, DECOY               in this code, 0, -1, garbage again and,
+ *   mov   x13, sp                  nearest sp, twice the entry of a libc
+ *   mov   x14, #-1                 function (no return address); no frame
+ *   stp   x10, x13, [sp, #48]      record among them
+ *   stp   x11, xzr, [sp, #32]
+ *   stp   x14, x10, [sp, #16]
+ *   stp   x12, x12, [sp]
+ * loop:
+ *   subs  x0, x0, #1               the spin (iterations >= 1)
+ *   b.ne  loop
+ *   add   sp, sp, #64
+ *   mov   x29, x9
+ *   ret
+ *   DECOY: 8 bytes, written when the code is copied
+ */
+static const uint32_t  ngx_http_profiling_burn_jit_code[] = {
+    0xaa1d03e9, 0xd288282a, 0xf2a8282a, 0xf2c8282a, 0xf2e8282a, 0xaa0a03fd,
+    0xd10103ff, 0x1000000b, 0x5800018c, 0x910003ed, 0x9280000e, 0xa90337ea,
+    0xa9027feb, 0xa9012bee, 0xa90033ec, 0xf1000400, 0x54ffffe1, 0x910103ff,
+    0xaa0903fd, 0xd65f03c0, 0, 0
+};
+
+#define NGX_HTTP_PROFILING_BURN_JIT_DECOY  80
+
+typedef void (*ngx_http_profiling_burn_jit_pt)(uint64_t iterations);
+
+/* Call code(iterations): the JIT code's callers. */
+void ngx_http_profiling_burn_jit_call(ngx_http_profiling_burn_jit_pt code,
+    uint64_t iterations);
+void ngx_http_profiling_burn_jit_call_fp(ngx_http_profiling_burn_jit_pt code,
+    uint64_t iterations);
+
+__asm__ (
+    "    .pushsection .text\n"
+    "    .globl  ngx_http_profiling_burn_jit_call\n"
+    "    .type   ngx_http_profiling_burn_jit_call, %function\n"
+    "ngx_http_profiling_burn_jit_call:\n"
+    "    .cfi_startproc\n"
+    "    stp     x29, x30, [sp, #-32]!\n"      /* CFA = sp + 32 */
+    "    .cfi_def_cfa_offset 32\n"
+    "    .cfi_offset 29, -32\n"
+    "    .cfi_offset 30, -24\n"
+    "    mov     x2, x0\n"
+    "    mov     x0, x1\n"
+    "    blr     x2\n"
+    "    ldp     x29, x30, [sp], #32\n"
+    "    .cfi_restore 29\n"
+    "    .cfi_restore 30\n"
+    "    .cfi_def_cfa_offset 0\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   ngx_http_profiling_burn_jit_call, "
+                 ".-ngx_http_profiling_burn_jit_call\n"
+    "\n"
+    /* The frame of code built with frame pointers: CFA = x29 + 16. */
+    "    .macro  burn_fp_enter\n"
+    "    stp     x29, x30, [sp, #-16]!\n"
+    "    .cfi_def_cfa_offset 16\n"
+    "    .cfi_offset 29, -16\n"
+    "    .cfi_offset 30, -8\n"
+    "    mov     x29, sp\n"
+    "    .cfi_def_cfa_register 29\n"
+    "    .endm\n"
+    "    .macro  burn_fp_leave\n"
+    "    ldp     x29, x30, [sp], #16\n"
+    "    .cfi_restore 29\n"
+    "    .cfi_restore 30\n"
+    "    .cfi_def_cfa sp, 0\n"
+    "    ret\n"
+    "    .endm\n"
+    "\n"
+    "    .globl  ngx_http_profiling_burn_jit_call_fp\n"
+    "    .type   ngx_http_profiling_burn_jit_call_fp, %function\n"
+    "ngx_http_profiling_burn_jit_call_fp:\n"
+    "    .cfi_startproc\n"
+    "    burn_fp_enter\n"
+    "    bl      ngx_http_profiling_burn_jit_call_fp_in\n"
+    "    burn_fp_leave\n"
+    "    .cfi_endproc\n"
+    "    .size   ngx_http_profiling_burn_jit_call_fp, "
+                 ".-ngx_http_profiling_burn_jit_call_fp\n"
+    "\n"
+    "    .type   ngx_http_profiling_burn_jit_call_fp_in, %function\n"
+    "ngx_http_profiling_burn_jit_call_fp_in:\n"
+    "    .cfi_startproc\n"
+    "    burn_fp_enter\n"
+    "    mov     x2, x0\n"
+    "    mov     x0, x1\n"
+    "    blr     x2\n"
+    "    burn_fp_leave\n"
+    "    .cfi_endproc\n"
+    "    .size   ngx_http_profiling_burn_jit_call_fp_in, "
+                 ".-ngx_http_profiling_burn_jit_call_fp_in\n"
+    "    .popsection\n"
+);
+
+#endif
+
+
+#if defined(__x86_64__) || defined(__aarch64__)
+
 /*
  * Spins for ms milliseconds of the thread's CPU time in the JIT code, a
  * million iterations (under a millisecond) a call: the code is mapped for
@@ -425,6 +539,10 @@ ngx_http_profiling_burn_jit_run(ngx_msec_t ms, ngx_flag_t frame_pointer)
     ngx_memcpy(code + NGX_HTTP_PROFILING_BURN_JIT_DECOY, &decoy,
                sizeof(decoy));
 
+    __builtin___clear_cache((char *) code,
+                            (char *) code
+                            + sizeof(ngx_http_profiling_burn_jit_code));
+
     if (mprotect(code, size, PROT_READ|PROT_EXEC) != 0) {
         munmap(code, size);
         return NGX_ERROR;
@@ -450,6 +568,19 @@ ngx_http_profiling_burn_jit_run(ngx_msec_t ms, ngx_flag_t frame_pointer)
 
     return NGX_OK;
 }
+
+#else
+
+/* No JIT code of this machine's yet: the location fails (ENOSYS). */
+ngx_int_t
+ngx_http_profiling_burn_jit_run(ngx_msec_t ms, ngx_flag_t frame_pointer)
+{
+    ngx_set_errno(NGX_ENOSYS);
+
+    return NGX_ERROR;
+}
+
+#endif
 
 
 typedef uint64_t (*ngx_http_profiling_burn_link_pt)(
@@ -596,7 +727,8 @@ ngx_http_profiling_burn_handler(ngx_http_request_t *r)
             != NGX_OK)
         {
             ngx_log_error(NGX_LOG_ALERT, r->connection->log, ngx_errno,
-                          "profiling_burn_jit: mmap() or mprotect() failed");
+                          "profiling_burn_jit: no JIT code, or mmap() or "
+                          "mprotect() failed");
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
 

@@ -243,6 +243,8 @@ fuzz_walk(const prof_unwind_table_t *t, uintptr_t pc, uintptr_t sp,
     regs.sp = sp;
     regs.fp = fp;
     regs.aux = (uintptr_t) fuzz_stack + ((fp ^ sp) % fuzz_page & ~7UL);
+    regs.lr = pc + ((fp >> 4) & 0x3c);  /* code near pc: often a return
+                                           address, or not */
     regs.stack_low = (uintptr_t) fuzz_stack;
     regs.stack_high = (uintptr_t) fuzz_stack + fuzz_page;
     regs.caller = caller;

@@ -41,6 +41,22 @@ sub build_dir {
     return File::Spec->rel2abs($b);
 }
 
+# A tool for code the nginx that runs loads: 'cc', the compiler the
+# module was built with, or one of binutils ('objcopy'), by the prefix of
+# a cross build (build_dir()'s config.mk: CC, TOOLS).
+sub build_tool {
+    my ($name) = @_;
+    my %mk;
+    if (open(my $fh, '<', File::Spec->catfile(build_dir(), 'config.mk'))) {
+        while (my $line = <$fh>) {
+            $mk{$1} = $2 if $line =~ /^(CC|TOOLS) = (.*?)\s*$/;
+        }
+        close($fh);
+    }
+    return $mk{CC} || 'gcc' if $name eq 'cc';
+    return ($mk{TOOLS} // '') . $name;
+}
+
 # A module built by the tests, or any module by its path.
 sub module_path {
     my ($name) = @_;
@@ -102,7 +118,17 @@ sub nginx_has {
 # Whether the nginx that runs is Debian's (the one its packaged modules
 # and the fixtures are built for).
 sub _is_debian_nginx {
-    return (Cwd::realpath(nginx_real()) // '') eq '/usr/sbin/nginx';
+    return (Cwd::realpath(nginx_real()) // '')
+           eq guest_root() . '/usr/sbin/nginx';
+}
+
+# Where another architecture's nginx (Debian's arm64 one, ci/arm64-deps)
+# was unpacked, which qemu-user looks in first for every file it opens
+# ($QEMU_LD_PREFIX); '' for the machine's own.
+sub guest_root {
+    my $root = $ENV{QEMU_LD_PREFIX} // '';
+    $root =~ s{/+$}{};
+    return $root;
 }
 
 # OpenResty's Lua libraries (lua-resty-core, which its lua module loads
@@ -123,7 +149,7 @@ sub lua_package_path_directive {
 sub debian_module {
     my ($name) = @_;
     my $path = "/usr/lib/nginx/modules/$name.so";
-    return -f $path ? $path : undef;
+    return -f guest_root() . $path ? $path : undef;
 }
 
 # The nginx-datadog module (../shared/fixtures, or PROFILING_DATADOG_MODULE):
@@ -160,20 +186,25 @@ sub engines {
 
 # OpenResty's luajit2 (../shared/fixtures/openresty), built into $dir as
 # libluajit-5.1.so.2 for Debian's lua module to load in place of Debian's
-# own (LD_LIBRARY_PATH=$dir). Its path; undef when there is no such lua
-# module (the one engines() loads for lua) or no fixture. Dies when it
-# does not build.
+# own (LD_LIBRARY_PATH=$dir), for the nginx's machine (a cross build's
+# binutils prefix: another architecture's). Its path; undef when there is
+# no such lua module (the one engines() loads for lua) or no fixture. Dies
+# when it does not build.
 sub openresty_luajit {
     my ($dir) = @_;
     my ($tarball) = glob(dirname($TOP_DIR)
                          . '/shared/fixtures/openresty/luajit2-*.tar.gz');
     my $lua = debian_module('ngx_http_lua_module');
+    my $objdump = build_tool('objdump');
     return undef
         unless $tarball && $lua
                && grep({ $_ eq $lua } @{ engines()->{lua} // [] })
-               && `ldd $lua` =~ /libluajit-5\.1\.so\.2/;
+               && `$objdump -p '@{[ guest_root() ]}$lua' 2>/dev/null`
+                  =~ /NEEDED\s+libluajit-5\.1\.so\.2/;
+    my $cross = build_tool('');
+    $cross = $cross eq '' ? '' : "HOST_CC=gcc CROSS=$cross";
     mkdir($dir) or croak "$dir: $!";
-    my $out = `cd '$dir' && tar xzf '$tarball' && cd luajit2-* && make -j2 BUILDMODE=dynamic PREFIX=/usr >../build.log 2>&1 && cp src/libluajit.so ../libluajit-5.1.so.2 2>&1`;
+    my $out = `cd '$dir' && tar xzf '$tarball' && cd luajit2-* && make -j2 BUILDMODE=dynamic PREFIX=/usr $cross >../build.log 2>&1 && cp src/libluajit.so ../libluajit-5.1.so.2 2>&1`;
     croak "OpenResty's luajit2 does not build ($dir/build.log): $out"
         if $?;
     chmod(0755, $dir);

@@ -65,7 +65,7 @@ use ProfFiles qw(read_pid slurp spew);
 use ProfHTTP qw(free_port port_answers);
 use ProfLog qw(log_lines);
 use ProfPprof qw(profile_files);
-use ProfProc qw(children_of proc_cmdline process_alive);
+use ProfProc qw(children_of proc_cmdline process_alive proc_state thread_ids);
 use ProfWait qw(wait_until);
 
 
@@ -411,8 +411,34 @@ sub stop {
     }
 
     diag("nginx did not quit within ${timeout}s, killing it");
+    $self->diag_lingering($self->{master}, @kids);
     $self->kill_all;
     return 0;
+}
+
+# What a process that should have gone is doing: its title, and each
+# thread's name, state, the system call it is in (/proc's syscall: its
+# number, or "running") and kernel wait channel; then its last lines in
+# the error log.
+sub diag_lingering {
+    my ($self, @pids) = @_;
+    my @log = ProfLog::log_lines($self->error_log, qr/./);
+
+    for my $pid (grep { process_alive($_) } @pids) {
+        diag("  $pid: " . proc_cmdline($pid));
+        for my $tid (thread_ids($pid)) {
+            my $d = "/proc/$pid/task/$tid";
+            my ($name, $call, $wchan) = map { slurp("$d/$_") // '?' }
+                qw(comm syscall wchan);
+            chomp($name, $call);
+            diag("    thread $tid $name: state "
+                 . (proc_state($pid, $tid) // '?') . ", syscall "
+                 . (split(/ /, $call))[0] . ", wchan $wchan");
+        }
+        my @mine = grep { /\s$pid#\d+: / } @log;
+        diag("    log: $_") for @mine[ ($#mine > 9 ? $#mine - 9 : 0)
+                                         .. $#mine ];
+    }
 }
 
 sub exit_status { $_[0]{exit_status} }

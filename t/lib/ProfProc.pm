@@ -27,7 +27,7 @@ our @EXPORT = qw(
 );
 our @EXPORT_OK = qw(
     proc_state stat_cpu_ns rss_kb pss_kb pss_mappings thread_names
-    cpu_ns_by_thread process_cpu_ns
+    cpu_ns_by_thread process_cpu_ns under_qemu
 );
 
 
@@ -41,10 +41,12 @@ sub _stat_fields {
     return split(/\s+/, $s);
 }
 
-# The state letter of a process (R, S, Z, ...), or undef when it is gone.
+# The state letter of a process, or of one of its threads (R, S, Z, ...),
+# or undef when it is gone.
 sub proc_state {
-    my ($pid) = @_;
-    my @f = _stat_fields("/proc/$pid/stat");
+    my ($pid, $tid) = @_;
+    my @f = _stat_fields(defined $tid ? "/proc/$pid/task/$tid/stat"
+                                      : "/proc/$pid/stat");
     return @f ? $f[0] : undef;
 }
 
@@ -89,7 +91,37 @@ sub proc_cmdline {
     my $s = slurp("/proc/$pid/cmdline") // '';
     $s =~ s/\0+$//;
     $s =~ s/\0/ /g;
+    return qemu_title($pid) // $s if $s =~ m{^\S*qemu[^ ]*[-/]};
     return $s;
+}
+
+# Under qemu-user (an arm64 nginx on this machine) the host shows qemu's
+# command line, not the title nginx writes over its own: the title is
+# taken from the process's threads (a profiler process runs prof-*
+# threads) and its place in the tree (a master's child is a worker: cache
+# helpers cannot be told apart); undef for another program.
+my $qemu_nginx = qr{qemu[^\0]*\0\S*nginx\b};
+
+sub qemu_title {
+    my ($pid) = @_;
+    return undef unless under_qemu($pid);
+    my $ppid = _parent($pid) // return undef;
+    return "nginx: profiler of worker $ppid"
+        if grep { /^prof-/ } thread_names($pid);
+    return under_qemu($ppid) ? 'nginx: worker process'
+                             : 'nginx: master process';
+}
+
+# Whether a process is nginx run by qemu-user.
+sub under_qemu {
+    my ($pid) = @_;
+    return (slurp("/proc/$pid/cmdline") // '') =~ $qemu_nginx;
+}
+
+sub _parent {
+    my ($pid) = @_;
+    my $st = slurp("/proc/$pid/stat") // return undef;
+    return $st =~ /\) \S+ (\d+)/ ? $1 : undef;
 }
 
 # /proc/PID[/task/TID]/status as a hash.
@@ -147,11 +179,14 @@ sub pss_mappings {
     return sort { $b->{pss} <=> $a->{pss} } @maps;
 }
 
+# A process's threads; under qemu-user, not qemu's own (its RCU thread,
+# the second it starts in every process, before any of the program's).
 sub thread_ids {
     my ($pid) = @_;
     opendir(my $dh, "/proc/$pid/task") or return ();
     my @t = sort { $a <=> $b } grep { /^\d+$/ } readdir($dh);
     closedir($dh);
+    splice(@t, 1, 1) if @t > 1 && under_qemu($pid);
     return @t;
 }
 

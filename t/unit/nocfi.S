@@ -12,15 +12,25 @@
     .globl  nocfi_return_address
     .type   nocfi_return_address, @function
 nocfi_return_address:
+#if defined(__x86_64__)
     mov     (%rsp), %rax
     ret
+#elif defined(__aarch64__)
+    mov     x0, x30
+    ret
+#endif
     .size   nocfi_return_address, .-nocfi_return_address
 
     .globl  nocfi_code
     .type   nocfi_code, @function
 nocfi_code:
+#if defined(__x86_64__)
     lea     1f(%rip), %rax
 1:  ret
+#elif defined(__aarch64__)
+    adr     x0, 1f
+1:  ret
+#endif
     .size   nocfi_code, .-nocfi_code
 
     .section .note.GNU-stack,"",@progbits

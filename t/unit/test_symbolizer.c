@@ -7,7 +7,9 @@
  *   make $PWD/build/unit/test_symbolizer && build/unit/test_symbolizer
  *
  * and the same with EXTRA_CFLAGS="-fsanitize=address,undefined
- * -fno-sanitize-recover=all" given to make. The tests shell out to gcc, objcopy, nm and readelf to build and
+ * -fno-sanitize-recover=all" given to make. The tests shell out to the
+ * compiler the tests are built with (TEST_CC), and binutils' objcopy, nm
+ * and readelf (TEST_TOOLS: their prefix, cross-compiling), to build and
  * inspect fixtures in a mkdtemp directory under /tmp (removed at the end).
  */
 
@@ -28,6 +30,13 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef TEST_CC
+#define TEST_CC     "gcc"
+#endif
+#ifndef TEST_TOOLS
+#define TEST_TOOLS  ""
+#endif
 
 #include <cmocka.h>
 
@@ -142,7 +151,7 @@ readelf_build_id(const char *path, char *out, size_t size)
 {
     char  cmd[PATH_MAX + 64];
 
-    snprintf(cmd, sizeof(cmd), "readelf -n '%s'", path);
+    snprintf(cmd, sizeof(cmd), TEST_TOOLS "readelf -n '%s'", path);
     assert_int_equal(command_value(cmd, "Build ID: ", out, size), 0);
 }
 
@@ -155,7 +164,7 @@ nm_value(const char *opts, const char *path, const char *name)
     char  cmd[2 * PATH_MAX], value[64];
 
     snprintf(cmd, sizeof(cmd),
-             "nm -P %s '%s' | awk '{ n = $1; sub(/@.*/, \"\", n) }"
+             TEST_TOOLS "nm -P %s '%s' | awk '{ n = $1; sub(/@.*/, \"\", n) }"
              " n == \"%s\" { print \"value: \" $3; exit }'",
              opts, path, name);
 
@@ -206,12 +215,13 @@ group_setup(void **state)
     fclose(f);
 
     return system("mkdir empty"
-                  " && gcc -O0 -g -shared -fPIC -Wl,--build-id"
+                  " && " TEST_CC " -O0 -g -shared -fPIC -Wl,--build-id"
                   "    -o full.so fixture.c"
-                  " && objcopy --only-keep-debug full.so full.debug"
-                  " && objcopy --strip-all full.so stripped.so"
+                  " && " TEST_TOOLS "objcopy --only-keep-debug"
+                  "    full.so full.debug"
+                  " && " TEST_TOOLS "objcopy --strip-all full.so stripped.so"
                   " && cp stripped.so refresh.so"
-                  " && gcc -O0 -g -shared -fPIC -Wl,--build-id"
+                  " && " TEST_CC " -O0 -g -shared -fPIC -Wl,--build-id"
                   "    -Wl,-Ttext-segment=0x400000 -o based.so fixture.c")
            == 0 ? 0 : -1;
 }
@@ -824,7 +834,8 @@ test_debuglink_beside_in_debug_dir_and_under_root(void **state)
     prof_symbols_e  kind;
 
     /* The debug file beside the object. */
-    run("mkdir -p beside && objcopy --add-gnu-debuglink=full.debug "
+    run("mkdir -p beside "
+        "&& " TEST_TOOLS "objcopy --add-gnu-debuglink=full.debug "
         "stripped.so beside/linked.so && cp full.debug beside/");
     snprintf(path, sizeof(path), "%s/beside/linked.so", tmp_dir);
     assert_string_equal(hidden_function_name("/nonexistent", path, name,
@@ -866,9 +877,11 @@ test_debuglink_with_another_crc_is_not_taken(void **state)
     prof_symbols_e  kind;
 
     /* A file of that name, but not the one linked (its CRC differs). */
-    run("mkdir -p stale && objcopy --add-gnu-debuglink=full.debug "
+    run("mkdir -p stale "
+        "&& " TEST_TOOLS "objcopy --add-gnu-debuglink=full.debug "
         "stripped.so stale/linked.so "
-        "&& objcopy --only-keep-debug based.so stale/full.debug");
+        "&& " TEST_TOOLS "objcopy --only-keep-debug "
+        "based.so stale/full.debug");
     snprintf(path, sizeof(path), "%s/stale/linked.so", tmp_dir);
     assert_string_equal(hidden_function_name("/nonexistent", path, name,
                                              sizeof(name), &kind),
@@ -888,16 +901,18 @@ test_minidebuginfo_names_static_functions(void **state)
     char            name[256], path[PATH_MAX];
     prof_symbols_e  kind;
 
-    run("nm -D full.so --format=posix --defined-only "
+    run(TEST_TOOLS "nm -D full.so --format=posix --defined-only "
         "| awk '{ print $1 }' | sort > dynsyms "
-        "&& nm full.so --format=posix --defined-only "
+        "&& " TEST_TOOLS "nm full.so --format=posix --defined-only "
         "| awk '{ if ($2 == \"T\" || $2 == \"t\") print $1 }' "
         "| sort > funcsyms "
         "&& comm -13 dynsyms funcsyms > keep_symbols "
-        "&& objcopy -S --remove-section .gdb_index --remove-section .comment "
+        "&& " TEST_TOOLS "objcopy -S --remove-section .gdb_index "
+        "--remove-section .comment "
         "--keep-symbols=keep_symbols full.debug mini_debuginfo "
         "&& rm -f mini_debuginfo.xz && xz mini_debuginfo "
-        "&& objcopy --add-section .gnu_debugdata=mini_debuginfo.xz "
+        "&& " TEST_TOOLS "objcopy "
+        "--add-section .gnu_debugdata=mini_debuginfo.xz "
         "stripped.so minidebug.so");
     snprintf(path, sizeof(path), "%s/minidebug.so", tmp_dir);
     assert_string_equal(hidden_function_name("/nonexistent", path, name,
@@ -916,17 +931,17 @@ test_malformed_minidebuginfo_leaves_dynsym(void **state)
     static const char  *malformed[] = { "junk", "cut", "notelf" };
 
     /* Not xz; then xz, but truncated; then xz of something not ELF. */
-    run("objcopy -S --keep-symbol=fixture_hidden_function full.debug "
-        "mini_cut && xz -c mini_cut > mini_cut.xz "
+    run(TEST_TOOLS "objcopy -S --keep-symbol=fixture_hidden_function "
+        "full.debug mini_cut && xz -c mini_cut > mini_cut.xz "
         "&& head -c 4096 /dev/urandom > junk "
-        "&& objcopy --add-section .gnu_debugdata=junk stripped.so "
-        "junk-minidebug.so "
+        "&& " TEST_TOOLS "objcopy --add-section .gnu_debugdata=junk "
+        "stripped.so junk-minidebug.so "
         "&& head -c 200 mini_cut.xz > cut.xz "
-        "&& objcopy --add-section .gnu_debugdata=cut.xz stripped.so "
-        "cut-minidebug.so "
+        "&& " TEST_TOOLS "objcopy --add-section .gnu_debugdata=cut.xz "
+        "stripped.so cut-minidebug.so "
         "&& head -c 100000 /dev/urandom | xz > notelf.xz "
-        "&& objcopy --add-section .gnu_debugdata=notelf.xz stripped.so "
-        "notelf-minidebug.so");
+        "&& " TEST_TOOLS "objcopy --add-section .gnu_debugdata=notelf.xz "
+        "stripped.so notelf-minidebug.so");
 
     for (i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s-minidebug.so", tmp_dir,

@@ -26,6 +26,7 @@
 #include <libunwind.h>
 #include <cmocka.h>
 
+#include "worker/arch.h"
 #include "worker/unwind.h"
 #include "worker/unwind_table.h"
 
@@ -48,6 +49,84 @@ static uintptr_t             stack_low, stack_high;
 static sample_t              samples[SAMPLES_MAX];
 static volatile int          sample_count;
 
+
+#ifdef __ARM_FEATURE_PAC_DEFAULT
+
+#define REFERENCE  "GCC's unwinder"
+
+/*
+ * Built with return addresses signed (-mbranch-protection=standard):
+ * libunwind (1.6) cannot step over such frames, GCC's unwinder can. The
+ * reference is its walk from the handler through the signal frame, from
+ * the interrupted pc on.
+ */
+#include <unwind.h>
+
+typedef struct {
+    void       **frames;
+    int          max;
+    int          n;
+    uintptr_t    from;
+} gcc_walk_t;
+
+
+static _Unwind_Reason_Code
+gcc_frame(struct _Unwind_Context *context, void *arg)
+{
+    int          before;
+    uintptr_t    ip;
+    gcc_walk_t  *w = arg;
+
+    ip = _Unwind_GetIPInfo(context, &before);
+
+    if (w->n == 0 && ip != w->from) {
+        return _URC_NO_REASON;                  /* the handler's frames */
+    }
+
+    if (ip == 0) {
+        return _URC_END_OF_STACK;
+    }
+
+    w->frames[w->n++] = (void *) ip;
+
+    return (w->n == w->max) ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+
+static int
+reference_unwind(ucontext_t *uc, void **frames, int max)
+{
+    gcc_walk_t  w;
+
+    w.frames = frames;
+    w.max = max;
+    w.n = 0;
+    w.from = uc->uc_mcontext.pc;
+
+    _Unwind_Backtrace(gcc_frame, &w);
+
+    return w.n;
+}
+
+
+/*
+ * Whether this function's return address, as its frame record holds it,
+ * is signed (differs from what __builtin_return_address() gives, which
+ * strips it): whether the CPU authenticates pointers.
+ */
+__attribute__((noinline)) static int
+return_address_signed(void)
+{
+    uintptr_t  saved;
+
+    saved = ((volatile uintptr_t *) __builtin_frame_address(0))[1];
+
+    return saved != (uintptr_t) __builtin_return_address(0);
+}
+
+#else
+
+#define REFERENCE  "libunwind"
 
 /* libunwind from the signal context: the reference. */
 static int
@@ -74,6 +153,8 @@ reference_unwind(ucontext_t *uc, void **frames, int max)
     return n;
 }
 
+#endif
+
 
 static void
 on_sigprof(int signo, siginfo_t *info, void *context)
@@ -91,10 +172,8 @@ on_sigprof(int signo, siginfo_t *info, void *context)
 
     s = &samples[sample_count];
 
-    regs.pc = uc->uc_mcontext.gregs[REG_RIP];
-    regs.sp = uc->uc_mcontext.gregs[REG_RSP];
-    regs.fp = uc->uc_mcontext.gregs[REG_RBP];
-    regs.aux = uc->uc_mcontext.gregs[REG_RBX];
+    prof_arch_context_regs(uc, &regs.pc, &regs.sp, &regs.fp, &regs.aux,
+                           &regs.lr);
     regs.stack_low = stack_low;
     regs.stack_high = stack_high;
     regs.caller = 0;
@@ -162,6 +241,8 @@ recurse_return_address(void)
 }
 
 
+#if defined(__x86_64__)
+
 /*
  * A function that finds its frame from rbp (as code built with frame
  * pointers does), with locals, calling code at rdi: fp_caller_return is
@@ -203,6 +284,9 @@ __asm__ (
     "    .size   rsp_caller, .-rsp_caller\n"
     "    .popsection\n"
 );
+
+
+#endif /* __x86_64__ */
 
 
 /* The work at the bottom of depth frames of this program. */
@@ -341,7 +425,7 @@ test_matches_libunwind(void **state)
     }
 
     print_message("%d samples, %d walked to the outermost frame, "
-                  "%d equal to libunwind's, %d deeper than 32 frames, "
+                  "%d equal to " REFERENCE "'s, %d deeper than 32 frames, "
                   "%u objects, %zu bytes of tables\n",
                   sample_count, complete, matched, deep,
                   prof_unwind_table_objects(table),
@@ -374,6 +458,7 @@ set_regs(prof_unwind_regs_t *regs, uintptr_t pc, uintptr_t sp,
     regs->sp = sp;
     regs->fp = 0;
     regs->aux = 0;
+    regs->lr = 0;
     regs->stack_low = low;
     regs->stack_high = high;
     regs->caller = 0;
@@ -412,12 +497,24 @@ test_bounds_and_unknown_code(void **state)
                      PROF_UNWIND_BAD_STACK);
     assert_int_equal(count, 0);
 
+#ifdef PROF_ARCH_RA_IN_ROWS
+    /* At a function's first instruction the return address is in the
+       link register (a caller's, whose own return address is 0 here). */
+    memset(fake, 0, sizeof(fake));
+    set_regs(&regs, (uintptr_t) recurse, low, low, high);
+    regs.lr = (uintptr_t) recurse_return_address();
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_END);
+    assert_int_equal(count, 2);
+    assert_ptr_equal(frames[1], (void *) regs.lr);
+#else
     /* At a function's first instruction the return address is at sp. */
     fake[0] = 0;
     set_regs(&regs, (uintptr_t) recurse, low, low, high);
     assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
                      PROF_UNWIND_END);
     assert_int_equal(count, 1);
+#endif
 
     /* Full: exactly max frames. */
     fake[0] = (uintptr_t) workload + 1;
@@ -429,6 +526,8 @@ test_bounds_and_unknown_code(void **state)
     prof_unwind_table_free(table);
 }
 
+
+#if defined(__x86_64__)
 
 /*
  * Code the table does not know (JIT code: an anonymous executable page)
@@ -821,16 +920,235 @@ test_frame_from_the_auxiliary_register(void **state)
 }
 
 
+#endif /* __x86_64__ */
+
+
+#if defined(__aarch64__)
+
+/*
+ * Two callers of code at x0, as the burn module's: one finds its frame
+ * from sp, one from x29; *_return: their return addresses there.
+ */
+__attribute__((visibility("hidden")))      /* not through the GOT */
+extern const char a64_sp_caller[], a64_sp_caller_return[],
+    a64_fp_caller_return[], a64_big_frame_return[];
+
+__asm__ (
+    "    .pushsection .text\n"
+    "    .type   a64_sp_caller, %function\n"
+    "a64_sp_caller:\n"
+    "    .cfi_startproc\n"
+    "    stp     x29, x30, [sp, #-32]!\n"
+    "    .cfi_def_cfa_offset 32\n"
+    "    .cfi_offset 29, -32\n"
+    "    .cfi_offset 30, -24\n"
+    "    blr     x0\n"
+    "a64_sp_caller_return:\n"
+    "    ldp     x29, x30, [sp], #32\n"
+    "    .cfi_restore 29\n"
+    "    .cfi_restore 30\n"
+    "    .cfi_def_cfa_offset 0\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   a64_sp_caller, .-a64_sp_caller\n"
+    "\n"
+    "    .type   a64_fp_caller, %function\n"
+    "a64_fp_caller:\n"
+    "    .cfi_startproc\n"
+    "    stp     x29, x30, [sp, #-16]!\n"
+    "    .cfi_def_cfa_offset 16\n"
+    "    .cfi_offset 29, -16\n"
+    "    .cfi_offset 30, -8\n"
+    "    mov     x29, sp\n"
+    "    .cfi_def_cfa_register 29\n"
+    "    blr     x0\n"
+    "a64_fp_caller_return:\n"
+    "    ldp     x29, x30, [sp], #16\n"
+    "    .cfi_restore 29\n"
+    "    .cfi_restore 30\n"
+    "    .cfi_def_cfa sp, 0\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   a64_fp_caller, .-a64_fp_caller\n"
+    "\n"
+    "    .type   a64_big_frame, %function\n"
+    "a64_big_frame:\n"
+    "    .cfi_startproc\n"
+    "    sub     sp, sp, #2064\n"
+    "    .cfi_def_cfa_offset 2064\n"
+    "    stp     x29, x30, [sp]\n"
+    "    .cfi_offset 29, -2064\n"
+    "    .cfi_offset 30, -2056\n"
+    "    mov     x29, sp\n"
+    "    blr     x0\n"
+    "a64_big_frame_return:\n"
+    "    ldp     x29, x30, [sp]\n"
+    "    .cfi_restore 29\n"
+    "    .cfi_restore 30\n"
+    "    add     sp, sp, #2064\n"
+    "    .cfi_def_cfa_offset 0\n"
+    "    ret\n"
+    "    .cfi_endproc\n"
+    "    .size   a64_big_frame, .-a64_big_frame\n"
+    "    .popsection\n"
+);
+
+
+/*
+ * A frame of 2 KiB of locals above its frame record (as GCC lays out
+ * AArch64 frames: x29 saved 258 words below the CFA), called from code
+ * that finds its frame from x29: the walk takes x29 back from there.
+ */
+static void
+test_frame_record_below_large_locals(void **state)
+{
+    uintptr_t           stack[266] __attribute__((aligned(16)));
+    uintptr_t           ret;
+    int                 count;
+    void               *frames[FRAMES_MAX];
+    prof_unwind_regs_t  regs;
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+
+    ret = (uintptr_t) recurse_return_address();
+
+    memset(stack, 0, sizeof(stack));
+    stack[0] = (uintptr_t) &stack[258];         /* the caller's x29 */
+    stack[1] = (uintptr_t) a64_fp_caller_return;
+    stack[259] = ret;                           /* the caller's record */
+
+    set_regs(&regs, (uintptr_t) a64_big_frame_return, (uintptr_t) stack,
+             (uintptr_t) stack, (uintptr_t) (stack + 266));
+    regs.caller = 1;
+    assert_int_equal(prof_unwind(table, &regs, frames, FRAMES_MAX, &count),
+                     PROF_UNWIND_END);
+    assert_int_equal(count, 3);
+    assert_ptr_equal(frames[1], (void *) a64_fp_caller_return);
+    assert_ptr_equal(frames[2], (void *) ret);
+
+    prof_unwind_table_free(table);
+}
+
+
+/*
+ * Code no object holds (JIT code), interrupted with its return address in
+ * x30 and junk below its caller's frame: the caller is the link register,
+ * its frame the first place above sp that holds its return address where
+ * its row says, or, from x29, x29 when it does; not a word that is no
+ * return address, nor for a frame other than the interrupted one.
+ */
+static void
+test_link_register(void **state)
+{
+    uintptr_t           stack[32] __attribute__((aligned(16)));
+    uintptr_t           low, high, ret;
+    int                 count;
+    void               *frames[FRAMES_MAX];
+    prof_unwind_regs_t  regs;
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+
+    low = (uintptr_t) stack;
+    high = (uintptr_t) (stack + 32);
+    ret = (uintptr_t) recurse_return_address();
+
+    memset(stack, 0, sizeof(stack));
+    stack[0] = 0x4141414141414141;              /* the JIT code's junk */
+    stack[1] = (uintptr_t) &stack[3];
+    stack[2] = (uintptr_t) a64_sp_caller;       /* no return address */
+    stack[5] = (uintptr_t) -1;
+    stack[8] = (uintptr_t) &stack[20];          /* the caller's record */
+    stack[9] = ret;
+
+    set_regs(&regs, 0x1000, low, low, high);
+    regs.lr = (uintptr_t) a64_sp_caller_return;
+    assert_int_equal(prof_unwind_link(table, &regs, 64), 0);
+    assert_int_equal(regs.pc, (uintptr_t) a64_sp_caller_return);
+    assert_int_equal(regs.sp, (uintptr_t) &stack[8]);
+    assert_int_equal(regs.caller, 1);
+    assert_int_equal(regs.lr, 0);
+    prof_unwind(table, &regs, frames, 2, &count);
+    assert_int_equal(count, 2);
+    assert_ptr_equal(frames[1], (void *) ret);
+
+    /* From x29, where it points to the caller's frame record... */
+    set_regs(&regs, 0x1000, low, low, high);
+    regs.lr = (uintptr_t) a64_fp_caller_return;
+    regs.fp = (uintptr_t) &stack[8];
+    assert_int_equal(prof_unwind_link(table, &regs, 64), 0);
+    assert_int_equal(regs.fp, (uintptr_t) &stack[8]);
+    prof_unwind(table, &regs, frames, 2, &count);
+    assert_int_equal(count, 2);
+    assert_ptr_equal(frames[1], (void *) ret);
+
+    /* ... or where the JIT code made it junk. */
+    set_regs(&regs, 0x1000, low, low, high);
+    regs.lr = (uintptr_t) a64_fp_caller_return;
+    regs.fp = 0x4141414141414140;
+    assert_int_equal(prof_unwind_link(table, &regs, 64), 0);
+    assert_int_equal(regs.fp, (uintptr_t) &stack[8]);
+
+    /* No return address in x30; or not the interrupted frame. */
+    set_regs(&regs, 0x1000, low, low, high);
+    regs.lr = (uintptr_t) a64_sp_caller;
+    assert_int_equal(prof_unwind_link(table, &regs, 64), -1);
+
+    set_regs(&regs, 0x1000, low, low, high);
+    regs.lr = (uintptr_t) a64_sp_caller_return;
+    regs.caller = 1;
+    assert_int_equal(prof_unwind_link(table, &regs, 64), -1);
+
+    prof_unwind_table_free(table);
+}
+
+#endif /* __aarch64__ */
+
+
+#ifdef __ARM_FEATURE_PAC_DEFAULT
+
+/*
+ * The CPU signs return addresses, or does not, as PROFILING_EXPECT_PAC
+ * says (1, 0; unset: either): the walks above went through signed ones.
+ */
+static void
+test_return_addresses_signed(void **state)
+{
+    int          signed_ra;
+    const char  *expect = getenv("PROFILING_EXPECT_PAC");
+
+    signed_ra = return_address_signed();
+    print_message("return addresses %s\n",
+                  signed_ra ? "signed" : "not signed (no PAC in the CPU)");
+
+    if (expect != NULL && *expect != '\0') {
+        assert_int_equal(signed_ra, atoi(expect) != 0);
+    }
+}
+
+#endif
+
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_libunwind),
         cmocka_unit_test(test_bounds_and_unknown_code),
+#if defined(__x86_64__)
         cmocka_unit_test(test_scan_steps_over_unknown_code),
         cmocka_unit_test(test_code_without_tables),
         cmocka_unit_test(test_scan_from_code_without_tables_takes_call_outs),
         cmocka_unit_test(test_frame_from_the_auxiliary_register),
+#endif
+#if defined(__aarch64__)
+        cmocka_unit_test(test_link_register),
+        cmocka_unit_test(test_frame_record_below_large_locals),
+#endif
+#ifdef __ARM_FEATURE_PAC_DEFAULT
+        cmocka_unit_test(test_return_addresses_signed),
+#endif
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

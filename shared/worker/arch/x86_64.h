@@ -46,15 +46,25 @@
 #define PROF_ARCH_PUSHED_FP_SLOT (-1)
 
 
-/* Where the code a signal interrupted was: rip, rsp, rbp and rbx. */
+/* Where the code a signal interrupted was: rip, rsp, rbp and rbx (no
+   link register). */
 static inline void
 prof_arch_context_regs(const ucontext_t *uc, uintptr_t *pc, uintptr_t *sp,
-    uintptr_t *fp, uintptr_t *aux)
+    uintptr_t *fp, uintptr_t *aux, uintptr_t *lr)
 {
     *pc = uc->uc_mcontext.gregs[REG_RIP];
     *sp = uc->uc_mcontext.gregs[REG_RSP];
     *fp = uc->uc_mcontext.gregs[REG_RBP];
     *aux = uc->uc_mcontext.gregs[REG_RBX];
+    *lr = 0;
+}
+
+
+/* A code address as stored: return addresses carry no signature. */
+static inline uintptr_t
+prof_arch_strip_pc(uintptr_t pc)
+{
+    return pc;
 }
 
 
@@ -114,6 +124,31 @@ prof_arch_indirect_call_len(const uint8_t *m, unsigned n)
  */
 #define PROF_ARCH_CALL_DIRECT    1
 #define PROF_ARCH_CALL_INDIRECT  2
+
+/* Instructions end anywhere; the shortest call has 2 bytes. */
+#define PROF_ARCH_INSN_ALIGN     1
+#define PROF_ARCH_CALL_MIN       2
+
+/*
+ * Whether the code at p (PROF_ARCH_PLT_BYTES of it readable) is a PLT
+ * entry: jmp *GOT(%rip), after an endbr64 and a bnd prefix where there
+ * are.
+ */
+#define PROF_ARCH_PLT_BYTES      11
+
+static inline int
+prof_arch_plt_entry(const uint8_t *p)
+{
+    if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa) {
+        p += 4;                                 /* endbr64 */
+    }
+
+    if (p[0] == 0xf2) {
+        p++;                                    /* bnd */
+    }
+
+    return p[0] == 0xff && p[1] == 0x25;
+}
 
 static inline int
 prof_arch_call_ends_at(const uint8_t *p, uintptr_t before, uintptr_t low,
