@@ -147,21 +147,17 @@ prof_child_close_listed(const int *keep, int n)
 
 
 /*
- * Every descriptor inherited from the worker closed but 0 to 2, the pipe,
- * the symbol store and what the server asked to keep (its error log): a listening socket
- * held open here would keep its port bound and, with reuseport, take
- * connections.
+ * Every descriptor from 3 up closed but the n of keep (sorted here).
+ * Those below the highest kept go one by one, not by close_range's
+ * bounded form: under qemu-user (arm64 images run on x86-64) such a range
+ * leaves its last number registered as what it was, and a pipe or socket
+ * given it later is taken for that (an eventfd's: a one-byte write
+ * refused, which libuv's start-up answers with abort()).
  */
-static void
-prof_child_close_fds(prof_process_t *p, int *keep, int n)
+void
+prof_close_fds_except(int *keep, int n)
 {
-    int  i, j, t, from;
-
-    keep[n++] = p->worker_fd;
-
-    if (p->conf.symbol_store_fd > 0) {
-        keep[n++] = p->conf.symbol_store_fd;
-    }
+    int  i, j, t, fd;
 
     for (i = 1; i < n; i++) {
         for (j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
@@ -172,26 +168,43 @@ prof_child_close_fds(prof_process_t *p, int *keep, int n)
     }
 
     /* 0, 1 and 2 stay: libraries expect them taken (libuv asserts). */
-    from = 3;
+    fd = 3;
 
     for (i = 0; i < n; i++) {
-        if (keep[i] < from) {
+        if (keep[i] < fd) {
             continue;
         }
-        if (keep[i] > from
-            && syscall(SYS_close_range, from, keep[i] - 1, 0) != 0)
-        {
-            break;
+        while (fd < keep[i]) {
+            (void) close(fd++);
         }
-        from = keep[i] + 1;
+        fd = keep[i] + 1;
     }
 
-    if (i == n && syscall(SYS_close_range, from, ~0U, 0) == 0) {
+    if (syscall(SYS_close_range, fd, ~0U, 0) == 0) {
         return;
     }
 
     /* Before Linux 5.9: one by one, as /proc/self/fd lists them. */
     prof_child_close_listed(keep, n);
+}
+
+
+/*
+ * Every descriptor inherited from the worker closed but 0 to 2, the pipe,
+ * the symbol store and what the server asked to keep (its error log): a
+ * listening socket held open here would keep its port bound and, with
+ * reuseport, take connections.
+ */
+static void
+prof_child_close_fds(prof_process_t *p, int *keep, int n)
+{
+    keep[n++] = p->worker_fd;
+
+    if (p->conf.symbol_store_fd > 0) {
+        keep[n++] = p->conf.symbol_store_fd;
+    }
+
+    prof_close_fds_except(keep, n);
 }
 
 

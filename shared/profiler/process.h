@@ -149,4 +149,11 @@ struct prof_process_s {
 };
 
 
+/*
+ * Closes every descriptor from 3 up but the n of keep, which it sorts: the
+ * profiler process's start (process.c) and its unit test.
+ */
+void prof_close_fds_except(int *keep, int n);
+
+
 #endif /* PROF_PROCESS_H */
