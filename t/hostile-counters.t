@@ -107,9 +107,11 @@ subtest 'an agent answering 500' => sub {
     is($c->{uploads_succeeded}, 0, 'none succeeded');
     is($c->{uploads_failed_5xx} + $c->{uploads_dropped},
        $c->{uploads_submitted}, 'each failed with a 5xx, or was dropped');
-    is($c->{uploads_retried}, $c->{uploads_attempted}
-       - $c->{uploads_failed_5xx} - $c->{uploads_dropped},
-       'uploads_retried: the tries after the first of each');
+    # (A profile dropped for a newer one may have been tried or not.)
+    my $tried = grep { /^\d+$/ } keys %$tries;
+    is($c->{uploads_retried}, $c->{uploads_attempted} - $tried,
+       "uploads_retried: the tries after the first of each ($tried "
+       . 'profiles tried)');
     # The last one, at the quit, is not retried.
     my ($last) = sort { $b <=> $a } grep { /^\d+$/ } keys %$tries;
     my @once = grep { $tries->{$_} != 2 && $_ != $last } keys %$tries;
