@@ -111,7 +111,8 @@ sub diag_samples {
     my ($t, @s) = @_;
     diag('cpu-time by leaf < caller: ' . ProfHotspots::format_cpu_by(
         ProfHotspots::cpu_by(sub { join(' < ', grep { defined }
-                                        @{ $_[0]{funcs} }[0, 1]) }, @s)));
+                                        @{ $_[0]{funcs} }[0, 1])
+                                   || '[no stack]' }, @s)));
     my $c = ProfLog::exit_counters_by_pid($t->error_log);
     diag(join("\n", map { my $w = $_; "worker $w: " . join(' ', map {
          "$_=" . ($c->{$w}{$_} // '?') } qw(cpu_samples ring_full
