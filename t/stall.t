@@ -36,7 +36,9 @@ plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
                  . 'with libnginx-mod-http-lua: ci/install-deps)')
     unless @MODULES;
 
-my $STALL_RE = qr/\[warn\].*profiling: a stall of (\d+) ms in worker \d+, in (.*); code: (.*)$/;
+# (With the lines a minute passed, the next says how many were not; a
+# stall that no sample past the threshold caught is told by one before.)
+my $STALL_RE = qr/\[warn\].*profiling: a stall of (\d+) ms in worker \d+(?: \(and \d+ more not logged since the last line\))?, in (.*); code(?: \(sampled before the threshold\))?: (.*)$/;
 
 # The Lua code: a CPU-bound spin, a blocked usleep, both timed by Lua.
 my $HTTP = <<'EOF';
