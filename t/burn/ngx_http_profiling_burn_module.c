@@ -281,6 +281,14 @@ ngx_http_profiling_burn_libc(ngx_msec_t ms)
 #define NGX_HTTP_PROFILING_BURN_NO_FRAME_POINTER
 #endif
 
+typedef void (*ngx_http_profiling_burn_jit_pt)(uint64_t iterations);
+
+/* Call code(iterations): the JIT code's callers. */
+void ngx_http_profiling_burn_jit_call(ngx_http_profiling_burn_jit_pt code,
+    uint64_t iterations);
+void ngx_http_profiling_burn_jit_call_fp(ngx_http_profiling_burn_jit_pt code,
+    uint64_t iterations);
+
 #if defined(__x86_64__)
 
 /*
@@ -330,14 +338,6 @@ static const u_char  ngx_http_profiling_burn_jit_code[] = {
 };
 
 #define NGX_HTTP_PROFILING_BURN_JIT_DECOY  33
-
-typedef void (*ngx_http_profiling_burn_jit_pt)(uint64_t iterations);
-
-/* Call code(iterations): the JIT code's callers. */
-void ngx_http_profiling_burn_jit_call(ngx_http_profiling_burn_jit_pt code,
-    uint64_t iterations);
-void ngx_http_profiling_burn_jit_call_fp(ngx_http_profiling_burn_jit_pt code,
-    uint64_t iterations);
 
 __asm__ (
     "    .pushsection .text\n"
@@ -431,14 +431,6 @@ static const uint32_t  ngx_http_profiling_burn_jit_code[] = {
 };
 
 #define NGX_HTTP_PROFILING_BURN_JIT_DECOY  80
-
-typedef void (*ngx_http_profiling_burn_jit_pt)(uint64_t iterations);
-
-/* Call code(iterations): the JIT code's callers. */
-void ngx_http_profiling_burn_jit_call(ngx_http_profiling_burn_jit_pt code,
-    uint64_t iterations);
-void ngx_http_profiling_burn_jit_call_fp(ngx_http_profiling_burn_jit_pt code,
-    uint64_t iterations);
 
 __asm__ (
     "    .pushsection .text\n"
