@@ -369,13 +369,14 @@ test_a_wait_under_way_ends_when_waits_are_ended(void **state)
 
     /* A server that takes the connection and never answers. */
     server_start(&s);
-    fd = s.listen_fd;
     fixture_init(&f, s.port, 0);
     f.conf.timeout_ms = 1000;
     assert_int_equal(prof_debuginfod_setenv(&f.conf), 0);
 
-    /* Its thread stopped: the listening socket stays, nothing accepts. */
-    s.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Its thread stopped, a second descriptor keeps the listening socket:
+       nothing accepts. */
+    fd = fcntl(s.listen_fd, F_DUPFD_CLOEXEC, 0);
+    assert_true(fd >= 0);
     server_stop(&s);
 
     d = prof_debuginfod_create(&f.conf);
