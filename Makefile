@@ -176,12 +176,14 @@ $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
 FUZZ_UNWIND_SRCS = $(TOP)/shared/worker/unwind.c \
                    $(TOP)/shared/worker/unwind_build.c \
                    $(TOP)/shared/worker/eh_frame.c \
-                   $(TOP)/shared/worker/unwind_walk.c
+                   $(TOP)/shared/common/unwind_walk.c
 
 $(FUZZER_UNWIND): $(TOP)/t/fuzz/fuzz_unwind.c $(FUZZ_UNWIND_SRCS) \
-        $(TOP)/shared/worker/unwind.h $(TOP)/shared/worker/unwind_table.h \
+        $(TOP)/shared/worker/unwind.h $(TOP)/shared/common/unwind_walk.h \
+        $(TOP)/shared/common/unwind_table.h \
         $(TOP)/shared/worker/unwind_build.h $(TOP)/shared/worker/eh_frame.h \
-        $(TOP)/shared/worker/arch.h $(wildcard $(TOP)/shared/worker/arch/*.h)
+        $(TOP)/shared/worker/arch.h $(wildcard $(TOP)/shared/worker/arch/*.h) \
+        $(TOP)/shared/common/arch.h $(wildcard $(TOP)/shared/common/arch/*.h)
 	mkdir -p $(BUILD_DIR)/fuzz/unwind-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \

@@ -21,7 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "worker/unwind_table.h"
+#include "common/unwind_table.h"
+#include "worker/unwind.h"
 
 
 /* Code spans beyond this are corrupt (no object has 1 GB of code). */

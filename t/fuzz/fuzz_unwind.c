@@ -11,6 +11,8 @@
  * describes around it, at their distances in memory).
  */
 
+#define _GNU_SOURCE
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,7 +21,7 @@
 #include <unistd.h>
 
 #include "worker/unwind.h"
-#include "worker/unwind_table.h"
+#include "common/unwind_table.h"
 
 
 #define FUZZ_HEADER_SIZE    8

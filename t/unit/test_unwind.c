@@ -28,7 +28,7 @@
 
 #include "worker/arch.h"
 #include "worker/unwind.h"
-#include "worker/unwind_table.h"
+#include "common/unwind_table.h"
 
 
 #define FRAMES_MAX   64

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The layout of an unwind table, shared by its builder (unwind.c,
- * unwind_build.c), its walker (unwind_walk.c, which runs in the signal
- * handler) and the fuzz target that checks what the builder made
- * (t/fuzz/fuzz_unwind.c). Not a public interface: see unwind.h.
+ * The layout of an unwind table, shared by its builder (worker/unwind.c,
+ * worker/unwind_build.c), its walker (unwind_walk.c, which runs in the
+ * worker's signal handler and in the profiler process) and the fuzz
+ * target that checks what the builder made (t/fuzz/fuzz_unwind.c). Not a
+ * public interface: see worker/unwind.h and unwind_walk.h. Includers
+ * define _GNU_SOURCE (the rows' layout is the machine's, arch.h).
  *
  * A table lives in one anonymous mapping of its own (rows, page indexes,
  * object descriptors and the row cache), written while the table is built
@@ -17,7 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "worker/unwind.h"
+#include "common/arch.h"
+#include "common/unwind_walk.h"
 
 
 /* Code bytes an index entry covers: a few rows, most often one cache line. */

@@ -8,7 +8,7 @@
  * others saves, with x29, in a frame record), return addresses signed by
  * pointer authentication, and the cycle counter.
  *
- * Included through worker/arch.h only, from files that define _GNU_SOURCE.
+ * Included through common/arch.h only, from files that define _GNU_SOURCE.
  * Constants and static inline functions: callable from the signal handler
  * (async-signal-safe, nothing blocks, allocates or is called out of line)
  * and from anywhere else.

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The unwind table's walk (unwind.h): a stack's return addresses from the
- * rows, and the stack scan past code the table does not know. Called by
- * the SIGPROF handler (signal_path.c).
+ * The unwind table's walk (unwind_walk.h): a stack's return addresses from
+ * the rows, and the stack scan past code the table does not know. Called
+ * by the worker's SIGPROF handler (worker/signal_path.c).
  *
  * Async-signal-safe only: CI checks the undefined symbols of this file's
  * object (ci/check-signal-path). Memory read here is the stack within the
@@ -15,8 +15,8 @@
 
 #include <stdint.h>
 
-#include "worker/arch.h"
-#include "worker/unwind_table.h"
+#include "common/arch.h"
+#include "common/unwind_table.h"
 
 
 /*

@@ -6,7 +6,7 @@
  * leaves the return address and a prologue the frame pointer, and the
  * cycle counter.
  *
- * Included through worker/arch.h only, from files that define _GNU_SOURCE
+ * Included through common/arch.h only, from files that define _GNU_SOURCE
  * (REG_RIP and the like). Constants and static inline functions: callable
  * from the signal handler (async-signal-safe, nothing blocks, allocates or
  * is called out of line) and from anywhere else.
