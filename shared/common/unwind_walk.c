@@ -33,6 +33,18 @@
 #endif
 
 
+/*
+ * The stack's word at address at, which the caller proved within the
+ * bounds: in the stack itself, or in its copy delta bytes away (a copy
+ * another process made, unwind_walk.h).
+ */
+__attribute__((no_sanitize_address)) static inline uintptr_t
+prof_unwind_word(uintptr_t delta, uintptr_t at)
+{
+    return *(const uintptr_t *) (at + delta);
+}
+
+
 /* The object holding pc, trying hint first (the caller's often shares
    its callee's object), or NULL. */
 static const prof_unwind_object_t *
@@ -134,6 +146,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 {
     int                               status, n, leaf;
     uintptr_t                         pc, sp, fp, aux, cfa, slot, lookup;
+    uintptr_t                         delta;
     const prof_row_t                 *row;
     prof_unwind_cache_entry_t        *e;
     const prof_unwind_object_t       *o;
@@ -143,6 +156,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     fp = regs->fp;
     aux = regs->aux;
     leaf = !regs->caller;
+    delta = regs->stack_delta;
     o = NULL;
     n = 0;
 
@@ -212,7 +226,9 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             break;
         }
 
-        if (row->cfa == PROF_CFA_AUX && aux == 0) {
+        if ((row->cfa == PROF_CFA_AUX && aux == 0)
+            || (row->cfa == PROF_CFA_FP && fp == 0))
+        {
             status = PROF_UNWIND_NO_RULE;       /* its value lost */
             break;
         }
@@ -246,7 +262,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                 status = PROF_UNWIND_BAD_STACK;
                 break;
             }
-            fp = *(const uintptr_t *) slot;
+            fp = prof_unwind_word(delta, slot);
         }
 
         /* The auxiliary register likewise, but a slot out of bounds only
@@ -259,7 +275,7 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             aux = (slot < (leaf ? sp - PROF_ARCH_RED_ZONE : sp)
                    || slot < regs->stack_low
                    || slot + 8 > regs->stack_high)
-                  ? 0 : *(const uintptr_t *) slot;
+                  ? 0 : prof_unwind_word(delta, slot);
         }
 
 #ifdef PROF_ARCH_RA_IN_ROWS
@@ -277,12 +293,12 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                 status = PROF_UNWIND_BAD_STACK;
                 break;
             }
-            pc = *(const uintptr_t *) slot;
+            pc = prof_unwind_word(delta, slot);
         }
 
         pc = prof_arch_strip_pc(pc);
 #else
-        pc = *(const uintptr_t *) (cfa + (intptr_t) PROF_ARCH_RA_SLOT * 8);
+        pc = prof_unwind_word(delta, cfa + (intptr_t) PROF_ARCH_RA_SLOT * 8);
 #endif
         sp = cfa;
         leaf = 0;
@@ -374,7 +390,7 @@ prof_unwind_return_at(const prof_unwind_table_t *t,
         return 0;
     }
 
-    w = prof_arch_strip_pc(*(const uintptr_t *) slot);
+    w = prof_arch_strip_pc(prof_unwind_word(regs->stack_delta, slot));
 
     return w != self && prof_unwind_return_row(t, w, &o) != NULL;
 }
@@ -450,7 +466,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             return -1;
         }
 
-        w = prof_arch_strip_pc(*(const uintptr_t *) slot);
+        w = prof_arch_strip_pc(prof_unwind_word(regs->stack_delta, slot));
 
         row = prof_unwind_return_row(t, w, &wo);
         if (row == NULL) {
@@ -474,7 +490,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         fp = 0;
         pushed = slot + (intptr_t) PROF_ARCH_PUSHED_FP_SLOT * 8;
         if (slot >= regs->sp - (intptr_t) PROF_ARCH_PUSHED_FP_SLOT * 8) {
-            fp = *(const uintptr_t *) pushed;
+            fp = prof_unwind_word(regs->stack_delta, pushed);
             if (fp <= sp || fp >= regs->stack_high || (fp & 7) != 0) {
                 fp = 0;
             }
@@ -510,7 +526,8 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                 }
 
                 if (prof_unwind_return_row(t, prof_arch_strip_pc(
-                                               *(const uintptr_t *) up),
+                                               prof_unwind_word(
+                                                   regs->stack_delta, up)),
                                            &wo)
                     == NULL)
                 {
@@ -524,7 +541,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                 if (row->fp_slot < 0 && row->fp_slot != PROF_UNWIND_FP_UNKNOWN
                     && saved >= sp)
                 {
-                    v = *(const uintptr_t *) saved;
+                    v = prof_unwind_word(regs->stack_delta, saved);
                     if (v == 0 || ((v & 7) == 0 && v > up
                                    && v < regs->stack_high))
                     {
@@ -611,11 +628,13 @@ prof_unwind_link(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
             goto found;
         }
 
-        if (prof_arch_strip_pc(*(const uintptr_t *) slot) != lr) {
+        if (prof_arch_strip_pc(prof_unwind_word(regs->stack_delta, slot))
+            != lr)
+        {
             break;
         }
 
-        fp = *(const uintptr_t *) fp;
+        fp = prof_unwind_word(regs->stack_delta, fp);
     }
 
     fp = regs->fp;

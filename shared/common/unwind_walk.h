@@ -16,10 +16,19 @@
  * prof_unwind_scan() may then find the next caller by scanning the stack,
  * reading nothing but the stack and the table.
  *
+ * The stack is read only between the bounds regs gives, and there only
+ * where the walk proved a word lies: in the stack itself (the signal
+ * handler, on the thread it interrupted), or in a copy of it at another
+ * address (stack_delta): the profiler process walks a copy of a worker's
+ * stack it read while the worker was blocked in a system call
+ * (profiler/remote_stack.h). A frame pointer or auxiliary register not
+ * known (0) stops the walk at a frame whose CFA is found from it
+ * (PROF_UNWIND_NO_RULE): such a copy comes with a pc and an sp only.
+ *
  * Threading: async-signal-safe; called by the worker's SIGPROF handler
- * (worker/signal_path.c). A table's rows are immutable once built, but
- * the walk keeps a cache of rows in the table: one thread at a time may
- * walk with a table.
+ * (worker/signal_path.c) and by the profiler process's sampler thread. A
+ * table's rows are immutable once built, but the walk keeps a cache of
+ * rows in the table: one thread at a time may walk with a table.
  */
 
 #ifndef PROF_UNWIND_WALK_H
@@ -51,6 +60,10 @@ typedef struct {
                                    interrupted instruction), else 0 */
     uintptr_t  stack_low;       /* the thread's stack: [low, high) */
     uintptr_t  stack_high;
+    uintptr_t  stack_delta;     /* where its words are read: at their
+                                   address plus this; 0 in the process
+                                   whose stack it is, else the address of
+                                   a copy of [low, high) less low */
     int        caller;          /* pc is a return address (not the pc
                                    of an interrupted instruction) */
     uintptr_t *where;           /* when not NULL: for each frame, its sp,

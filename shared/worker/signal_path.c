@@ -64,6 +64,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
                            &regs.lr);
     regs.stack_low = s->stack_low;
     regs.stack_high = s->stack_high;
+    regs.stack_delta = 0;
     regs.caller = 0;
     regs.where = NULL;
 

@@ -249,6 +249,7 @@ fuzz_walk(const prof_unwind_table_t *t, uintptr_t pc, uintptr_t sp,
                                            address, or not */
     regs.stack_low = (uintptr_t) fuzz_stack;
     regs.stack_high = (uintptr_t) fuzz_stack + fuzz_page;
+    regs.stack_delta = 0;
     regs.caller = caller;
     regs.where = NULL;
 

@@ -176,6 +176,7 @@ on_sigprof(int signo, siginfo_t *info, void *context)
                            &regs.lr);
     regs.stack_low = stack_low;
     regs.stack_high = stack_high;
+    regs.stack_delta = 0;
     regs.caller = 0;
     regs.where = NULL;
 
@@ -461,6 +462,7 @@ set_regs(prof_unwind_regs_t *regs, uintptr_t pc, uintptr_t sp,
     regs->lr = 0;
     regs->stack_low = low;
     regs->stack_high = high;
+    regs->stack_delta = 0;
     regs->caller = 0;
     regs->where = NULL;
 }
