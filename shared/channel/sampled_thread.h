@@ -8,9 +8,12 @@
  *
  * Who writes what: the sampled thread and its handler only, on one
  * thread (the worker's). The profiler process only reads: its sampler
- * thread waiting, wait_start and unknown_pcs (profiler/ring_drain.h), its
- * loop thread unknown_pcs. The functions that write them are the
- * worker's (worker/sampler.h); none blocks or allocates.
+ * thread waiting, wait_start, turn_start and unknown_pcs
+ * (profiler/ring_drain.h), and, when it reads the stack of the thread
+ * blocked in a system call, what executes, the pending tag, the wait's
+ * and the turn's words and the calibration (profiler/remote_stack.h);
+ * its loop thread unknown_pcs and the turns. The functions that write
+ * them are the worker's (worker/sampler.h); none blocks or allocates.
  */
 
 #ifndef PROF_SAMPLED_THREAD_H
@@ -67,7 +70,7 @@ typedef struct {
  *   in TSC ticks (0: not known yet, every turn ends on the slow path);
  *   calib_tsc, calib_ns: a TSC reading and the monotonic clock then, for
  *   ticks to nanoseconds (prof_ticks_ns); ns_per_tick, once measured
- *   (for the profiler process, which reads no TSC).
+ *   (for the profiler process's status page).
  * - stall_turn, stall_tag, stall_phase, stall_past: what the turn's
  *   first sample taken past stall_ns into it saw (stall_past), else its
  *   last one, written by the handler while stall_ns is set.

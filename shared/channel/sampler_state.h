@@ -12,17 +12,22 @@
  *
  * Who writes what:
  * - the sampled thread, in its signal handler and in prof_sampler_flush /
- *   _stop (with SIGPROF blocked there): the wall accounting (point_*),
- *   the ring's slots while FREE and write_index, the flush mailbox;
+ *   _stop (with SIGPROF blocked there): the wall accounting (point), the
+ *   ring's slots while FREE and write_index, the flush mailbox, the
+ *   unwind table (table, table_swaps, forked_table);
  * - the sampler thread: slots back to FREE, read_index, requests,
  *   flushes_taken; and the flush mailbox once the sampled thread is gone
- *   without a last flush (it crashed);
+ *   without a last flush (it crashed); claims, when it accounted the wall
+ *   time of the sampled thread blocked in a system call, whose stack it
+ *   read from outside (account, below);
  * - the struct, its slots and idle frames are in memory shared with the
  *   profiler process (MAP_SHARED, at the same address in both after the
  *   fork): its pointers into mappings made before the fork (slots,
- *   idle_frames, lua, conf.diagnostics) are valid in both; table and
- *   borrowed (the unwind tables) are the worker's alone. Futex words are
- *   process-shared (no FUTEX_PRIVATE_FLAG).
+ *   idle_frames, lua, conf.diagnostics, forked_table) are valid in both;
+ *   table and borrowed (the unwind tables) point into the worker's own
+ *   memory (the profiler process copies table's, table_swaps telling it
+ *   which it has). Futex words are process-shared (no
+ *   FUTEX_PRIVATE_FLAG).
  * - sampled (prof_sampled_thread_t, sampled_thread.h): written by the
  *   sampled thread only.
  * Cross-thread fields are accessed with atomics; futex words wake.
@@ -137,6 +142,99 @@ typedef struct {
 } prof_stall_t;
 
 
+/*
+ * Where the wall time was accounted up to: the monotonic clock, the TSC
+ * then, and the ticks the sampled thread had waited in its event wait by
+ * then (sampled.wait_ticks, with the wait in progress).
+ */
+typedef struct {
+    int64_t         wall_ns;
+    uint64_t        tsc;
+    uint64_t        wait_ticks;
+} prof_wall_point_t;
+
+
+/*
+ * The wall accounting has two writers: the sampled thread, at each
+ * sample and flush (prof_signal_account, worker/signal_path.h), and the
+ * profiler process's sampler thread, which accounts the time up to a
+ * point of its own when it read the stack of the sampled thread blocked
+ * in a system call (profiler/remote_stack.h): a claim, claims[WHICH],
+ * that the sampled thread's next account starts from. The word account
+ * orders them: the sampled thread sets BUSY as it starts (taking the
+ * claim, if one is made) and, as it ends, counts one more account (ONE)
+ * and clears BUSY and CLAIM; the sampler thread reads the point (or its
+ * last claim) while the word says neither BUSY nor a new account, writes
+ * the claim WHICH does not name, and makes it with a compare-and-swap
+ * from the word it read: an account started meanwhile makes it fail,
+ * and the time stays the sampled thread's to account. Every wall
+ * nanosecond is accounted once.
+ */
+#define PROF_ACCOUNT_BUSY    1
+#define PROF_ACCOUNT_CLAIM   2
+#define PROF_ACCOUNT_WHICH   4
+#define PROF_ACCOUNT_ONE     8
+
+
+/*
+ * The wall time from *point to now_ns, split: the share of TSC ticks
+ * spent in the event wait (wait_ticks, waiting and wait_start: the
+ * sampled thread's now, sampled_thread.h) goes to the wait (*idle_ns),
+ * the rest to the stack sampled (*wall_ns), off CPU for what it did not
+ * spend on CPU (cpu_ns, since the point); *point moved to now. Either
+ * process, the handler too (no lock, no call).
+ */
+static inline void
+prof_wall_split(prof_wall_point_t *point, int64_t now_ns, uint64_t now_tsc,
+    uint64_t wait_ticks, uint32_t waiting, uint64_t wait_start,
+    int64_t cpu_ns, int64_t *wall_ns, int64_t *off_cpu_ns, int64_t *idle_ns)
+{
+    int64_t   wall, here, idle;
+    uint64_t  waited, elapsed;
+
+    wall = now_ns - point->wall_ns;
+    if (wall < 0) {
+        wall = 0;
+    }
+
+    waited = wait_ticks - point->wait_ticks;
+    if (waiting && now_tsc > wait_start) {
+        waited += now_tsc - wait_start;
+    }
+
+    /* Below zero: a TSC behind on another core (sampler.h). */
+    if (waited > UINT64_MAX / 2) {
+        waited = 0;
+    }
+
+    elapsed = now_tsc - point->tsc;
+
+    if (now_tsc <= point->tsc || waited >= elapsed) {
+        idle = (waited > 0) ? wall : 0;
+
+    } else {
+        idle = (int64_t) ((double) wall * waited / elapsed);
+    }
+
+    here = wall - idle;
+
+    if (cpu_ns < 0) {
+        cpu_ns = 0;
+    }
+
+    *wall_ns = here;
+    *off_cpu_ns = (here > cpu_ns) ? here - cpu_ns : 0;
+    *idle_ns = idle;
+
+    point->wall_ns = now_ns;
+    point->tsc = now_tsc;
+    point->wait_ticks = wait_ticks;
+    if (waiting) {
+        point->wait_ticks += now_tsc - wait_start;
+    }
+}
+
+
 /* A flush the sampled thread asked for, in order with the slots. */
 typedef struct {
     uint32_t        write_index;    /* slots before it: the old profile */
@@ -167,18 +265,26 @@ struct prof_sampler_s {
     uintptr_t               stack_high;
 
     /* built and replaced by the sampled thread
-       (prof_sampler_maintain_table), read by the handler */
+       (prof_sampler_maintain_table), read by the handler; table_swaps
+       counts the replacements (and the stop's), each made before the
+       old table is freed: the profiler process copies the table in force
+       from the worker, or uses forked_table, the one in force when it
+       was forked (prof_start), at the same address in its copy of the
+       worker's memory */
     struct prof_unwind_table_s  *table;
     struct prof_unwind_table_s  *borrowed;  /* conf's table: not freed */
+    struct prof_unwind_table_s  *forked_table;
+    uint32_t                table_swaps;
     prof_lua_t             *lua;            /* conf's, read by the handler */
 
-    /* wall accounting: the sampled thread only (handler, flush, stop) */
-    int64_t                 point_wall_ns;  /* accounted up to here */
+    /* wall accounting: the sampled thread (handler, flush, stop), and
+       the profiler process's claims (PROF_ACCOUNT_*, above) */
+    prof_wall_point_t       point;          /* accounted up to here */
     int64_t                 point_cpu_ns;   /* on the CPU timer's scale */
-    uint64_t                point_tsc;      /* the TSC then */
-    uint64_t                point_wait_ticks;   /* sampled.wait_ticks */
     int64_t                 timer_cpu_ns;   /* CPU clock when armed */
     uint64_t                cpu_intervals;  /* timer expirations so far */
+    uint64_t                account;
+    prof_wall_point_t       claims[2];
 
     /* the ring: the handler writes slots[write_index], the sampler
        thread reads slots[read_index] */

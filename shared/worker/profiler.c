@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,6 +100,30 @@ prof_free(prof_t *p)
 
 
 /*
+ * The profiler process, and no other, may read this process's memory and
+ * registers (process_vm_readv, /proc/PID/task/TID/syscall): to take the
+ * stack of this thread while it is blocked in a system call without a
+ * signal, which would end a sleep early (profiler/remote_stack.h). The
+ * kernel allows a process of the same user to read another that is
+ * dumpable (nginx makes its workers so, for core dumps), but Yama's
+ * ptrace_scope 1 (Ubuntu's, Debian's with Yama on) allows only an
+ * ancestor or a process the target names: this names the profiler
+ * process, this process's own child, running this module's code under
+ * its user. Nothing else gains access; the relation ends with that
+ * process. Where it is refused (no Yama: not needed; scope 2 or 3; a
+ * worker not dumpable), the profiler process asks for the stack with
+ * the signal, and says so once.
+ */
+static void
+prof_allow_profiler(prof_t *p)
+{
+#ifdef PR_SET_PTRACER
+    (void) prctl(PR_SET_PTRACER, (unsigned long) p->profiler_pid, 0, 0, 0);
+#endif
+}
+
+
+/*
  * Forks the profiler process (profiler/process.c), handing it what it
  * starts from; signals blocked across the fork (a timer signal arriving
  * meanwhile would make the kernel start it again).
@@ -114,6 +139,10 @@ prof_fork(prof_t *p)
     if (pipe2(fds, O_CLOEXEC) != 0) {
         return -errno;
     }
+
+    /* The table the child has at the same address, in its copy of this
+       process's memory (sampler_state.h). */
+    p->sampler->forked_table = p->sampler->table;
 
     memset(&h, 0, sizeof(h));
     h.conf = &p->conf;
@@ -149,6 +178,8 @@ prof_fork(prof_t *p)
     p->profiler_pid = pid;
     p->profiler_fd = fds[1];
     p->profiler_pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+
+    prof_allow_profiler(p);
 
     return 0;
 }

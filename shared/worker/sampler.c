@@ -358,10 +358,10 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     }
 
     /* The wall clock starts where the caller's profile starts. */
-    s->point_wall_ns = conf->start_monotonic_ns
+    s->point.wall_ns = conf->start_monotonic_ns
                        ? conf->start_monotonic_ns
                        : prof_clock_ns(CLOCK_MONOTONIC);
-    s->point_tsc = prof_arch_ticks();
+    s->point.tsc = prof_arch_ticks();
 
     /* The first turn: from here to the first wait. */
     s->sampled.calib_ns = prof_clock_ns(CLOCK_MONOTONIC);
@@ -397,7 +397,8 @@ failed:
 void
 prof_sampler_stop(prof_sampler_t *s, uint64_t period)
 {
-    sigset_t  prof, saved;
+    sigset_t              prof, saved;
+    prof_unwind_table_t  *old;
 
     /*
      * SIGPROF stays blocked until the action before ours is back: a timer
@@ -430,10 +431,14 @@ prof_sampler_stop(prof_sampler_t *s, uint64_t period)
 
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
-    if (s->table != s->borrowed) {
-        prof_unwind_table_free(s->table);
+    /* Gone for the profiler process before it is freed. */
+    old = s->table;
+    __atomic_store_n(&s->table, NULL, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&s->table_swaps, 1, __ATOMIC_RELEASE);
+
+    if (old != s->borrowed) {
+        prof_unwind_table_free(old);
     }
-    s->table = NULL;
 }
 
 
@@ -488,7 +493,8 @@ prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns)
     (void) pthread_sigmask(SIG_BLOCK, &prof, &saved);
 
     old = s->table;
-    s->table = t;
+    __atomic_store_n(&s->table, t, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&s->table_swaps, 1, __ATOMIC_RELEASE);
 
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
 

@@ -198,57 +198,41 @@ prof_signal_futex_wake(uint32_t *word)
 
 
 /*
- * Wall time since the last account, split as sampler.h says: the share
- * of TSC ticks spent in the event wait goes to the wait (idle_ns), the
- * rest to this stack, off CPU for what it did not spend on CPU.
+ * Wall time since the last account, split as sampler.h says
+ * (prof_wall_split): from the point the profiler process accounted up
+ * to, if it did (a claim, sampler_state.h), while this thread was
+ * blocked in a system call.
  */
 void
 prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
     int64_t cpu_ns, int64_t *wall_ns, int64_t *off_cpu_ns, int64_t *idle_ns)
 {
-    int64_t   wall, here, idle;
-    uint64_t  waited, elapsed;
+    uint64_t                  word;
+    const prof_wall_point_t  *claim;
+    prof_sampled_thread_t    *h = &s->sampled;
 
-    wall = now_ns - s->point_wall_ns;
-    if (wall < 0) {
-        wall = 0;
+    word = __atomic_fetch_or(&s->account, PROF_ACCOUNT_BUSY,
+                             __ATOMIC_ACQ_REL);
+
+    if (word & PROF_ACCOUNT_CLAIM) {
+        claim = &s->claims[(word & PROF_ACCOUNT_WHICH) ? 1 : 0];
+        if (claim->wall_ns > s->point.wall_ns) {
+            s->point = *claim;
+        }
     }
 
-    waited = s->sampled.wait_ticks - s->point_wait_ticks;
-    if (s->sampled.waiting && now_tsc > s->sampled.wait_start) {
-        waited += now_tsc - s->sampled.wait_start;
+    /* A claim made after this sample began: no time before it. */
+    if (now_ns < s->point.wall_ns) {
+        now_ns = s->point.wall_ns;
+        now_tsc = s->point.tsc;
     }
 
-    /* Below zero: a TSC behind on another core (sampler.h). */
-    if (waited > UINT64_MAX / 2) {
-        waited = 0;
-    }
+    prof_wall_split(&s->point, now_ns, now_tsc, h->wait_ticks, h->waiting,
+                    h->wait_start, cpu_ns, wall_ns, off_cpu_ns, idle_ns);
 
-    elapsed = now_tsc - s->point_tsc;
-
-    if (now_tsc <= s->point_tsc || waited >= elapsed) {
-        idle = (waited > 0) ? wall : 0;
-
-    } else {
-        idle = (int64_t) ((double) wall * waited / elapsed);
-    }
-
-    here = wall - idle;
-
-    if (cpu_ns < 0) {
-        cpu_ns = 0;
-    }
-
-    *wall_ns = here;
-    *off_cpu_ns = (here > cpu_ns) ? here - cpu_ns : 0;
-    *idle_ns = idle;
-
-    s->point_wall_ns = now_ns;
-    s->point_tsc = now_tsc;
-    s->point_wait_ticks = s->sampled.wait_ticks;
-    if (s->sampled.waiting) {
-        s->point_wait_ticks += now_tsc - s->sampled.wait_start;
-    }
+    __atomic_store_n(&s->account, ((word | (PROF_ACCOUNT_ONE - 1)) + 1)
+                                  | (word & PROF_ACCOUNT_WHICH),
+                     __ATOMIC_RELEASE);
 }
 
 
