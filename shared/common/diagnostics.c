@@ -62,6 +62,8 @@ const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
     { "wall_dropped_ns", offsetof(prof_diagnostics_t, wall_dropped_ns) },
     { "signals_sent", offsetof(prof_diagnostics_t, signals_sent) },
     { "signal_failures", offsetof(prof_diagnostics_t, signal_failures) },
+    { "stacks_read", offsetof(prof_diagnostics_t, stacks_read) },
+    { "stack_reads_refused", offsetof(prof_diagnostics_t, stack_reads_refused) },
     { "truncated_stacks", offsetof(prof_diagnostics_t, truncated_stacks) },
     { "dropped_samples", offsetof(prof_diagnostics_t, dropped_samples) },
     { "dropped_batches", offsetof(prof_diagnostics_t, dropped_batches) },

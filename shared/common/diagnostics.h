@@ -45,6 +45,10 @@ typedef struct {
     uint64_t          signals_sent;         /* stacks asked by a queued
                                                SIGPROF */
     uint64_t          signal_failures;      /* its queueing failed */
+    uint64_t          stacks_read;          /* read from outside instead,
+                                               blocked in a system call */
+    uint64_t          stack_reads_refused;  /* the worker did not allow
+                                               it (the signal asked) */
     uint64_t          truncated_stacks;
     uint64_t          dropped_samples;      /* past the byte ceiling, or
                                                the ring full */

@@ -34,6 +34,7 @@
 #ifndef PROF_UNWIND_WALK_H
 #define PROF_UNWIND_WALK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 
@@ -72,6 +73,21 @@ typedef struct {
                                    object (signal_lua.h's
                                    prof_lua_where_t) */
 } prof_unwind_regs_t;
+
+
+/*
+ * A table copied byte for byte from another process, where it lies at
+ * remote (unwind_copy.c; not for the signal handler): first its head,
+ * prof_unwind_table_head_bytes() bytes, which tells how many bytes to
+ * copy (0: no table's head), then those, which prof_unwind_table_adopt
+ * makes usable here: NULL when the copy is no table whose pointers all
+ * lie in it (torn, corrupt). The copy is the caller's, and is the table
+ * then.
+ */
+size_t prof_unwind_table_head_bytes(void);
+size_t prof_unwind_table_copy_bytes(const void *head, uintptr_t remote);
+prof_unwind_table_t *prof_unwind_table_adopt(void *copy, size_t size,
+    uintptr_t remote);
 
 
 /* Async-signal-safe. */

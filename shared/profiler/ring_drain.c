@@ -2,79 +2,28 @@
 
 /*
  * The sampler thread: turns the ring's slots into samples, closes
- * profiles at the flushes the sampled thread asks for, asks a thread
- * blocked outside its event loop for its stack.
+ * profiles at the flushes the sampled thread asks for; its watch over a
+ * thread out of its event wait is blocked_watch.c's.
  */
 
 #define _GNU_SOURCE
 
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include "common/clock.h"
 #include "common/futex.h"
-#include "profiler/ring_drain.h"
+#include "profiler/ring_drain_internal.h"
 #include "profiler/thread.h"
-
-
-/*
- * How often the sampler thread looks at the sampled thread: while it runs
- * (to find it blocked outside its event loop), and while it waits there.
- */
-#define PROF_WATCH_BUSY_NS        (100 * 1000 * 1000LL)
-#define PROF_WATCH_IDLE_NS        (250 * 1000 * 1000LL)
-
-/* How long the sampler waits for a stack it asked for. */
-#define PROF_REQUEST_WAIT_NS      (1000 * 1000 * 1000LL)
-#define PROF_REQUEST_WAIT_STEP_NS (10 * 1000 * 1000LL)
-
-
-struct prof_ring_drain_s {
-    prof_sampler_t          *sampler;       /* the shared state drained */
-    prof_ring_drain_conf_t   conf;
-    uv_thread_t              thread;
-
-    /* the sampler thread only */
-    uint32_t                 unknown_pcs_told;  /* to conf.notify */
-    prof_batch_t            *batch;
-    int64_t                  last_push_ns;
-    unsigned                 last_frame_count;  /* of the last CPU sample */
-    uint64_t                *last_frames;
-    int64_t                  watch_ns;          /* the watchdog's last look */
-    uint32_t                 watch_index;
-    uint64_t                 watch_waits;
-    int64_t                  watch_cpu_ns;
-
-    /* stalls: the stack of the turn running's first sample past the
-       threshold (turn_past), else of its last */
-    uint64_t                 turn;
-    uint32_t                 turn_past;
-    unsigned                 turn_frame_count;
-    uint64_t                 turn_frames[PROF_STALL_FRAMES];
-    uint64_t                 watch_turn;        /* running at a look */
-    int64_t                  watch_turn_ns;     /* first seen then */
-    uint64_t                 turn_asked;        /* its stack asked for */
-    uint64_t                 stalls_lost;       /* the sampler's, told */
-
-    /* the profiler's share of the worker's CPU, by window */
-    int64_t                  window_ns;         /* its start */
-    int64_t                  window_handler_ns;
-    int64_t                  window_worker_ns;  /* the worker's CPU then */
-    int64_t                  window_own_ns;     /* this process's */
-    unsigned                 windows_over;      /* in a row */
-};
 
 
 static void prof_ring_drain_stalls(prof_ring_drain_t *drain, int final);
 
 
-static void
+void
 prof_ring_drain_notify(prof_ring_drain_t *drain)
 {
     if (drain->conf.notify != NULL) {
@@ -218,7 +167,8 @@ prof_ring_drain_append_wall(prof_ring_drain_t *drain, int idle, int64_t wall_ns,
  * length then in ms, for the sample's label (else 0).
  */
 static uint32_t
-prof_ring_drain_turn(prof_ring_drain_t *drain, const prof_slot_t *slot)
+prof_ring_drain_turn(prof_ring_drain_t *drain, const prof_slot_t *slot,
+    uint32_t outside)
 {
     int64_t          stall_ns;
     uint32_t         past;
@@ -243,6 +193,7 @@ prof_ring_drain_turn(prof_ring_drain_t *drain, const prof_slot_t *slot)
         drain->turn_frame_count = n;
         drain->turn = slot->turn;
         drain->turn_past = past;
+        drain->turn_outside = outside;
     }
 
     if (!past) {
@@ -255,18 +206,13 @@ prof_ring_drain_turn(prof_ring_drain_t *drain, const prof_slot_t *slot)
 }
 
 
-/* A slot the handler filled: its samples. */
-static void
-prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
-    int64_t now_ns)
+void
+prof_ring_drain_take_stack(prof_ring_drain_t *drain, prof_slot_t *slot,
+    uint32_t outside, int64_t now_ns)
 {
     prof_sample_t        values;
     prof_sampler_t      *s = drain->sampler;
     prof_diagnostics_t  *d = s->conf.diagnostics;
-
-    prof_histogram_add(&d->handler_ns, slot->handler_ns);
-    prof_counter_add(d->handler_total_ns, slot->handler_ns);
-    drain->window_handler_ns += slot->handler_ns;
 
     if (slot->frame_count > 0
         && slot->frames[slot->frame_count - 1] == PROF_FRAME_TRUNCATED)
@@ -290,7 +236,7 @@ prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
     values.request = slot->request;
     values.time_ns = slot->time_ns;
     values.frame_count = slot->frame_count;
-    values.stall_ms = prof_ring_drain_turn(drain, slot);
+    values.stall_ms = prof_ring_drain_turn(drain, slot, outside);
 
     if (slot->kind == PROF_SLOT_CPU) {
         values.cpu_ns = (int64_t) slot->interval_ns * slot->weight;
@@ -309,6 +255,21 @@ prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
 
     prof_ring_drain_append_wall(drain, 1, slot->idle_ns, slot->idle_ns,
                                 slot->time_ns, now_ns);
+}
+
+
+/* A slot the handler filled: its cost, its samples. */
+static void
+prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
+    int64_t now_ns)
+{
+    prof_diagnostics_t  *d = drain->sampler->conf.diagnostics;
+
+    prof_histogram_add(&d->handler_ns, slot->handler_ns);
+    prof_counter_add(d->handler_total_ns, slot->handler_ns);
+    drain->window_handler_ns += slot->handler_ns;
+
+    prof_ring_drain_take_stack(drain, slot, 0, now_ns);
 }
 
 
@@ -347,8 +308,7 @@ prof_ring_drain_barrier(prof_ring_drain_t *drain, prof_flush_t *f,
 }
 
 
-/* The slots filled so far, and the flushes between them, in order. */
-static void
+void
 prof_ring_drain_slots(prof_ring_drain_t *drain, int64_t now_ns)
 {
     uint32_t         limit, added;
@@ -360,6 +320,16 @@ prof_ring_drain_slots(prof_ring_drain_t *drain, int64_t now_ns)
         added = __atomic_load_n(&s->flushes_added, __ATOMIC_ACQUIRE);
         f = (s->flushes_taken != added)
             ? &s->flushes[s->flushes_taken % PROF_FLUSHES] : NULL;
+
+        /* A stack read from outside: before the first flush whose
+           account came after the one its wall time starts from. */
+        if (drain->outside_pending
+            && (f == NULL || f->monotonic_ns > drain->outside_from_ns))
+        {
+            prof_ring_drain_take_stack(drain, drain->outside,
+                                       drain->outside_pending, now_ns);
+            drain->outside_pending = 0;
+        }
 
         limit = f ? f->write_index
                   : __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
@@ -393,72 +363,6 @@ prof_ring_drain_slots(prof_ring_drain_t *drain, int64_t now_ns)
         prof_ring_drain_barrier(drain, f, now_ns);
         __atomic_store_n(&s->flushes_taken, s->flushes_taken + 1,
                          __ATOMIC_RELEASE);
-    }
-}
-
-
-/*
- * SIGPROF to the sampled thread, marked as the sampler's (a queued signal
- * carrying the sampler), so that the handler tells it from a tgkill() or
- * raise() of the process's own.
- */
-static int
-prof_ring_drain_signal(prof_sampler_t *s)
-{
-    siginfo_t  si;
-
-    memset(&si, 0, sizeof(si));
-    si.si_signo = SIGPROF;
-    si.si_code = SI_QUEUE;
-    si.si_pid = s->pid;
-    si.si_uid = getuid();
-    si.si_value.sival_ptr = s;
-
-    return (int) syscall(SYS_rt_tgsigqueueinfo, s->pid, s->tid, SIGPROF, &si);
-}
-
-
-/*
- * Asks the handler for the sampled thread's stack; the slot comes in the
- * ring. The signal is sent again at every step: a SIGPROF already pending
- * (from the CPU timer) would have absorbed it.
- */
-static void
-prof_ring_drain_request_stack(prof_sampler_t *s)
-{
-    int64_t              waited_ns;
-    uint32_t             request, served;
-    struct timespec      step;
-    prof_diagnostics_t  *d = s->conf.diagnostics;
-
-    request = __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELEASE);
-
-    step.tv_sec = 0;
-    step.tv_nsec = PROF_REQUEST_WAIT_STEP_NS;
-
-    for (waited_ns = 0; waited_ns < PROF_REQUEST_WAIT_NS;
-         waited_ns += PROF_REQUEST_WAIT_STEP_NS)
-    {
-        if (prof_ring_drain_signal(s) != 0) {
-            __atomic_store_n(&s->served, request, __ATOMIC_RELEASE);
-            prof_counter_add(d->signal_failures, 1);
-            return;
-        }
-
-        prof_counter_add(d->signals_sent, 1);
-
-        served = __atomic_load_n(&s->served, __ATOMIC_ACQUIRE);
-        if (served == request) {
-            return;
-        }
-
-        (void) prof_sampler_futex(&s->served, FUTEX_WAIT, served, &step);
-
-        if (__atomic_load_n(&s->served, __ATOMIC_ACQUIRE) == request
-            || __atomic_load_n(&s->stop, __ATOMIC_RELAXED))
-        {
-            return;
-        }
     }
 }
 
@@ -559,25 +463,6 @@ prof_ring_drain_throttle(prof_ring_drain_t *drain, int64_t now_ns)
 }
 
 
-/* How often a thread out of its event wait is looked at: a stall's
-   stack is asked for within half its threshold of it (10 ms at least). */
-#define PROF_WATCH_BUSY_MIN_NS    (10 * 1000 * 1000LL)
-
-static int64_t
-prof_ring_drain_busy_ns(prof_sampler_t *s)
-{
-    int64_t  half;
-
-    half = s->sampled.stall_ns / 2;
-
-    if (half <= 0 || half >= PROF_WATCH_BUSY_NS) {
-        return PROF_WATCH_BUSY_NS;
-    }
-
-    return (half > PROF_WATCH_BUSY_MIN_NS) ? half : PROF_WATCH_BUSY_MIN_NS;
-}
-
-
 /*
  * The stalls the sampled thread posted, each with the stack kept for its
  * turn, to the loop thread, in order with the slots: a stall is taken
@@ -616,12 +501,14 @@ prof_ring_drain_stalls(prof_ring_drain_t *drain, int final)
 
             if (drain->turn == st->turn) {
                 r->past = drain->turn_past;
+                r->outside = drain->turn_outside;
                 r->frame_count = drain->turn_frame_count;
                 memcpy(r->frames, drain->turn_frames,
                        drain->turn_frame_count * sizeof(uint64_t));
 
             } else {
                 r->past = 0;
+                r->outside = 0;
                 r->frame_count = 0;
             }
 
@@ -659,87 +546,6 @@ prof_stall_mailbox_take(prof_stall_mailbox_t *m, prof_stall_report_t *r,
     __atomic_store_n(&m->taken, m->taken + 1, __ATOMIC_RELEASE);
 
     return 1;
-}
-
-
-/*
- * A turn running past the stall threshold with no sample past it (no CPU
- * time passes: blocked in a system call): its stack asked for, once.
- */
-static void
-prof_ring_drain_watch_turn(prof_ring_drain_t *drain, int64_t now_ns)
-{
-    uint64_t         turn;
-    prof_sampler_t  *s = drain->sampler;
-
-    if (s->sampled.stall_ns <= 0) {
-        return;
-    }
-
-    turn = __atomic_load_n(&s->sampled.turn_start, __ATOMIC_RELAXED);
-
-    if (__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)) {
-        drain->watch_turn = 0;
-        return;
-    }
-
-    if (turn != drain->watch_turn) {
-        drain->watch_turn = turn;
-        drain->watch_turn_ns = now_ns;
-        return;
-    }
-
-    if (now_ns - drain->watch_turn_ns >= s->sampled.stall_ns
-        && turn != drain->turn_asked
-        && !(drain->turn == turn && drain->turn_past))
-    {
-        drain->turn_asked = turn;
-        prof_ring_drain_request_stack(s);
-    }
-}
-
-
-/*
- * A thread that neither waited in its event loop nor filled a slot since
- * the last look, and used less than half the time on CPU, is blocked
- * outside the loop: its stack is asked for, to account the time there.
- */
-static void
-prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns)
-{
-    int              waiting;
-    int64_t          cpu_ns;
-    uint32_t         index;
-    uint64_t         waits;
-    prof_sampler_t  *s = drain->sampler;
-
-    waiting = __atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED);
-
-    if (now_ns - drain->watch_ns < (waiting ? PROF_WATCH_IDLE_NS
-                                            : prof_ring_drain_busy_ns(s)))
-    {
-        return;
-    }
-
-    /* A new wait has a new start. */
-    waits = __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED);
-    index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
-    cpu_ns = waiting ? -1 : prof_clock_ns(s->process_clock);
-
-    if (!waiting && cpu_ns >= 0 && drain->watch_cpu_ns >= 0
-        && waits == drain->watch_waits && index == drain->watch_index
-        && cpu_ns - drain->watch_cpu_ns < (now_ns - drain->watch_ns) / 2)
-    {
-        prof_ring_drain_request_stack(s);
-
-    } else {
-        prof_ring_drain_watch_turn(drain, now_ns);
-    }
-
-    drain->watch_ns = now_ns;
-    drain->watch_waits = waits;
-    drain->watch_index = index;
-    drain->watch_cpu_ns = cpu_ns;
 }
 
 
@@ -824,6 +630,8 @@ prof_ring_drain_main(void *arg)
 static void
 prof_ring_drain_free(prof_ring_drain_t *drain)
 {
+    prof_remote_stack_free(drain->remote);
+    free(drain->outside);
     free(drain->last_frames);
     free(drain);
 }
@@ -845,9 +653,16 @@ prof_ring_drain_start(prof_ring_drain_t **drain, prof_sampler_t *s,
     d->conf = *conf;
 
     d->last_frames = calloc(s->conf.max_frames + 1, sizeof(uint64_t));
-    if (d->last_frames == NULL) {
+    d->outside = calloc(1, s->slot_size);
+    if (d->last_frames == NULL || d->outside == NULL) {
         prof_ring_drain_free(d);
         return -ENOMEM;
+    }
+
+    rc = prof_remote_stack_create(&d->remote, s);
+    if (rc != 0) {
+        prof_ring_drain_free(d);
+        return rc;
     }
 
     d->last_push_ns = prof_clock_ns(CLOCK_MONOTONIC);

@@ -6,9 +6,12 @@
  * drains the ring's slots into batches for the queue, in order with the
  * flushes the sampled thread asked for (each closes a profile with a
  * barrier batch), and, when the sampled thread neither waited in its
- * event loop nor burned CPU for a while (blocked outside it), asks it for
- * its stack with a queued SIGPROF, to account the blocked time; it tells
- * notify when walks left the unwind tables.
+ * event loop nor burned CPU for a while (blocked outside it), or a turn
+ * of its loop ran past the stall threshold with no sample, takes its
+ * stack to account the blocked time: read from outside while the thread
+ * is blocked in a system call (remote_stack.h), else asked for with a
+ * queued SIGPROF, which ends a sleep early; it tells notify when walks
+ * left the unwind tables.
  *
  * Threading: prof_ring_drain_start and _finish are called by one thread
  * of the process that drains (the profiler process, forked by the sampled
@@ -16,9 +19,10 @@
  * The thread is created with every signal blocked. It takes the queue's
  * mutex only; it waits for the handler through process-shared futex
  * words; notify is called on it.
- * Memory: the drain owns its current batch and the copy of the last CPU
- * sample's stack; batches belong to the queue; the sampler's mapping
- * stays the worker's side's (prof_sampler_release).
+ * Memory: the drain owns its current batch, the copy of the last CPU
+ * sample's stack and its reader of stacks from outside; batches belong to
+ * the queue; the sampler's mapping stays the worker's side's
+ * (prof_sampler_release).
  */
 
 #ifndef PROF_RING_DRAIN_H
@@ -41,22 +45,32 @@ typedef struct prof_ring_drain_s  prof_ring_drain_t;
 /*
  * A stall the sampled thread posted, with the stack of its turn's first
  * sample taken past the threshold (past = 1), else of its last one, else
- * none (frame_count 0).
+ * none (frame_count 0). outside: 0, or that stack was read from outside
+ * the worker, blocked in a system call (remote_stack.h): 1 + the turn's
+ * phase then (PROF_PHASE_*); what ran, only the worker's own samples
+ * name.
  */
 typedef struct {
     prof_stall_t   stall;
     uint32_t       past;
+    uint32_t       outside;
     uint32_t       frame_count;
     uint64_t       frames[PROF_STALL_FRAMES];
 } prof_stall_report_t;
 
-/* Reports from the sampler thread (adds) to the loop thread (takes); lost:
-   stalls that found this or the sampler's mailbox full. */
+/*
+ * Reports from the sampler thread (adds) to the loop thread (takes); lost:
+ * stalls that found this or the sampler's mailbox full. stack_reads_refused:
+ * why the worker's stack could not be read from outside (errno, set once
+ * by the sampler thread), for the loop thread to say once: the signal
+ * asks for it instead.
+ */
 typedef struct {
     prof_stall_report_t  reports[PROF_STALL_REPORTS];
     uint32_t             added;
     uint32_t             taken;
     uint64_t             lost;
+    uint32_t             stack_reads_refused;
 } prof_stall_mailbox_t;
 
 

@@ -171,6 +171,34 @@ prof_stall_copy(char *to, size_t size, const char *from)
 }
 
 
+/*
+ * The worker's stack could not be read from outside (the sampler thread
+ * says why, once): said once, with what it means.
+ */
+static void
+prof_stalls_refused(prof_process_t *p)
+{
+    uint32_t        err;
+    prof_stalls_t  *st = &p->stalls;
+
+    err = __atomic_load_n(&p->stall_mailbox.stack_reads_refused,
+                          __ATOMIC_ACQUIRE);
+
+    if (err == 0 || st->refused_told) {
+        return;
+    }
+
+    st->refused_told = 1;
+
+    prof_log(&p->log, PROF_LOG_NOTICE, "profiling: the profiler process "
+             "may not read worker %d's stack (%s): its stack is asked for "
+             "with a signal when it is blocked outside its event loop, "
+             "which ends a sleep or a poll it is in early (EINTR); the "
+             "worker must be dumpable, and Yama's ptrace_scope at most 1",
+             (int) p->pid, strerror((int) err));
+}
+
+
 void
 prof_stalls_report(prof_process_t *p)
 {
@@ -181,6 +209,8 @@ prof_stalls_report(prof_process_t *p)
     const char           *what, *when;
     prof_stalls_t        *st = &p->stalls;
     prof_stall_report_t   r;
+
+    prof_stalls_refused(p);
 
     while (prof_stall_mailbox_take(&p->stall_mailbox, &r, &lost)) {
         st->count++;
@@ -205,11 +235,18 @@ prof_stalls_report(prof_process_t *p)
 
         prof_stall_code(p, &r, code, sizeof(code));
 
+        /* A stack read from outside (the worker blocked in a system
+           call) names the code and the turn's phase, but what an event
+           ran for only the worker's own samples name. */
         what = r.stall.sampled ? prof_stall_phase(r.stall.phase)
-               : (r.stall.phase == PROF_PHASE_START
-                  ? prof_stall_phase(PROF_PHASE_START)
-                  : "what no sample caught");
-        when = (r.stall.sampled == 1 && r.frame_count > 0)
+               : r.stall.phase == PROF_PHASE_START
+               ? prof_stall_phase(PROF_PHASE_START)
+               : r.outside == 0 ? "what no sample caught"
+               : r.outside - 1 == PROF_PHASE_EVENTS
+               ? "an event not named (its stack was read while it was "
+                 "blocked)"
+               : prof_stall_phase(r.outside - 1);
+        when = (r.stall.sampled == 1 && !r.past && r.frame_count > 0)
                ? " (sampled before the threshold)" : "";
 
         more[0] = '\0';

@@ -8,7 +8,8 @@
  * and the code its turn's first sample past the threshold (else its
  * last) held (Lua functions as "name (file:line)", native ones by
  * name), and the figures for the status page: the count, the longest,
- * the turns' histogram.
+ * the turns' histogram; and, once, that the worker's stack may not be
+ * read from outside (the signal asks for it then).
  *
  * Threading: the profiler loop thread only.
  */
@@ -37,6 +38,8 @@ typedef struct {
     char         longest[PROF_STATUS_TEXT_MAX * 2];
     int64_t      window_ns;             /* the minute's start (monotonic) */
     unsigned     window_lines;
+    int          refused_told;          /* the worker's stack may not be
+                                           read from outside: said */
 } prof_stalls_t;
 
 

@@ -238,6 +238,10 @@ collect(fixture_t *f, totals_t *t, uint64_t burn_start, uint64_t burn_end)
 }
 
 
+/* Sleeps a signal ended early (EINTR), counted. */
+static unsigned  sleeps_interrupted;
+
+
 /* Blocked outside any event wait: off CPU, not waiting. */
 __attribute__((noinline)) void
 test_sampler_sleep(int64_t ns)
@@ -248,7 +252,7 @@ test_sampler_sleep(int64_t ns)
     pause.tv_nsec = ns % 1000000000;
 
     while (nanosleep(&pause, &pause) != 0) {
-        /* interrupted: the rest */
+        sleeps_interrupted++;       /* interrupted: the rest */
     }
 
     __asm__ volatile ("" ::: "memory");
@@ -443,11 +447,13 @@ test_wake_up_after_idle_splits_the_time(void **state)
 
 
 /*
- * Blocked outside its event wait (a disk read, a lock): no CPU signal, so
- * the sampler thread asks for the stack, and the time goes there.
+ * Blocked outside its event wait (a sleep, a disk read, a lock): no CPU
+ * signal, so the sampler thread takes the stack, and the time goes there.
+ * Blocked in a system call, the stack is read from outside (this process
+ * may read itself): no signal, which would end the sleep early.
  */
 static void
-test_blocked_thread_is_asked_for_its_stack(void **state)
+test_blocked_thread_stack_is_read_without_a_signal(void **state)
 {
     fixture_t  *f = *state;
     totals_t    t;
@@ -457,6 +463,7 @@ test_blocked_thread_is_asked_for_its_stack(void **state)
     function_range(test_sampler_sleep, "test_sampler_sleep", &sleep_start,
                    &sleep_end);
 
+    sleeps_interrupted = 0;
     test_sampler_sleep(800 * 1000 * 1000LL);
 
     stop_sampler(f, 0);
@@ -467,13 +474,20 @@ test_blocked_thread_is_asked_for_its_stack(void **state)
     sleep_start = 0;
     sleep_end = 0;
 
-    print_message("wall: %lld ms blocked at the sleep, %llu stacks asked\n",
+    print_message("wall: %lld ms blocked at the sleep, %llu stacks taken, "
+                  "%llu read from outside, %llu signals\n",
                   (long long) t.wall_ns_in_sleep / 1000000,
                   (unsigned long long)
-                      prof_counter_get(f->diagnostics.blocked_samples));
+                      prof_counter_get(f->diagnostics.blocked_samples),
+                  (unsigned long long)
+                      prof_counter_get(f->diagnostics.stacks_read),
+                  (unsigned long long)
+                      prof_counter_get(f->diagnostics.signals_sent));
 
-    assert_true(prof_counter_get(f->diagnostics.signals_sent) >= 1);
+    assert_true(prof_counter_get(f->diagnostics.stacks_read) >= 1);
     assert_true(prof_counter_get(f->diagnostics.blocked_samples) >= 1);
+    assert_int_equal(prof_counter_get(f->diagnostics.signals_sent), 0);
+    assert_int_equal(sleeps_interrupted, 0);
     assert_true(t.wall_ns_in_sleep >= 500 * 1000 * 1000LL);
 }
 
@@ -880,7 +894,8 @@ main(void)
         cmocka_unit_test_setup_teardown(
             test_wake_up_after_idle_splits_the_time, setup, teardown),
         cmocka_unit_test_setup_teardown(
-            test_blocked_thread_is_asked_for_its_stack, setup, teardown),
+            test_blocked_thread_stack_is_read_without_a_signal, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(
             test_wall_time_is_accounted_once, setup, teardown),
         cmocka_unit_test_setup_teardown(
