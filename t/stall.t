@@ -8,11 +8,14 @@
 # one warn line: its length within 20% of the truth (the client's time
 # for a request, the time the Lua code measured for the others), what it
 # ran for (the request line and host, or the phase) and the code (the Lua
-# function, or usleep). Fast requests between them get none. A burst of
-# stalls is rate-limited (10 lines a minute), every one counted on the
-# status page, with the longest and the loop's turns. The samples taken
-# in a stall carry the stall_ms label in the profiles (protoc-decoded).
-# "off" reports none; a bad value fails nginx -t naming it.
+# function, or usleep's). The blocked worker's stack is read from outside
+# (no signal): its one usleep(300 ms) is not cut short. Fast requests
+# between them get none. A burst of stalls is rate-limited (10 lines a
+# minute), every one counted on the status page, with the longest and the
+# loop's turns. The samples taken in a stall carry the stall_ms label in
+# the profiles (protoc-decoded). "off" reports none; a bad value fails
+# nginx -t naming it. A worker that may not be read from outside (not
+# dumpable) says so once, and its stack is asked for with the signal.
 
 use strict;
 use warnings;
@@ -68,15 +71,14 @@ my $HTTP = <<'EOF';
             while os.clock() < stop do x = x + 1 end
             return x
         end
-        -- (the profiler's signal asking for the stack ends a sleep early,
-        -- as any signal does: slept again until the time has passed)
+        -- One sleep: its return code (-1 when a signal ended it early,
+        -- EINTR) and the time it took.
         function block_usleep(seconds)
             ngx.update_time()
-            local stop = ngx.now() + seconds
-            repeat
-                ffi.C.usleep((stop - ngx.now()) * 1000000)
-                ngx.update_time()
-            until ngx.now() >= stop
+            local start = ngx.now()
+            local rc = ffi.C.usleep(seconds * 1000000)
+            ngx.update_time()
+            return rc, ngx.now() - start
         end
     }
 
@@ -94,8 +96,8 @@ my $HTTP = <<'EOF';
 
         location /block {
             content_by_lua_block {
-                block_usleep(0.3)
-                ngx.say("ok")
+                local rc, slept = block_usleep(0.3)
+                ngx.say(rc, " ", slept)
             }
         }
 
@@ -198,8 +200,43 @@ sub one_stall {
 }
 
 one_stall('/cpu?ms=300', qr/spin_cpu \(init_by_lua/, 'CPU-bound Lua');
-one_stall('/block', qr/usleep.*block_usleep \(init_by_lua/,
-          'blocked in usleep (FFI)');
+
+# Blocked in the kernel: one usleep(300 ms) through LuaJIT's FFI. No CPU
+# time passes, so no CPU sample: the profiler process reads the worker's
+# stack from outside while it sleeps, without the signal that would end
+# the sleep early. Native frames only (LuaJIT's are not read from
+# outside). What ran is named when a sample of the worker's own tagged
+# the request (a fraction of an interval of CPU before the sleep: seldom),
+# else the line says the event is not named.
+{
+    fast_requests();
+    my ($r, $secs) = timed_get('/block');
+    is($r->{status}, 200, 'blocked in usleep (FFI): served');
+    my ($rc, $slept) = ($r->{content} // '') =~ /^(-?\d+) (\S+)/;
+    is($rc, 0, 'blocked in usleep (FFI): the sleep returned 0, not cut '
+               . 'short by a signal (EINTR)');
+    ok(($slept // 0) >= 0.299 && $secs >= 0.3,
+       sprintf('blocked in usleep (FFI): it slept %.3f s, the client '
+               . 'waited %.3f s', $slept // 0, $secs));
+    my @l = $t->wait_for_log($STALL_RE, $seen + 1, 15);
+    is(scalar(@l), $seen + 1, 'blocked in usleep (FFI): one stall line')
+        or diag($t->error_log);
+    $seen = @l;
+    my ($ms, $what, $code) = ($l[-1] // '') =~ $STALL_RE;
+    like($what // '', qr{^(?:request: "GET /block HTTP/1\.1", server: stalls\.example, host: "127\.0\.0\.1:\d+", client: 127\.0\.0\.1|an event not named \(its stack was read while it was blocked\))$},
+         'blocked in usleep (FFI): names its request, or says it is not '
+         . 'named');
+    like($code // '', qr/\bnanosleep < usleep\b/,
+         'blocked in usleep (FFI): names the sleep\'s code');
+    within($ms // 0, $secs, 'blocked in usleep (FFI): its length against '
+                            . 'the client\'s');
+    # (the status page is written every second)
+    ok(wait_until(sub {
+           my $s = decode_json($t->get('/status')->{content});
+           ($s->{workers}[0]{counters}{stacks_read} // 0) >= 1
+       }, 5), 'blocked in usleep (FFI): its stack read from outside');
+    fast_requests();
+}
 
 # A Lua timer: named as nginx's timers, its function, its time.
 {
@@ -308,6 +345,40 @@ $t->stop;
     isnt($rc, 0, 'a bad threshold fails nginx -t');
     like($out, qr/invalid value "never" in "profiling_stall_threshold" directive/,
          'naming the directive and the value');
+}
+
+# A worker that may not be read from outside (not dumpable: here it makes
+# itself so, PR_SET_DUMPABLE 0): said once, at notice; its stack is asked
+# for with the signal, which ends the sleep early (before the threshold
+# at times: no stall then).
+{
+    (my $nd = $http) =~ s/(init_worker_by_lua_block \{)/$1\n        ffi_prctl(4, 0)/;
+    $nd =~ s/(function spin_cpu)/function ffi_prctl(option, value)
+            ffi.cdef[[int prctl(int, unsigned long, unsigned long,
+                                unsigned long, unsigned long);]]
+            return ffi.C.prctl(option, value, 0, 0, 0)
+        end
+        $1/;
+    my $u = ProfNginx->new(workers => 1, modules => \@MODULES);
+    $u->write_config($nd);
+    $u->run;
+    my $re = qr/\[notice\].*profiling: the profiler process may not read worker \d+'s stack \((?:Permission denied|Operation not permitted)\)/;
+    $u->wait_for_log($STALL_RE, 1, 15);
+    $u->get('/block') for 1 .. 2;
+    my @n = $u->wait_for_log($re, 1, 15);
+    is(scalar(@n), 1, 'not dumpable: said once, at notice')
+        or diag($u->error_log);
+    ok(wait_until(sub {
+           my $s = decode_json($u->get('/status')->{content});
+           my $c = $s->{workers}[0]{counters} // {};
+           ($c->{stack_reads_refused} // 0) >= 1
+               && ($c->{signals_sent} // 0) >= 1
+               && ($c->{stacks_read} // 0) == 0
+       }, 5), 'not dumpable: the stack asked for with the signal');
+    is(scalar(ProfLog::log_lines($u->error_log, $re)), 1,
+       'not dumpable: said once');
+    $u->ok_no_worker_died('not dumpable');
+    $u->stop;
 }
 
 done_testing();
