@@ -100,19 +100,18 @@ prof_free(prof_t *p)
 
 
 /*
- * The profiler process, and no other, may read this process's memory and
- * registers (process_vm_readv, /proc/PID/task/TID/syscall): to take the
- * stack of this thread while it is blocked in a system call without a
- * signal, which would end a sleep early (profiler/remote_stack.h). The
- * kernel allows a process of the same user to read another that is
- * dumpable (nginx makes its workers so, for core dumps), but Yama's
- * ptrace_scope 1 (Ubuntu's, Debian's with Yama on) allows only an
- * ancestor or a process the target names: this names the profiler
- * process, this process's own child, running this module's code under
- * its user. Nothing else gains access; the relation ends with that
- * process. Where it is refused (no Yama: not needed; scope 2 or 3; a
- * worker not dumpable), the profiler process asks for the stack with
- * the signal, and says so once.
+ * Lets the profiler process read this process's memory and registers
+ * (process_vm_readv, /proc/PID/task/TID/syscall): to take the stack of
+ * this thread while it is blocked in a system call without a signal,
+ * which would end a sleep early (profiler/remote_stack.h). The kernel
+ * lets a process read another of the same user that is dumpable (nginx
+ * makes its workers so, for core dumps); Yama's ptrace_scope 1 (Ubuntu's
+ * default) lets only an ancestor, or a process the target names: this
+ * names the profiler process, this process's own child, running this
+ * module's code under its user, and no other; the naming ends with that
+ * process. Without Yama the call fails and is not needed; with a scope
+ * of 2 or 3, or a worker not dumpable, the read is refused: the profiler
+ * process asks for the stack with the signal then, and says so once.
  */
 static void
 prof_allow_profiler(prof_t *p)
