@@ -226,12 +226,14 @@ prof_wall_split(prof_wall_point_t *point, int64_t now_ns, uint64_t now_tsc,
     *off_cpu_ns = (here > cpu_ns) ? here - cpu_ns : 0;
     *idle_ns = idle;
 
-    point->wall_ns = now_ns;
-    point->tsc = now_tsc;
-    point->wait_ticks = wait_ticks;
+    /* (Stores the other process may read meanwhile: its claim fails.) */
     if (waiting) {
-        point->wait_ticks += now_tsc - wait_start;
+        wait_ticks += now_tsc - wait_start;
     }
+
+    __atomic_store_n(&point->wall_ns, now_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&point->tsc, now_tsc, __ATOMIC_RELAXED);
+    __atomic_store_n(&point->wait_ticks, wait_ticks, __ATOMIC_RELAXED);
 }
 
 

@@ -217,7 +217,11 @@ prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
     if (word & PROF_ACCOUNT_CLAIM) {
         claim = &s->claims[(word & PROF_ACCOUNT_WHICH) ? 1 : 0];
         if (claim->wall_ns > s->point.wall_ns) {
-            s->point = *claim;
+            __atomic_store_n(&s->point.wall_ns, claim->wall_ns,
+                             __ATOMIC_RELAXED);
+            __atomic_store_n(&s->point.tsc, claim->tsc, __ATOMIC_RELAXED);
+            __atomic_store_n(&s->point.wait_ticks, claim->wait_ticks,
+                             __ATOMIC_RELAXED);
         }
     }
 
@@ -318,7 +322,7 @@ prof_signal_retime(prof_sampler_t *s)
     }
 
     s->timer_cpu_ns = cpu_ns;
-    s->point_cpu_ns = cpu_ns;
+    __atomic_store_n(&s->point_cpu_ns, cpu_ns, __ATOMIC_RELAXED);
     s->cpu_intervals = 0;
     s->interval_now_ns = wanted;
     s->rearmed = 1;
@@ -438,7 +442,7 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
         slot->interval_ns = (uint32_t) s->interval_now_ns;
         prof_signal_account_slot(s, slot, entry_ns, entry_tsc,
                                  cpu_ns - s->point_cpu_ns);
-        s->point_cpu_ns = cpu_ns;
+        __atomic_store_n(&s->point_cpu_ns, cpu_ns, __ATOMIC_RELAXED);
 
         prof_signal_retime(s);
     }
