@@ -591,8 +591,9 @@ prof_remote_stack_claim(prof_remote_stack_t *r, prof_slot_t *slot,
 
 
 /*
- * The stack from sp up (and the red zone below, where it is mapped) into
- * r->stack: 0 and *low, *size of what was read, or -errno.
+ * The stack from sp (in the thread's stack) up, and the red zone below
+ * where it is mapped, into r->stack: 0 and *low, *size of what was read,
+ * or -errno.
  */
 static int
 prof_remote_stack_copy(prof_remote_stack_t *r, uintptr_t sp, uintptr_t *low,
@@ -602,14 +603,8 @@ prof_remote_stack_copy(prof_remote_stack_t *r, uintptr_t sp, uintptr_t *low,
     uintptr_t        high;
     prof_sampler_t  *s = r->sampler;
 
-    if (sp == 0 || sp > UINTPTR_MAX - PROF_REMOTE_STACK_BYTES) {
-        return -EINVAL;
-    }
-
-    high = sp + PROF_REMOTE_STACK_BYTES;
-    if (sp >= s->stack_low && sp < s->stack_high && high > s->stack_high) {
-        high = s->stack_high;
-    }
+    high = (s->stack_high - sp > PROF_REMOTE_STACK_BYTES)
+           ? sp + PROF_REMOTE_STACK_BYTES : s->stack_high;
 
     n = prof_remote_read(s, r->stack + PROF_ARCH_RED_ZONE, sp, high - sp);
     if (n < 0) {
@@ -660,6 +655,12 @@ prof_remote_stack_read(prof_remote_stack_t *r, prof_slot_t *slot,
     rc = prof_remote_stack_regs(r, &regs);
     if (rc != 0) {
         return rc;
+    }
+
+    /* Not on its stack: another (sigaltstack's), or not its registers
+       (an emulator's own, under qemu-user): the signal asks. */
+    if (regs.sp < s->stack_low || regs.sp >= s->stack_high) {
+        return -ERANGE;
     }
 
     /* What the thread left as it blocked, stable while it stays so. */

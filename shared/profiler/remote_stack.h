@@ -102,8 +102,9 @@ void prof_remote_stack_free(prof_remote_stack_t *r);
  * -EAGAIN: the thread is not blocked in a system call (it runs: "running",
  * or it moved while it was read; the signal may ask); -EBUSY: the thread
  * accounted meanwhile (it ran: nothing to take); -EPERM, -EACCES: the
- * worker does not allow the read; -ENOENT: no unwind table, or the thread
- * is gone; other -errno.
+ * worker does not allow the read; -ERANGE: its stack pointer is not in
+ * its stack (another stack; an emulator's registers, under qemu-user);
+ * -ENOENT: no unwind table, or the thread is gone; other -errno.
  */
 int prof_remote_stack_read(prof_remote_stack_t *r, prof_slot_t *slot,
     int64_t *from_ns, uint32_t *phase);
