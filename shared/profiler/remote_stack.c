@@ -404,17 +404,19 @@ prof_remote_stack_table(prof_remote_stack_t *r, const prof_unwind_table_t **t)
     unsigned char        *m;
     uint64_t              head[64];
     prof_sampler_t       *s = r->sampler;
-    prof_unwind_table_t  *copy;
+    prof_unwind_table_t  *copy, *forked;
 
     swaps = __atomic_load_n(&s->table_swaps, __ATOMIC_ACQUIRE);
     remote = (uintptr_t) __atomic_load_n(&s->table, __ATOMIC_ACQUIRE);
+    forked = __atomic_load_n(&s->forked_table, __ATOMIC_ACQUIRE);
 
     if (remote == 0) {
         return -ENOENT;
     }
 
-    if (remote == (uintptr_t) s->forked_table) {
-        *t = s->forked_table;
+    /* (Replaced meanwhile: still the one in force a moment ago.) */
+    if (forked != NULL && remote == (uintptr_t) forked) {
+        *t = forked;
         return 0;
     }
 

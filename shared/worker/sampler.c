@@ -371,6 +371,8 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     s->sampled.stall_ns = conf->stall_ns;
     s->sampled.stall_ticks = (conf->stall_ns > 0) ? 0 : UINT64_MAX;
 
+    prof_signal_prepare(s);
+
     rc = prof_sampler_start_timer(s);
     if (rc != 0) {
         prof_sampler_restore_signal(s);
@@ -434,6 +436,7 @@ prof_sampler_stop(prof_sampler_t *s, uint64_t period)
     /* Gone for the profiler process before it is freed. */
     old = s->table;
     __atomic_store_n(&s->table, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->forked_table, NULL, __ATOMIC_RELEASE);
     __atomic_add_fetch(&s->table_swaps, 1, __ATOMIC_RELEASE);
 
     if (old != s->borrowed) {
@@ -494,6 +497,7 @@ prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns)
 
     old = s->table;
     __atomic_store_n(&s->table, t, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->forked_table, NULL, __ATOMIC_RELEASE);
     __atomic_add_fetch(&s->table_swaps, 1, __ATOMIC_RELEASE);
 
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
@@ -559,6 +563,7 @@ prof_sampler_enable_lua(prof_sampler_t *s, prof_lua_t *lua)
 {
     /* LuaJIT's memory is read under a fault guard (lua_frames.h). */
     if (s->lua == NULL && prof_lua_guard_install() == 0) {
+        prof_signal_prepare_lua(lua);
         __atomic_store_n(&s->lua, lua, __ATOMIC_RELEASE);
     }
 }
