@@ -3,13 +3,21 @@
 /*
  * The labels of a request: its span ids (a tracer's, the configured
  * values, or the caller's trace headers) and its endpoint, resolved for
- * the profiler only when a sample carried the request; an endpoint other
- * than the default, counted for every request.
+ * the profiler only when a sample carried the request, and, for a stall's
+ * samples, the request described for its line; an endpoint other than the
+ * default, counted for every request.
  */
 
 #include "ngx_http_profiling_module.h"
 
 #include "worker/trace_context.h"
+
+
+/* The request a stall's samples carried, described when its tag was
+   resolved (before the request could be freed). */
+static uint64_t  ngx_http_profiling_stall_tag;
+static size_t    ngx_http_profiling_stall_length;
+static u_char    ngx_http_profiling_stall_text[PROF_STALL_SUBJECT_MAX];
 
 
 /* A request header by (lowercase) name. */
@@ -261,4 +269,73 @@ ngx_http_profiling_resolve_labels(ngx_http_profiling_worker_t *w,
                                                  (u_char *) labels.endpoint);
 
     (void) prof_label(w->profiler, &labels);
+}
+
+
+/*
+ * The tag of a stall's samples resolved, for r (NULL: its connection had
+ * no request): described as nginx's error log describes a request.
+ */
+void
+ngx_http_profiling_describe_stall(ngx_http_profiling_worker_t *w,
+    ngx_http_request_t *r, uint64_t tag)
+{
+    u_char                         *p, *last;
+    uint64_t                        span, root;
+    ngx_http_core_srv_conf_t       *cscf;
+    ngx_http_profiling_loc_conf_t  *plcf;
+
+    p = ngx_http_profiling_stall_text;
+    last = p + sizeof(ngx_http_profiling_stall_text);
+
+    if (r == NULL) {
+        p = ngx_slprintf(p, last, "a connection with no request");
+        goto done;
+    }
+
+    if (r->request_line.len > 0) {
+        p = ngx_slprintf(p, last, "request: \"%V\"", &r->request_line);
+
+    } else {
+        p = ngx_slprintf(p, last, "a request being read");
+    }
+
+    cscf = ngx_http_get_module_srv_conf(r, ngx_http_core_module);
+    if (cscf != NULL && cscf->server_name.len > 0) {
+        p = ngx_slprintf(p, last, ", server: %V", &cscf->server_name);
+    }
+
+    if (r->headers_in.host != NULL) {
+        p = ngx_slprintf(p, last, ", host: \"%V\"",
+                         &r->headers_in.host->value);
+    }
+
+    if (r->connection->addr_text.len > 0) {
+        p = ngx_slprintf(p, last, ", client: %V", &r->connection->addr_text);
+    }
+
+    if (r->valid_location) {
+        plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
+        ngx_http_profiling_resolve_ids(&w->tracer, r, plcf, &span, &root);
+
+        if (span != 0) {
+            p = ngx_slprintf(p, last, ", span id: %uL", span);
+        }
+    }
+
+done:
+
+    ngx_http_profiling_stall_tag = tag;
+    ngx_http_profiling_stall_length = p - ngx_http_profiling_stall_text;
+}
+
+
+/* What a stall's tag was described as: its length, 0 when it was not. */
+size_t
+ngx_http_profiling_stall_subject(uint64_t tag, u_char **text)
+{
+    *text = ngx_http_profiling_stall_text;
+
+    return (tag == ngx_http_profiling_stall_tag)
+           ? ngx_http_profiling_stall_length : 0;
 }

@@ -288,8 +288,9 @@ ngx_uint_t ngx_http_profiling_request_continues_trace(ngx_http_request_t *r);
 
 /*
  * ngx_http_profiling_labels.c: in a worker, for the request a sample
- * carried, for a request's endpoint counted in its log phase, and for
- * $profiling_span_id.
+ * carried (its labels; described, when it is a stall's, until the stall is
+ * posted: ngx_http_profiling_stall.c), for a request's endpoint counted in
+ * its log phase, and for $profiling_span_id.
  */
 void ngx_http_profiling_resolve_ids(ngx_http_profiling_tracer_t *tracer,
     ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf,
@@ -298,6 +299,9 @@ void ngx_http_profiling_count_endpoint(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf);
 void ngx_http_profiling_resolve_labels(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r, uint64_t tag);
+void ngx_http_profiling_describe_stall(ngx_http_profiling_worker_t *w,
+    ngx_http_request_t *r, uint64_t tag);
+size_t ngx_http_profiling_stall_subject(uint64_t tag, u_char **text);
 
 
 /*
@@ -363,15 +367,16 @@ ngx_http_profiling_real_connection(ngx_connection_t *c)
  */
 void ngx_http_profiling_publish_slow(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r, ngx_log_t *log, void *object);
-/* ngx_http_profiling_stall.c */
-void ngx_http_profiling_stall_subject(ngx_http_profiling_worker_t *w,
-    ngx_http_request_t *r, uint64_t tag);
-void ngx_http_profiling_stalled(ngx_http_profiling_worker_t *w,
-    uint64_t ticks);
-
 void ngx_http_profiling_resolve_pending(ngx_http_profiling_worker_t *w,
     ngx_http_request_t *r);
 void ngx_http_profiling_request_stop(ngx_http_profiling_worker_t *w);
+
+/*
+ * ngx_http_profiling_stall.c: called by the event loop wrapper when a turn
+ * past the sampled thread's stall_ticks ends (its wait begins).
+ */
+void ngx_http_profiling_stalled(ngx_http_profiling_worker_t *w,
+    uint64_t ticks);
 
 
 /*

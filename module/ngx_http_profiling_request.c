@@ -196,7 +196,7 @@ ngx_http_profiling_resolve_pending(ngx_http_profiling_worker_t *w,
     }
 
     if (tag == sampled->stall_tag) {
-        ngx_http_profiling_stall_subject(w, r, tag);
+        ngx_http_profiling_describe_stall(w, r, tag);
     }
 
     if (r != NULL) {

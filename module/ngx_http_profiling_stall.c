@@ -6,77 +6,13 @@
  * (ngx_http_profiling_events.c) sees a long turn end; here, still on the
  * loop, it becomes a record for the profiler process (which names the
  * code its samples held and writes the line): its length, and what it ran
- * for, described while that was alive: the request its first sample past
- * the threshold carried, a connection with no request, else the turn's
- * phase (the worker's start, the timers, the posted events).
+ * for, described while that was alive (ngx_http_profiling_labels.c, as
+ * its tag was resolved): the request its first sample past the threshold
+ * carried, a connection with no request, else the turn's phase (the
+ * worker's start, the timers, the posted events).
  */
 
 #include "ngx_http_profiling_module.h"
-
-
-/* The request a stall's samples carried, described when its tag was
-   resolved (before the request could be freed). */
-static uint64_t  ngx_http_profiling_stall_tag;
-static size_t    ngx_http_profiling_stall_length;
-static u_char    ngx_http_profiling_stall_text[PROF_STALL_SUBJECT_MAX];
-
-
-/*
- * The tag of a stall's samples resolved, for r (NULL: its connection had
- * no request): described as nginx's error log describes a request.
- */
-void
-ngx_http_profiling_stall_subject(ngx_http_profiling_worker_t *w,
-    ngx_http_request_t *r, uint64_t tag)
-{
-    u_char                         *p, *last;
-    uint64_t                        span, root;
-    ngx_http_core_srv_conf_t       *cscf;
-    ngx_http_profiling_loc_conf_t  *plcf;
-
-    p = ngx_http_profiling_stall_text;
-    last = p + sizeof(ngx_http_profiling_stall_text);
-
-    if (r == NULL) {
-        p = ngx_slprintf(p, last, "a connection with no request");
-        goto done;
-    }
-
-    if (r->request_line.len > 0) {
-        p = ngx_slprintf(p, last, "request: \"%V\"", &r->request_line);
-
-    } else {
-        p = ngx_slprintf(p, last, "a request being read");
-    }
-
-    cscf = ngx_http_get_module_srv_conf(r, ngx_http_core_module);
-    if (cscf != NULL && cscf->server_name.len > 0) {
-        p = ngx_slprintf(p, last, ", server: %V", &cscf->server_name);
-    }
-
-    if (r->headers_in.host != NULL) {
-        p = ngx_slprintf(p, last, ", host: \"%V\"",
-                         &r->headers_in.host->value);
-    }
-
-    if (r->connection->addr_text.len > 0) {
-        p = ngx_slprintf(p, last, ", client: %V", &r->connection->addr_text);
-    }
-
-    if (r->valid_location) {
-        plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
-        ngx_http_profiling_resolve_ids(&w->tracer, r, plcf, &span, &root);
-
-        if (span != 0) {
-            p = ngx_slprintf(p, last, ", span id: %uL", span);
-        }
-    }
-
-done:
-
-    ngx_http_profiling_stall_tag = tag;
-    ngx_http_profiling_stall_length = p - ngx_http_profiling_stall_text;
-}
 
 
 /*
@@ -87,6 +23,8 @@ done:
 void
 ngx_http_profiling_stalled(ngx_http_profiling_worker_t *w, uint64_t ticks)
 {
+    size_t                  length;
+    u_char                 *subject;
     int64_t                 length_ns;
     prof_stall_t           *st;
     prof_sampled_thread_t  *sampled;
@@ -134,10 +72,10 @@ ngx_http_profiling_stalled(ngx_http_profiling_worker_t *w, uint64_t ticks)
         st->sampled = 0;
     }
 
-    if (st->tag != 0 && st->tag == ngx_http_profiling_stall_tag) {
-        ngx_memcpy(st->subject, ngx_http_profiling_stall_text,
-                   ngx_http_profiling_stall_length);
-        st->subject_length = ngx_http_profiling_stall_length;
+    if (st->tag != 0) {
+        length = ngx_http_profiling_stall_subject(st->tag, &subject);
+        ngx_memcpy(st->subject, subject, length);
+        st->subject_length = length;
     }
 
     prof_sampler_post_stall(w->sampler);
