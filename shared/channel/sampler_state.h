@@ -43,7 +43,6 @@
 #include <time.h>
 
 #include "common/diagnostics.h"
-#include "common/unwind_walk.h"
 #include "channel/lua_frames.h"
 #include "channel/sampled_thread.h"
 
@@ -110,15 +109,12 @@ typedef struct {
     int64_t         wall_ns;        /* wall time at this stack */
     int64_t         off_cpu_ns;     /*   of which off CPU */
     int64_t         idle_ns;        /* wall time in the event wait */
-    int64_t         handler_ns;     /* the handler's CPU time, -1: not
-                                       known (the thread was switched
-                                       out while it ran) */
+    int64_t         handler_ns;
     int64_t         time_ns;        /* monotonic, when it was taken */
     uint64_t        request;        /* tag (sampled_thread.h), 0: none */
     uint64_t        turn;           /* its turn's start (TSC), 0: in the
                                        event wait */
     int64_t         turn_ns;        /* how long the turn had run */
-    int64_t         handler_wall_ns;    /* the handler's wall time */
     uint64_t        frames[];       /* conf.max_frames + 1 */
 } prof_slot_t;
 
@@ -339,12 +335,6 @@ struct prof_sampler_s {
     /* the sampled thread only: the unwind table's last check */
     int64_t                 table_checked_ns;
     uint64_t                period;         /* the profile being taken */
-
-    /* the handler's own (signal_path.c): the rows of its last walk, and
-       the sampled thread's rseq area's critical-section pointer, NULL:
-       none registered (prof_signal_prepare) */
-    prof_unwind_recent_t    recent;
-    uint64_t               *rseq_cs;
 };
 
 
