@@ -14,9 +14,15 @@
 #define _GNU_SOURCE
 
 #include <stdint.h>
+#include <string.h>
 
 #include "common/arch.h"
 #include "common/unwind_table.h"
+
+
+_Static_assert(sizeof(prof_row_t)
+               <= sizeof(((prof_unwind_recent_frame_t *) 0)->row),
+               "a recent frame holds a row");
 
 
 /*
@@ -38,24 +44,25 @@
  * bounds: in the stack itself, or in its copy delta bytes away (a copy
  * another process made, unwind_walk.h).
  */
-__attribute__((no_sanitize_address)) static inline uintptr_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static inline uintptr_t
 prof_unwind_word(uintptr_t delta, uintptr_t at)
 {
     return *(const uintptr_t *) (at + delta);
 }
 
 
-/* The object holding pc, trying hint first (the caller's often shares
-   its callee's object), or NULL. */
-static const prof_unwind_object_t *
-prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
-    const prof_unwind_object_t *hint)
+/*
+ * A row of the cache only (a CFA rule no table holds): the pcs of its
+ * range lie in no object, between two of them (JIT code).
+ */
+#define PROF_CFA_NO_OBJECT       7
+
+
+/* How many objects start at or below pc. */
+PROF_SIGNAL_TEXT static unsigned
+prof_unwind_objects_below(const prof_unwind_table_t *t, uintptr_t pc)
 {
     unsigned  l, h, m;
-
-    if (hint != NULL && pc >= hint->start && pc < hint->end) {
-        return hint;
-    }
 
     l = 0;
     h = t->object_count;
@@ -68,6 +75,24 @@ prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
         }
     }
 
+    return l;
+}
+
+
+/* The object holding pc, trying hint first (the caller's often shares
+   its callee's object), or NULL. */
+PROF_SIGNAL_TEXT static const prof_unwind_object_t *
+prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
+    const prof_unwind_object_t *hint)
+{
+    unsigned  l;
+
+    if (hint != NULL && pc >= hint->start && pc < hint->end) {
+        return hint;
+    }
+
+    l = prof_unwind_objects_below(t, pc);
+
     if (l == 0 || pc >= t->objects[l - 1].end) {
         return NULL;
     }
@@ -76,7 +101,7 @@ prof_unwind_object(const prof_unwind_table_t *t, uintptr_t pc,
 }
 
 
-int
+PROF_SIGNAL_TEXT int
 prof_unwind_scans(const prof_unwind_table_t *t)
 {
     /* Twice as many where an object without unwind tables is loaded
@@ -85,9 +110,9 @@ prof_unwind_scans(const prof_unwind_table_t *t)
 }
 
 
-/* The row in force at pc, in the object that holds it. */
-static const prof_row_t *
-prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
+/* The index of the row in force at pc, in the object that holds it. */
+PROF_SIGNAL_TEXT static uint32_t
+prof_unwind_row_index(const prof_unwind_object_t *o, uintptr_t pc)
 {
     uint32_t   lo, hi, mid, offset;
     uintptr_t  page;
@@ -107,12 +132,185 @@ prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
         }
     }
 
-    return &o->rows[lo];
+    return lo;
+}
+
+
+/* The row in force at pc, in the object that holds it. */
+PROF_SIGNAL_TEXT static const prof_row_t *
+prof_unwind_row(const prof_unwind_object_t *o, uintptr_t pc)
+{
+    return &o->rows[prof_unwind_row_index(o, pc)];
+}
+
+
+/*
+ * The cache's entry for pc: by its 64-byte block of code, so that the pcs
+ * a signal interrupts in a loop find the row their first one cached.
+ */
+PROF_SIGNAL_TEXT static prof_unwind_cache_entry_t *
+prof_unwind_cache_entry(const prof_unwind_table_t *t, uintptr_t pc)
+{
+    uintptr_t  block;
+
+    block = pc >> 6;
+
+    return &t->cache[(block ^ (block >> 11)) & (PROF_UNWIND_CACHE_SIZE - 1)];
+}
+
+
+/*
+ * Where no object holds pc: the gap between two objects around it, at
+ * most 2 GB either side, into the cache as a row of PROF_CFA_NO_OBJECT
+ * (a trace's pcs vary, its machine code lies in one such gap).
+ */
+PROF_SIGNAL_TEXT static const prof_row_t *
+prof_unwind_cache_gap(const prof_unwind_table_t *t,
+    prof_unwind_cache_entry_t *e, uintptr_t pc)
+{
+    unsigned   l;
+    uintptr_t  lo, hi;
+
+    l = prof_unwind_objects_below(t, pc);
+    lo = (l > 0) ? t->objects[l - 1].end : 0;
+    hi = (l < t->object_count) ? t->objects[l].start : UINTPTR_MAX;
+
+    if (pc - lo > 0x7fffffff) {
+        lo = pc - 0x7fffffff;
+    }
+    if (hi - pc > 0x7fffffff) {
+        hi = pc + 0x7fffffff;
+    }
+
+    e->pc = lo;
+    e->row.pc = (uint32_t) (hi - lo);
+    e->row.cfa = PROF_CFA_NO_OBJECT;
+
+    return &e->row;
+}
+
+
+/*
+ * The row in force at pc from the table, into the cache with the pcs it
+ * holds for (the row's pc, an offset no walk reads, holding their count:
+ * an entry serves any pc of its range); where no object holds pc, a row
+ * of PROF_CFA_NO_OBJECT.
+ */
+PROF_SIGNAL_TEXT static const prof_row_t *
+prof_unwind_cache_fill(const prof_unwind_table_t *t,
+    prof_unwind_cache_entry_t *e, uintptr_t pc,
+    const prof_unwind_object_t **hint)
+{
+    uint32_t                     i, end;
+    const prof_unwind_object_t  *o;
+
+    o = prof_unwind_object(t, pc, *hint);
+    if (o == NULL) {
+        return prof_unwind_cache_gap(t, e, pc);
+    }
+
+    *hint = o;
+    i = prof_unwind_row_index(o, pc);
+    end = (i + 1 < o->row_count) ? o->rows[i + 1].pc
+                                 : (uint32_t) (o->end - o->base);
+
+    e->pc = o->base + o->rows[i].pc;
+    e->row = o->rows[i];
+    e->row.pc = end - o->rows[i].pc;
+
+    return &e->row;
+}
+
+
+/* The last walk's row for the frame at depth (stack_high - sp) if it
+   holds for pc, into *copy, with its pcs into *lo and *len; else NULL. */
+PROF_SIGNAL_TEXT static const prof_row_t *
+prof_unwind_recent_row(prof_unwind_recent_t *r, uintptr_t depth,
+    uintptr_t pc, prof_row_t *copy, uintptr_t *lo, uint32_t *len)
+{
+    uint32_t                           n;
+    const prof_unwind_recent_frame_t  *f;
+
+    f = r->frames[r->last];
+    n = r->count[r->last];
+
+    /* Outward, depth falls: the frames of the last walk below it go. */
+    while (r->at < n && f[r->at].depth > depth) {
+        r->at++;
+    }
+
+    if (r->at == n || f[r->at].depth != depth
+        || pc - f[r->at].lo >= f[r->at].len)
+    {
+        return NULL;
+    }
+
+    memcpy(copy, f[r->at].row, sizeof(prof_row_t));
+    *lo = f[r->at].lo;
+    *len = f[r->at].len;
+
+    return copy;
+}
+
+
+PROF_SIGNAL_TEXT static void
+prof_unwind_recent_keep(prof_unwind_recent_t *r, uintptr_t depth,
+    uintptr_t lo, uint32_t len, const prof_row_t *row)
+{
+    uint32_t                     n;
+    prof_unwind_recent_frame_t  *f;
+
+    n = r->count[1 - r->last];
+    if (n == PROF_UNWIND_RECENT) {
+        return;
+    }
+
+    f = &r->frames[1 - r->last][n];
+    f->lo = lo;
+    f->len = len;
+    f->depth = (uint32_t) depth;
+    memcpy(f->row, row, sizeof(prof_row_t));
+
+    r->count[1 - r->last] = n + 1;
+}
+
+
+PROF_SIGNAL_TEXT void
+prof_unwind_recent_prefetch(const prof_unwind_recent_t *r)
+{
+    uint32_t                           i, n;
+    const prof_unwind_recent_frame_t  *last, *next;
+
+    /* The list the walk before filled is the next walk's last. */
+    last = r->frames[1 - r->last];
+    next = r->frames[r->last];
+    n = r->count[1 - r->last];
+
+    for (i = 0; i < n; i += 64 / sizeof(prof_unwind_recent_frame_t)) {
+        __builtin_prefetch(&last[i], 0);
+        __builtin_prefetch(&next[i], 1);
+    }
+}
+
+
+PROF_SIGNAL_TEXT void
+prof_unwind_recent_begin(prof_unwind_recent_t *r,
+    const prof_unwind_table_t *t)
+{
+    if (r->table != t) {
+        r->table = t;
+        r->count[0] = 0;
+        r->count[1] = 0;
+    }
+
+    r->last = 1 - r->last;
+    r->count[1 - r->last] = 0;
+    r->at = 0;
 }
 
 
 /* Whether the offset of w from o's base is in a sorted array of them. */
-static int
+PROF_SIGNAL_TEXT static int
 prof_unwind_offset_in(const prof_unwind_object_t *o, uintptr_t w,
     const uint32_t *a, uint32_t n)
 {
@@ -140,13 +338,16 @@ prof_unwind_offset_in(const prof_unwind_object_t *o, uintptr_t w,
  * registers only, but an address sanitizer would see reads of other
  * functions' frames.
  */
-__attribute__((no_sanitize_address)) prof_unwind_status_e
-prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
-    void **frames, int max, int *count)
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address))
+static inline prof_unwind_status_e
+prof_unwind_frames(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    prof_unwind_recent_t *r, void **frames, int max, int *count)
 {
-    int                               status, n, leaf;
+    int                               status, n, leaf, keep;
+    uint32_t                          len;
     uintptr_t                         pc, sp, fp, aux, cfa, slot, lookup;
-    uintptr_t                         delta;
+    uintptr_t                         delta, depth, lo;
+    prof_row_t                        recent;
     const prof_row_t                 *row;
     prof_unwind_cache_entry_t        *e;
     const prof_unwind_object_t       *o;
@@ -192,16 +393,20 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 
         /* A return address may be just past its function: look before. */
         lookup = leaf ? pc : pc - 1;
+        depth = regs->stack_high - sp;
 
-        e = &t->cache[(lookup ^ (lookup >> 11))
-                      & (PROF_UNWIND_CACHE_SIZE - 1)];
+        keep = (r != NULL && depth <= UINT32_MAX);
+        row = keep ? prof_unwind_recent_row(r, depth, lookup, &recent, &lo,
+                                            &len)
+                   : NULL;
 
-        if (e->pc == lookup) {
-            row = &e->row;
+        if (row == NULL) {
+            e = prof_unwind_cache_entry(t, lookup);
 
-        } else {
-            o = prof_unwind_object(t, lookup, o);
-            if (o == NULL) {
+            row = (lookup - e->pc < e->row.pc)
+                  ? &e->row : prof_unwind_cache_fill(t, e, lookup, &o);
+
+            if (row->cfa == PROF_CFA_NO_OBJECT) {
                 if (regs->where != NULL) {
                     regs->where[3 * (n - 1) + 2] = 1;
                 }
@@ -209,9 +414,12 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                 break;
             }
 
-            row = prof_unwind_row(o, lookup);
-            e->pc = lookup;
-            e->row = *row;
+            lo = e->pc;
+            len = e->row.pc;
+        }
+
+        if (keep) {
+            prof_unwind_recent_keep(r, depth, lo, len, row);
         }
 
         if (row->cfa == PROF_CFA_OUTERMOST) {
@@ -315,21 +523,19 @@ prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 }
 
 
-/* The row at pc in a known object, or NULL. */
-static const prof_row_t *
-prof_unwind_lookup(const prof_unwind_table_t *t, uintptr_t pc,
-    const prof_unwind_object_t **object)
+PROF_SIGNAL_TEXT prof_unwind_status_e
+prof_unwind(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    void **frames, int max, int *count)
 {
-    const prof_unwind_object_t  *o;
+    return prof_unwind_frames(t, regs, NULL, frames, max, count);
+}
 
-    o = prof_unwind_object(t, pc, NULL);
-    if (o == NULL) {
-        return NULL;
-    }
 
-    *object = o;
-
-    return prof_unwind_row(o, pc);
+PROF_SIGNAL_TEXT prof_unwind_status_e
+prof_unwind_recent(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
+    prof_unwind_recent_t *r, void **frames, int max, int *count)
+{
+    return prof_unwind_frames(t, regs, r, frames, max, count);
 }
 
 
@@ -337,25 +543,50 @@ prof_unwind_lookup(const prof_unwind_table_t *t, uintptr_t pc,
  * The row of the code at w - 1 if w may be a return address: in a known
  * object, with a rule there or at a return site of code without one, and
  * not the first byte of a function (a pointer to a function is no return
- * address); else NULL.
+ * address); else NULL. Most words a scan reads are pointers to data,
+ * between the objects; of those in code, most the cache holds: told from
+ * it (and into it) where the row it holds for w - 1 goes on past w (no
+ * function starts there), copied into *copy; else from the table.
+ * *object: the row's object.
  */
-static const prof_row_t *
+PROF_SIGNAL_TEXT static const prof_row_t *
 prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w,
-    const prof_unwind_object_t **object)
+    const prof_unwind_object_t **object, prof_row_t *copy)
 {
     const prof_row_t            *row, *at;
+    prof_unwind_cache_entry_t   *e;
     const prof_unwind_object_t  *o;
 
     if (w <= t->code_low || w > t->code_high) {
         return NULL;
     }
 
+    o = prof_unwind_object(t, w - 1, NULL);
+    if (o == NULL) {
+        return NULL;
+    }
+
+    e = prof_unwind_cache_entry(t, w - 1);
+
+    if (w - 1 - e->pc >= e->row.pc) {
+        (void) prof_unwind_cache_fill(t, e, w - 1, &o);
+    }
+
     /* A frame from the auxiliary register is no caller a scan can take:
        its value is not known there. */
-    row = prof_unwind_lookup(t, w - 1, &o);
-    if (row == NULL || row->cfa == PROF_CFA_AUX
-        || (row->cfa == PROF_CFA_NONE
-            && !prof_unwind_offset_in(o, w, o->sites, o->site_count)))
+    if (e->row.cfa == PROF_CFA_AUX) {
+        return NULL;
+    }
+
+    if (e->row.cfa != PROF_CFA_NONE && w - e->pc < e->row.pc) {
+        *copy = e->row;
+        *object = o;
+        return copy;
+    }
+
+    row = prof_unwind_row(o, w - 1);
+    if (row->cfa == PROF_CFA_NONE
+        && !prof_unwind_offset_in(o, w, o->sites, o->site_count))
     {
         return NULL;
     }
@@ -377,11 +608,12 @@ prof_unwind_return_row(const prof_unwind_table_t *t, uintptr_t w,
 
 /* Whether the word at slot, in the stack, is a return address, not
    self's. */
-__attribute__((no_sanitize_address)) static int
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static int
 prof_unwind_return_at(const prof_unwind_table_t *t,
     const prof_unwind_regs_t *regs, uintptr_t slot, uintptr_t self)
 {
     uintptr_t                    w;
+    prof_row_t                   copy;
     const prof_unwind_object_t  *o;
 
     if (slot < regs->sp || slot >= regs->stack_high
@@ -392,7 +624,7 @@ prof_unwind_return_at(const prof_unwind_table_t *t,
 
     w = prof_arch_strip_pc(prof_unwind_word(regs->stack_delta, slot));
 
-    return w != self && prof_unwind_return_row(t, w, &o) != NULL;
+    return w != self && prof_unwind_return_row(t, w, &o, &copy) != NULL;
 }
 
 
@@ -408,7 +640,7 @@ prof_unwind_return_at(const prof_unwind_table_t *t,
  * (a stale stack full of return addresses would otherwise cost the
  * square of its size).
  */
-static int
+PROF_SIGNAL_TEXT static int
 prof_unwind_frame_above(const prof_unwind_table_t *t,
     const prof_unwind_regs_t *regs, const prof_row_t *row, uintptr_t from,
     uintptr_t self, unsigned max_words, unsigned *budget, uintptr_t *sp,
@@ -443,12 +675,13 @@ prof_unwind_frame_above(const prof_unwind_table_t *t,
 #endif
 
 
-__attribute__((no_sanitize_address)) int
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) int
 prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words)
 {
     unsigned                     i, j;
     uintptr_t                    slot, w, sp, fp, cfa, up, saved, v, pushed;
+    prof_row_t                   copy, other;
     const prof_row_t            *row;
     const prof_unwind_object_t  *from, *wo;
 #ifdef PROF_ARCH_RA_IN_ROWS
@@ -468,7 +701,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 
         w = prof_arch_strip_pc(prof_unwind_word(regs->stack_delta, slot));
 
-        row = prof_unwind_return_row(t, w, &wo);
+        row = prof_unwind_return_row(t, w, &wo, &copy);
         if (row == NULL) {
             continue;
         }
@@ -528,7 +761,7 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
                 if (prof_unwind_return_row(t, prof_arch_strip_pc(
                                                prof_unwind_word(
                                                    regs->stack_delta, up)),
-                                           &wo)
+                                           &wo, &other)
                     == NULL)
                 {
                     continue;
@@ -585,13 +818,14 @@ prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
 
 #ifdef PROF_ARCH_RA_IN_ROWS
 
-__attribute__((no_sanitize_address)) int
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) int
 prof_unwind_link(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words)
 {
     int                          k;
     unsigned                     budget = max_words;
     uintptr_t                    lr, sp, fp, slot;
+    prof_row_t                   copy;
     const prof_row_t            *row;
     const prof_unwind_object_t  *o;
 
@@ -600,7 +834,7 @@ prof_unwind_link(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
         return -1;
     }
 
-    row = prof_unwind_return_row(t, lr, &o);
+    row = prof_unwind_return_row(t, lr, &o, &copy);
     if (row == NULL || row->ra_slot == 0
         || (row->cfa != PROF_CFA_SP && row->cfa != PROF_CFA_FP))
     {
@@ -659,7 +893,7 @@ found:
 
 #else
 
-int
+PROF_SIGNAL_TEXT int
 prof_unwind_link(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words)
 {

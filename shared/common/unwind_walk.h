@@ -41,6 +41,15 @@
 typedef struct prof_unwind_table_s  prof_unwind_table_t;
 
 
+/*
+ * The signal handler's code (this walk, worker/signal_path.c and
+ * signal_lua*.c) in one place of the module's text, which the linker
+ * keeps apart (.text.hot): a sample runs it cold, a miss of the TLB and
+ * of the cache for each page it spans.
+ */
+#define PROF_SIGNAL_TEXT  __attribute__((section(".text.hot.prof_signal")))
+
+
 typedef enum {
     PROF_UNWIND_END = 0,        /* reached the outermost frame */
     PROF_UNWIND_FULL,           /* the frames array is full */
@@ -90,7 +99,43 @@ prof_unwind_table_t *prof_unwind_table_adopt(void *copy, size_t size,
     uintptr_t remote);
 
 
-/* Async-signal-safe. */
+/*
+ * The rows the last walk of a thread used, for its next walk (the signal
+ * handler's, prof_unwind_recent): consecutive samples share most of their
+ * frames, and a walk's rows lie in a few lines of this list, where the
+ * table's cache (by pc) spreads them over 32 KB, a cold line a frame.
+ * Frames are matched by their depth in the stack (stack_high - sp), from
+ * the innermost outward, and a row by the range of pcs it holds for.
+ */
+#define PROF_UNWIND_RECENT  48              /* frames kept of a walk */
+
+typedef struct {
+    uintptr_t                   lo;         /* the row holds for pcs */
+    uint32_t                    len;        /*   [lo, lo + len) */
+    uint32_t                    depth;      /* of the frame's sp */
+#ifdef __aarch64__
+    uint32_t                    row[3];     /* its row (unwind_table.h): */
+#else
+    uint32_t                    row[2];     /*   with the return address's
+                                               slot where calls leave it
+                                               in a register */
+#endif
+} prof_unwind_recent_frame_t;
+
+typedef struct {
+    const prof_unwind_table_t  *table;      /* whose rows they are */
+    uint32_t                    count[2];   /* frames in each list */
+    uint32_t                    last;       /* the last walk's list */
+    uint32_t                    at;         /* its next frame to match */
+    prof_unwind_recent_frame_t  frames[2][PROF_UNWIND_RECENT];
+} prof_unwind_recent_t;
+
+
+/*
+ * Async-signal-safe. Hidden from other objects: the handler calls them
+ * directly, not through the PLT.
+ */
+#pragma GCC visibility push(hidden)
 
 /* How many stack scans a walk may make (prof_unwind_scan, below). */
 int prof_unwind_scans(const prof_unwind_table_t *t);
@@ -102,6 +147,29 @@ int prof_unwind_scans(const prof_unwind_table_t *t);
  */
 prof_unwind_status_e prof_unwind(const prof_unwind_table_t *t,
     prof_unwind_regs_t *regs, void **frames, int max, int *count);
+
+/*
+ * A new walk of r's thread with t: the frames kept by the walk before
+ * become the last walk's (none when it walked with another table).
+ */
+void prof_unwind_recent_begin(prof_unwind_recent_t *r,
+    const prof_unwind_table_t *t);
+
+/*
+ * The lines of r the next walk reads and writes, asked of the memory at
+ * once (the walk reads them one after the other, each a miss): early in
+ * the handler, so that they come while it does other work.
+ */
+void prof_unwind_recent_prefetch(const prof_unwind_recent_t *r);
+
+/*
+ * prof_unwind, looking rows up in the last walk's list before the table
+ * and keeping this walk's in r; a walk's scans go on with it (after
+ * prof_unwind_recent_begin, one thread).
+ */
+prof_unwind_status_e prof_unwind_recent(const prof_unwind_table_t *t,
+    prof_unwind_regs_t *regs, prof_unwind_recent_t *r, void **frames,
+    int max, int *count);
 
 /*
  * Looks above regs->sp, at most max_words words, for a return address
@@ -124,6 +192,8 @@ int prof_unwind_scan(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
  */
 int prof_unwind_link(const prof_unwind_table_t *t, prof_unwind_regs_t *regs,
     unsigned max_words);
+
+#pragma GCC visibility pop
 
 
 #endif /* PROF_UNWIND_WALK_H */
