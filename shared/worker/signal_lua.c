@@ -30,16 +30,60 @@
 
 #include "channel/lua_frames.h"
 #include "channel/sample.h"
+#include "common/unwind_walk.h"
 #include "worker/lua_guard.h"
 #include "worker/lua_layout.h"
 #include "worker/signal_lua.h"
 #include "worker/signal_lua_walk.h"
 
 
-static int
+/*
+ * The interpreter's code of the sampler's table, copied when the table
+ * became the sampler's (prof_lua_code_keep): a sample without Lua reads
+ * the table's page for nothing else.
+ */
+static const prof_lua_t  *prof_lua_code_of;
+static uintptr_t          prof_lua_code_start;
+static uintptr_t          prof_lua_code_end;
+
+
+void
+prof_lua_code_keep(const prof_lua_t *lua)
+{
+    prof_lua_code_start = lua->vm.vm_start;
+    prof_lua_code_end = lua->vm.vm_end;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    prof_lua_code_of = lua;
+}
+
+
+PROF_SIGNAL_TEXT static int
 prof_lua_in_vm(const prof_lua_t *lua, uint64_t pc)
 {
+    if (lua == prof_lua_code_of) {
+        return pc >= prof_lua_code_start && pc < prof_lua_code_end;
+    }
+
     return pc >= lua->vm.vm_start && pc < lua->vm.vm_end;
+}
+
+
+PROF_SIGNAL_TEXT int
+prof_lua_may_run(const prof_lua_t *lua, const uint64_t *frames,
+    const prof_lua_where_t *where, int n)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        if (prof_lua_in_vm(lua, frames[i]) || where[i].unknown) {
+            return 1;
+        }
+    }
+
+    /* Without the interpreter's code, no frame tells one apart. */
+    return (lua == prof_lua_code_of)
+           ? prof_lua_code_end <= prof_lua_code_start
+           : lua->vm.vm_end <= lua->vm.vm_start;
 }
 
 
@@ -61,7 +105,7 @@ prof_lua_in_vm(const prof_lua_t *lua, uint64_t pc)
  * not returning to the C frame: code C code called, or the VM on its
  * frame, whose first slot may hold a return address left there).
  */
-__attribute__((no_sanitize_address)) int
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) int
 prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
     uintptr_t *sp, uintptr_t stack_low, uintptr_t stack_high)
 {
@@ -110,7 +154,7 @@ prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
 }
 
 
-__attribute__((no_sanitize_address)) int
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) int
 prof_lua_trace_runs(prof_lua_t *lua)
 {
     int  trace;
@@ -151,7 +195,7 @@ prof_lua_trace_runs(prof_lua_t *lua)
  * caller's frame (its base - 1) when it holds a Lua function whose
  * bytecode pc is in; 0: not such a return.
  */
-__attribute__((no_sanitize_address)) static uintptr_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static uintptr_t
 prof_lua_returning(uintptr_t L, uintptr_t base, uintptr_t pc)
 {
     int        i;
@@ -203,7 +247,7 @@ prof_lua_returning(uintptr_t L, uintptr_t base, uintptr_t pc)
  * told. cf: the activation's C frame; i: the native frame of the VM for
  * it, or -1.
  */
-__attribute__((no_sanitize_address)) static int
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static int
 prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
     const uint64_t *frames, const prof_lua_where_t *where, int n,
     uintptr_t cf, uintptr_t *frame, uintptr_t *pc, uintptr_t *alt,
@@ -278,7 +322,7 @@ prof_lua_top(prof_lua_t *lua, const ucontext_t *uc, uintptr_t L,
  * functions, and that function resumes L (the thread its argument or a
  * wrap function's upvalue holds). That C frame, or 0.
  */
-__attribute__((no_sanitize_address)) static uintptr_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static uintptr_t
 prof_lua_resumer(const prof_lua_t *lua, const uint64_t *frames,
     const prof_lua_where_t *where, int i, int n, uintptr_t L)
 {
@@ -338,7 +382,7 @@ prof_lua_resumer(const prof_lua_t *lua, const uint64_t *frames,
  * at most max in all: each activation of the VM, from the one running
  * out, replaces the VM's own frames for it. Returns the new count.
  */
-__attribute__((no_sanitize_address)) int
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) int
 prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
     uintptr_t stack_high)

@@ -21,6 +21,10 @@
 #include "channel/lua_frames.h"
 
 
+/* Hidden from other objects: the handler calls them directly. */
+#pragma GCC visibility push(hidden)
+
+
 /* Where a native frame was: its sp and frame pointer (rbp on x86-64;
    0: unknown), and whether its pc is in no object the unwind table knows
    (JIT code). */
@@ -53,6 +57,22 @@ int prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
 int prof_lua_trace_runs(prof_lua_t *lua);
 
 /*
+ * lua's interpreter's code kept for the handler, which then reads lua's
+ * memory only in samples with Lua frames; on the sampled thread as lua
+ * becomes the sampler's (worker/signal_prepare.c), before its handler
+ * walks Lua. Not for the handler.
+ */
+void prof_lua_code_keep(const prof_lua_t *lua);
+
+/*
+ * Whether native frames (n, with where they were) may hold an activation
+ * of lua's VM: one of them is in its code, or in code no object holds (a
+ * trace's), or its code is not known. Reads nothing of LuaJIT's.
+ */
+int prof_lua_may_run(const prof_lua_t *lua, const uint64_t *frames,
+    const prof_lua_where_t *where, int n);
+
+/*
  * LuaJIT's frames into frames[] (n native ones, with where they were), at
  * most max in all: each activation of the VM, from the one running out,
  * replaces the VM's own frames for it, callers below callees. A fault or
@@ -62,6 +82,9 @@ int prof_lua_trace_runs(prof_lua_t *lua);
 int prof_lua_splice(prof_lua_t *lua, const ucontext_t *uc, uint64_t *frames,
     const prof_lua_where_t *where, int n, int max, uintptr_t stack_low,
     uintptr_t stack_high);
+
+
+#pragma GCC visibility pop
 
 
 #endif /* PROF_SIGNAL_LUA_H */

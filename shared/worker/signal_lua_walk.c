@@ -15,9 +15,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "channel/lua_frames.h"
 #include "channel/sample.h"
+#include "common/unwind_walk.h"
 #include "worker/lua_guard.h"
 #include "worker/lua_layout.h"
 #include "worker/signal_lua_walk.h"
@@ -26,10 +28,34 @@
 /* Bytecodes and names a name's search reads at most */
 #define PROF_LUA_NAME_SCAN  256
 
+/* Functions the walks met last (a power of two) */
+#define PROF_LUA_RECENT     32
+
+
+/*
+ * The functions the walks met last, by prototype and call site, for the
+ * table they are in: most samples walk the frames the one before walked,
+ * and a frame found here reads one line of this process's memory instead
+ * of the table's index and entry (two lines, often two pages, cold in a
+ * sample). The handler's (and the layout's check, on the same thread
+ * before the handler walks Lua).
+ */
+typedef struct {
+    uintptr_t          proto;
+    uintptr_t          site;
+    uint64_t           chunk;
+    int32_t            firstline;
+    uint32_t           site_ins;
+    uint32_t           id;                  /* id + 1, 0: none */
+} prof_lua_recent_t;
+
+static prof_lua_recent_t  prof_lua_recent[PROF_LUA_RECENT];
+static const prof_lua_t  *prof_lua_recent_table;
+
 
 /* Bytes of LuaJIT's memory from p up to a NUL into name (at most
    PROF_LUA_NAME_MAX); their count. */
-__attribute__((no_sanitize_address)) static uint32_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static uint32_t
 prof_lua_copy_name(uintptr_t p, char *name)
 {
     char      c;
@@ -48,7 +74,7 @@ prof_lua_copy_name(uintptr_t p, char *name)
 
 
 /* An unsigned LEB128 number at p into *v; past it. */
-__attribute__((no_sanitize_address)) static uintptr_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static uintptr_t
 prof_lua_uleb(uintptr_t p, uint32_t *v)
 {
     int       i;
@@ -72,7 +98,7 @@ prof_lua_uleb(uintptr_t p, uint32_t *v)
 
 /* The name of slot at bytecode position pos of prototype pt when a local
    lives there (LuaJIT's debug_varname) into name: its length, 0: none. */
-__attribute__((no_sanitize_address)) static uint32_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static uint32_t
 prof_lua_local_name(uintptr_t pt, uint32_t pos, uint32_t slot, char *name)
 {
     uint32_t     i, vn, start, end, v;
@@ -128,7 +154,7 @@ prof_lua_local_name(uintptr_t pt, uint32_t pos, uint32_t slot, char *name)
 
 
 /* The string constant idx of prototype pt into name: its length. */
-__attribute__((no_sanitize_address)) static uint32_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static uint32_t
 prof_lua_constant_name(uintptr_t pt, uint32_t idx, char *name)
 {
     uint32_t   n, len;
@@ -155,7 +181,7 @@ prof_lua_constant_name(uintptr_t pt, uint32_t idx, char *name)
 
 
 /* The name of upvalue idx of prototype pt into name: its length. */
-__attribute__((no_sanitize_address)) static uint32_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static uint32_t
 prof_lua_upvalue_name(uintptr_t pt, uint32_t idx, char *name)
 {
     uintptr_t  p, start;
@@ -184,7 +210,7 @@ prof_lua_upvalue_name(uintptr_t pt, uint32_t idx, char *name)
  * method or upvalue the function came from, into name. Its length; 0: no
  * name (an expression, or further back than the scan goes).
  */
-__attribute__((no_sanitize_address)) static uint32_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static uint32_t
 prof_lua_callee_name(uintptr_t pt, uintptr_t ip, char *name)
 {
     int                steps;
@@ -258,11 +284,50 @@ prof_lua_callee_name(uintptr_t pt, uintptr_t ip, char *name)
 
 
 /*
+ * The entry of the recent list for prototype pt at site (h: their hash)
+ * when it holds them, as they are now (chunk, first, ins) and with an id
+ * whose entry in the table no later function took (entries are reused in
+ * turn): else NULL.
+ */
+PROF_SIGNAL_TEXT static prof_lua_recent_t *
+prof_lua_recent_of(const prof_lua_t *lua, uint32_t h, uintptr_t pt,
+    uintptr_t site, uint64_t chunk, int32_t first, uint32_t ins)
+{
+    uint32_t            issued;
+    prof_lua_recent_t  *r;
+
+    if (prof_lua_recent_table != lua) {
+        memset(prof_lua_recent, 0, sizeof(prof_lua_recent));
+        prof_lua_recent_table = lua;
+    }
+
+    r = &prof_lua_recent[(h >> 16) & (PROF_LUA_RECENT - 1)];
+    issued = __atomic_load_n(&lua->count, __ATOMIC_RELAXED);
+
+    if (r->id != 0 && r->proto == pt && r->site == site && r->chunk == chunk
+        && r->firstline == first && r->site_ins == ins
+        && ((issued - (r->id - 1)) & 0x7fffffff) <= PROF_LUA_FUNCTIONS)
+    {
+        return r;
+    }
+
+    r->id = 0;
+    r->proto = pt;
+    r->site = site;
+    r->chunk = chunk;
+    r->firstline = first;
+    r->site_ins = ins;
+
+    return NULL;
+}
+
+
+/*
  * The id of prototype pt's function in the table (lua_frames.h), called from
  * site (past the call instruction in prototype caller; 0 and 0: from C),
  * its entry filled when new; -1 when pt is not a prototype.
  */
-__attribute__((no_sanitize_address)) static int64_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static int64_t
 prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
     uintptr_t caller)
 {
@@ -270,6 +335,7 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
     uint64_t              chunk;
     int32_t               first;
     uintptr_t             data;
+    prof_lua_recent_t    *r;
     prof_lua_function_t  *f;
 
     if (PROF_LUA_RD8(pt + LJL_GCT) != LJL_GCT_PROTO) {
@@ -282,6 +348,13 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
 
     h = (uint32_t) (((pt >> 3) ^ (site * 0x2545f491)) * 0x9e3779b1u);
     free = NULL;
+
+    r = prof_lua_recent_of(lua, h, pt, site, chunk, first, ins);
+    if (r != NULL) {
+        return r->id - 1;
+    }
+
+    r = &prof_lua_recent[(h >> 16) & (PROF_LUA_RECENT - 1)];
 
     for (i = 0; i < PROF_LUA_PROBES; i++) {
         slot = &lua->slots[(h + i) & (PROF_LUA_FUNCTIONS * 2 - 1)];
@@ -299,6 +372,7 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
         if (f->proto == pt && f->site == site && f->chunk == chunk
             && f->firstline == first && f->site_ins == ins)
         {
+            r->id = v;
             return v - 1;
         }
     }
@@ -349,6 +423,7 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
     __atomic_store_n(&f->id, id + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&lua->count, (id + 1) & 0x7fffffff, __ATOMIC_RELEASE);
     *free = id + 1;
+    r->id = id + 1;
 
     return id;
 }
@@ -356,7 +431,7 @@ prof_lua_intern(prof_lua_t *lua, uintptr_t pt, uintptr_t site,
 
 /* The line of the instruction before pc in prototype pt (0: no line
    information); -1 when pc is not past an instruction of it. */
-__attribute__((no_sanitize_address)) static int64_t
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static int64_t
 prof_lua_line(uintptr_t pt, uintptr_t pc)
 {
     uint32_t   sizebc, numline, i;
@@ -398,7 +473,7 @@ prof_lua_line(uintptr_t pt, uintptr_t pc)
  * first; pc: past the leaf's instruction (0: unknown). 0 with *cont the
  * frame below the C entry (0: the bottom), or -1: inconsistent.
  */
-__attribute__((no_sanitize_address)) int
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) int
 prof_lua_walk(prof_lua_walk_t *w, uintptr_t L, uintptr_t frame,
     uintptr_t pc, uintptr_t *cont)
 {
