@@ -14,7 +14,9 @@
  * - the sampled thread, in its signal handler and in prof_sampler_flush /
  *   _stop (with SIGPROF blocked there): the wall accounting (point), the
  *   ring's slots while FREE and write_index, the flush mailbox, the
- *   unwind table (table, table_swaps, forked_table);
+ *   unwind table (table, table_swaps, forked_table), and the handler's
+ *   own fields (prof_signal_prepare's finds, the rows of its last walk),
+ *   meaningless in the profiler process;
  * - the sampler thread: slots back to FREE, read_index, requests,
  *   flushes_taken; and the flush mailbox once the sampled thread is gone
  *   without a last flush (it crashed); claims, when it accounted the wall
@@ -43,6 +45,7 @@
 #include <time.h>
 
 #include "common/diagnostics.h"
+#include "common/unwind_walk.h"
 #include "channel/lua_frames.h"
 #include "channel/sampled_thread.h"
 
@@ -315,6 +318,16 @@ struct prof_sampler_s {
        (sampler thread) and served (futex word, handler) */
     uint32_t                requests;
     uint32_t                served;
+
+    /* the handler's own (signal_path.c), in the struct's first page with
+       the rest it reads: the sampled thread's thread pointer and errno's
+       address there and the vDSO's clock_gettime (NULL: not found), set
+       by prof_signal_prepare; the rows of its last walk */
+    void                   *thread_pointer;
+    int                    *errno_at;
+    int                   (*vdso_clock_gettime)(clockid_t clock,
+                                                struct timespec *ts);
+    prof_unwind_recent_t    recent;
 
     /* stalls: the sampled thread adds (from its loop), the sampler
        thread takes; lost: the mailbox was full */

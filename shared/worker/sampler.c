@@ -371,6 +371,8 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     s->sampled.stall_ns = conf->stall_ns;
     s->sampled.stall_ticks = (conf->stall_ns > 0) ? 0 : UINT64_MAX;
 
+    prof_signal_prepare(s);
+
     rc = prof_sampler_start_timer(s);
     if (rc != 0) {
         prof_sampler_restore_signal(s);
@@ -561,6 +563,7 @@ prof_sampler_enable_lua(prof_sampler_t *s, prof_lua_t *lua)
 {
     /* LuaJIT's memory is read under a fault guard (lua_frames.h). */
     if (s->lua == NULL && prof_lua_guard_install() == 0) {
+        prof_signal_prepare_lua(lua);
         __atomic_store_n(&s->lua, lua, __ATOMIC_RELEASE);
     }
 }

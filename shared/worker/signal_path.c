@@ -6,6 +6,11 @@
  * frames, signal_lua.c) into a slot of the sampler's ring, and accounts
  * wall time.
  *
+ * A sample runs cold: the signal comes every 10 ms of the worker's CPU,
+ * and each page the handler touches then is a miss of the TLB, each line
+ * one of the cache. It reads what prof_signal_prepare found and backed
+ * beforehand, and its code lies in one place (PROF_SIGNAL_TEXT).
+ *
  * Async-signal-safe only: CI checks the undefined symbols of this file's
  * object against a short list (ci/check-signal-path). Memory read here is
  * the sampler's own state and one word of an object of the array the
@@ -48,17 +53,20 @@ prof_sampler_t  *prof_signal_sampler;
 
 
 /* The interrupted thread's stack into the slot, at most max + 1 frames. */
-static void
+PROF_SIGNAL_TEXT static void
 prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     int max)
 {
     int                   n, count, scans, called;
     uintptr_t             pc, sp;
     prof_lua_t           *lua;
-    prof_lua_where_t      where[PROF_MAX_FRAMES_LIMIT + 1];
     prof_unwind_regs_t    regs;
     prof_unwind_table_t  *t;
     prof_unwind_status_e  status;
+
+    /* The frames' places, as many as it may walk: the part a walk fills
+       lies near the handler's other locals, not 12 KB below them. */
+    prof_lua_where_t      where[max + 2];
 
     prof_arch_context_regs(uc, &regs.pc, &regs.sp, &regs.fp, &regs.aux,
                            &regs.lr);
@@ -83,6 +91,8 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
         status = PROF_UNWIND_NO_RULE;
 
     } else {
+        prof_unwind_recent_begin(&s->recent, t);
+
         /* In code LuaJIT's VM called, nothing pushed yet: walked on from
            where it returns (its frame kept, but for the VM's own). */
         pc = regs.pc;
@@ -109,8 +119,9 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
                 regs.where = (uintptr_t *) &where[n];
             }
 
-            status = prof_unwind(t, &regs, (void **) slot->frames + n,
-                                 max + 1 - n, &count);
+            status = prof_unwind_recent(t, &regs, &s->recent,
+                                        (void **) slot->frames + n,
+                                        max + 1 - n, &count);
             n += count;
 
             if (status == PROF_UNWIND_END || status == PROF_UNWIND_FULL) {
@@ -146,7 +157,12 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
 
     slot->scanned = scans;
 
-    if (lua != NULL && t != NULL) {
+    /* A walk to the outermost frame shows every activation of the VM:
+       without one, none of LuaJIT's memory is read. */
+    if (lua != NULL && t != NULL
+        && (status != PROF_UNWIND_END
+            || prof_lua_may_run(lua, slot->frames, where, n)))
+    {
         n = prof_lua_splice(lua, uc, slot->frames, where, n, max + 1,
                             s->stack_low, s->stack_high);
     }
@@ -169,7 +185,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
 
 
 /* A SIGPROF not from our timer or thread: the action before ours. */
-static void
+PROF_SIGNAL_TEXT static void
 prof_signal_foreign(prof_sampler_t *s, int signo, siginfo_t *info,
     void *context)
 {
@@ -190,7 +206,7 @@ prof_signal_foreign(prof_sampler_t *s, int signo, siginfo_t *info,
 }
 
 
-static long
+PROF_SIGNAL_TEXT static long
 prof_signal_futex_wake(uint32_t *word)
 {
     return syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
@@ -203,7 +219,7 @@ prof_signal_futex_wake(uint32_t *word)
  * to, if it did (a claim, sampler_state.h), while this thread was
  * blocked in a system call.
  */
-void
+PROF_SIGNAL_TEXT void
 prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
     int64_t cpu_ns, int64_t *wall_ns, int64_t *off_cpu_ns, int64_t *idle_ns)
 {
@@ -240,7 +256,7 @@ prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
 }
 
 
-static void
+PROF_SIGNAL_TEXT static void
 prof_signal_account_slot(prof_sampler_t *s, prof_slot_t *slot,
     int64_t now_ns, uint64_t now_tsc, int64_t cpu_ns)
 {
@@ -255,7 +271,7 @@ prof_signal_account_slot(prof_sampler_t *s, prof_slot_t *slot,
  * stamp is read only from an object of the array, whose memory stays
  * mapped.
  */
-static uint64_t
+PROF_SIGNAL_TEXT static uint64_t
 prof_signal_tag(prof_sampled_thread_t *h)
 {
     uint64_t  o, tag, stamp;
@@ -296,7 +312,7 @@ prof_signal_tag(prof_sampled_thread_t *h)
  * changed: the timer re-armed (timer_settime is async-signal-safe), its
  * CPU time counted from now.
  */
-static void
+PROF_SIGNAL_TEXT static void
 prof_signal_retime(prof_sampler_t *s)
 {
     int64_t            wanted, cpu_ns;
@@ -334,7 +350,7 @@ prof_signal_retime(prof_sampler_t *s)
  * turn's for a stall's report until a sample past the threshold saw it
  * (sampled_thread.h).
  */
-static void
+PROF_SIGNAL_TEXT static void
 prof_signal_turn(prof_sampled_thread_t *h, prof_slot_t *slot, int64_t now_ns,
     uint64_t now_tsc)
 {
@@ -365,10 +381,64 @@ prof_signal_turn(prof_sampled_thread_t *h, prof_slot_t *slot, int64_t now_ns,
 }
 
 
-void
+/*
+ * What the sample writes and reads first, asked of the memory at once
+ * before the clock's read: its slot's lines, the last walk's rows.
+ */
+PROF_SIGNAL_TEXT static void
+prof_signal_prefetch(prof_sampler_t *s)
+{
+    size_t        i;
+    prof_slot_t  *slot;
+
+    slot = prof_sampler_slot(s, s->write_index);
+
+    for (i = 0; i < s->slot_size && i < 512; i += 64) {
+        __builtin_prefetch((char *) slot + i, 1);
+    }
+
+    prof_unwind_recent_prefetch(&s->recent);
+}
+
+
+/*
+ * errno's address: on the sampled thread, the one prof_signal_prepare
+ * found there, without glibc's function (its code and the PLT's are
+ * pages a sample would miss in the TLB for it alone).
+ */
+PROF_SIGNAL_TEXT static int *
+prof_signal_errno(prof_sampler_t *s)
+{
+    if (s->errno_at != NULL
+        && __builtin_thread_pointer() == s->thread_pointer)
+    {
+        return s->errno_at;
+    }
+
+    return &errno;
+}
+
+
+/* CLOCK_MONOTONIC, from the vDSO's own function where it was found. */
+PROF_SIGNAL_TEXT static int64_t
+prof_signal_now(prof_sampler_t *s)
+{
+    struct timespec  ts;
+
+    if (s->vdso_clock_gettime != NULL
+        && s->vdso_clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+    {
+        return prof_timespec_ns(&ts);
+    }
+
+    return prof_clock_ns(CLOCK_MONOTONIC);
+}
+
+
+PROF_SIGNAL_TEXT void
 prof_signal_handler(int signo, siginfo_t *info, void *context)
 {
-    int              saved_errno, requested;
+    int              saved_errno, requested, *errno_at;
     int64_t          entry_ns, cpu_ns;
     uint64_t         entry_tsc;
     uint32_t         weight;
@@ -396,7 +466,9 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
         return;
     }
 
-    saved_errno = errno;
+    prof_signal_prefetch(s);
+    errno_at = prof_signal_errno(s);
+    saved_errno = *errno_at;
 
     /*
      * The old timer's signal, queued while the handler re-armed it: the
@@ -418,7 +490,7 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
         goto done;
     }
 
-    entry_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    entry_ns = prof_signal_now(s);
     entry_tsc = prof_arch_ticks();
 
     prof_signal_walk(s, slot, context, s->conf.max_frames);
@@ -451,7 +523,7 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     slot->request = prof_signal_tag(&s->sampled);
     prof_signal_turn(&s->sampled, slot, entry_ns, entry_tsc);
 
-    slot->handler_ns = prof_clock_ns(CLOCK_MONOTONIC) - entry_ns;
+    slot->handler_ns = prof_signal_now(s) - entry_ns;
 
     __atomic_store_n(&slot->state, PROF_SLOT_READY, __ATOMIC_RELEASE);
     /* Only this thread writes it; the sampler thread reads it. */
@@ -474,5 +546,5 @@ done:
         (void) prof_signal_futex_wake(&s->served);
     }
 
-    errno = saved_errno;
+    *errno_at = saved_errno;
 }

@@ -22,6 +22,10 @@
 #include "channel/sampler_state.h"
 
 
+/* Hidden from other objects: reached directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
+
 /* The SIGPROF action the sampler installs (sa_sigaction). */
 void prof_signal_handler(int signo, siginfo_t *info, void *context);
 
@@ -34,6 +38,19 @@ void prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
 /* The sampler running in this process, NULL: none (the handler then
    returns at once). */
 extern prof_sampler_t  *prof_signal_sampler;
+
+/*
+ * What the handler needs before it runs (signal_prepare.c): the memory
+ * it writes backed (a first write is a page fault in a sample), the
+ * sampled thread's errno and the vDSO's clock_gettime found. On
+ * the sampled thread, not async-signal-safe: before its timer runs, and
+ * before the Lua table is the sampler's.
+ */
+void prof_signal_prepare(prof_sampler_t *s);
+void prof_signal_prepare_lua(prof_lua_t *lua);
+
+
+#pragma GCC visibility pop
 
 
 #endif /* PROF_SIGNAL_PATH_H */
