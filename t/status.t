@@ -76,6 +76,10 @@ for my $pid (@pids) {
            profiles_exported uploads_succeeded uploads_failed_connect
            uploads_failed_timeout uploads_failed_5xx);
     ok(exists $w->{$pid}{handler_ns}{p99}, "worker $pid: handler p99");
+    ok(exists $w->{$pid}{handler_wall_ns}{p99},
+       "worker $pid: the handler's wall time p99");
+    ok(exists $c->{$_}, "worker $pid: $_")
+        for qw(handler_preempted handler_preempted_ns);
 }
 is($s->{json}{totals}{workers}, 2, 'totals: two workers');
 

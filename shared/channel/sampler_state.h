@@ -112,12 +112,15 @@ typedef struct {
     int64_t         wall_ns;        /* wall time at this stack */
     int64_t         off_cpu_ns;     /*   of which off CPU */
     int64_t         idle_ns;        /* wall time in the event wait */
-    int64_t         handler_ns;
+    int64_t         handler_ns;     /* the handler's CPU time, -1: not
+                                       known (the thread was switched
+                                       out while it ran) */
     int64_t         time_ns;        /* monotonic, when it was taken */
     uint64_t        request;        /* tag (sampled_thread.h), 0: none */
     uint64_t        turn;           /* its turn's start (TSC), 0: in the
                                        event wait */
     int64_t         turn_ns;        /* how long the turn had run */
+    int64_t         handler_wall_ns;    /* the handler's wall time */
     uint64_t        frames[];       /* conf.max_frames + 1 */
 } prof_slot_t;
 
@@ -321,10 +324,12 @@ struct prof_sampler_s {
 
     /* the handler's own (signal_path.c), in the struct's first page with
        the rest it reads: the sampled thread's thread pointer and errno's
-       address there and the vDSO's clock_gettime (NULL: not found), set
+       address there, its rseq area's critical-section pointer (NULL: none
+       registered) and the vDSO's clock_gettime (NULL: not found), all set
        by prof_signal_prepare; the rows of its last walk */
     void                   *thread_pointer;
     int                    *errno_at;
+    uint64_t               *rseq_cs;
     int                   (*vdso_clock_gettime)(clockid_t clock,
                                                 struct timespec *ts);
     prof_unwind_recent_t    recent;

@@ -179,6 +179,9 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     s.updated_ns = prof_clock_ns(CLOCK_REALTIME);
     s.handler_p50_ns = prof_histogram_quantile(&d->handler_ns, 0.5);
     s.handler_p99_ns = prof_histogram_quantile(&d->handler_ns, 0.99);
+    s.handler_wall_p50_ns = prof_histogram_quantile(&d->handler_wall_ns, 0.5);
+    s.handler_wall_p99_ns = prof_histogram_quantile(&d->handler_wall_ns,
+                                                    0.99);
     s.last_upload_ns = info->last_upload_ns;
     prof_status_copy_text(s.last_upload, info->last_upload);
     s.last_error_ns = info->last_error_ns;
@@ -434,9 +437,13 @@ prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
     rc |= prof_buffer_append_str(out, ",");
     rc |= prof_status_json_time(out, "updated", s->updated_ns);
     rc |= prof_buffer_printf(out, ",\"handler_ns\":{\"p50\":%llu,"
-                             "\"p99\":%llu},\"last_upload\":",
+                             "\"p99\":%llu},\"handler_wall_ns\":"
+                             "{\"p50\":%llu,\"p99\":%llu},"
+                             "\"last_upload\":",
                              (unsigned long long) s->handler_p50_ns,
-                             (unsigned long long) s->handler_p99_ns);
+                             (unsigned long long) s->handler_p99_ns,
+                             (unsigned long long) s->handler_wall_p50_ns,
+                             (unsigned long long) s->handler_wall_p99_ns);
 
     if (s->last_upload_ns == 0) {
         rc |= prof_buffer_append_str(out, "null");
@@ -643,12 +650,15 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
 
         rc |= prof_buffer_printf(out, "worker %d: %s, profiler process %d, "
                                  "profiler crashes %d, handler_ns p50 %llu "
-                                 "p99 %llu\n", (int) s.pid,
+                                 "p99 %llu (wall p50 %llu p99 %llu)\n",
+                                 (int) s.pid,
                                  s.running ? "profiling" : "not profiling",
                                  (int) s.profiler_pid,
                                  (int) s.profiler_crashes,
                                  (unsigned long long) s.handler_p50_ns,
-                                 (unsigned long long) s.handler_p99_ns);
+                                 (unsigned long long) s.handler_p99_ns,
+                                 (unsigned long long) s.handler_wall_p50_ns,
+                                 (unsigned long long) s.handler_wall_p99_ns);
 
         if (s.last_upload_ns != 0) {
             prof_rfc3339(t, s.last_upload_ns);

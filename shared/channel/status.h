@@ -89,8 +89,10 @@ typedef struct prof_status_slot_s {
     int32_t      pad;
     int64_t      started_ns;            /* unix ns */
     int64_t      updated_ns;
-    uint64_t     handler_p50_ns;
+    uint64_t     handler_p50_ns;        /* its CPU time (diagnostics.h) */
     uint64_t     handler_p99_ns;
+    uint64_t     handler_wall_p50_ns;   /* its wall time */
+    uint64_t     handler_wall_p99_ns;
     int64_t      last_upload_ns;        /* 0: none yet */
     char         last_upload[PROF_STATUS_TEXT_MAX];     /* its outcome */
     int64_t      last_error_ns;

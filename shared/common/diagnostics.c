@@ -107,8 +107,36 @@ const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
     { "profiler_cpu_ns", offsetof(prof_diagnostics_t, profiler_cpu_ns) },
     { "interval_ns", offsetof(prof_diagnostics_t, interval_ns) },
     { "throttled_ns", offsetof(prof_diagnostics_t, throttled_ns) },
+    { "handler_preempted", offsetof(prof_diagnostics_t, handler_preempted) },
+    { "handler_preempted_ns",
+      offsetof(prof_diagnostics_t, handler_preempted_ns) },
     { NULL, 0 }
 };
+
+
+int64_t
+prof_diagnostics_add_handler(prof_diagnostics_t *d, int64_t cpu_ns,
+    int64_t wall_ns)
+{
+    if (wall_ns < 0) {
+        wall_ns = 0;
+    }
+
+    prof_histogram_add(&d->handler_wall_ns, (uint64_t) wall_ns);
+
+    if (cpu_ns < 0) {
+        prof_counter_add(d->handler_preempted, 1);
+        prof_counter_add(d->handler_preempted_ns, (uint64_t) wall_ns);
+        cpu_ns = wall_ns;
+
+    } else {
+        prof_histogram_add(&d->handler_ns, (uint64_t) cpu_ns);
+    }
+
+    prof_counter_add(d->handler_total_ns, (uint64_t) cpu_ns);
+
+    return cpu_ns;
+}
 
 
 uint64_t
@@ -134,11 +162,16 @@ prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
         return 0;
     }
 
-    n = snprintf(buf, size, "handler_ns_p50=%llu handler_ns_p99=%llu",
+    n = snprintf(buf, size, "handler_ns_p50=%llu handler_ns_p99=%llu "
+                 "handler_wall_ns_p50=%llu handler_wall_ns_p99=%llu",
                  (unsigned long long)
                      prof_histogram_quantile(&d->handler_ns, 0.5),
                  (unsigned long long)
-                     prof_histogram_quantile(&d->handler_ns, 0.99));
+                     prof_histogram_quantile(&d->handler_ns, 0.99),
+                 (unsigned long long)
+                     prof_histogram_quantile(&d->handler_wall_ns, 0.5),
+                 (unsigned long long)
+                     prof_histogram_quantile(&d->handler_wall_ns, 0.99));
 
     len = (n < 0) ? 0 : ((size_t) n < size ? (size_t) n : size - 1);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Diagnostics: counters of what the profiler did and lost, and a
- * histogram of the cost of one sample in the worker.
+ * Diagnostics: counters of what the profiler did and lost, and
+ * histograms of the cost of one sample in the worker.
  *
  * Threading: every field is written with relaxed atomics by the thread that
  * owns the event (the worker's thread; the sampler, loop and fetch threads
@@ -66,7 +66,11 @@ typedef struct {
     uint64_t          unwind_table_bytes;   /* of the current one */
     uint64_t          unwind_objects;       /* it covers */
     uint64_t          unwind_objects_skipped;   /* corrupt, left out */
-    prof_histogram_t  handler_ns;           /* one sample in the handler */
+    prof_histogram_t  handler_ns;           /* one sample in the handler:
+                                               its CPU time, of the samples
+                                               whose thread the kernel did
+                                               not switch out meanwhile */
+    prof_histogram_t  handler_wall_ns;      /* its wall time, all samples */
 
     /* the worker's thread (no room), and the loop thread (the endpoint
        table's own drops; the aggregator's label bound) */
@@ -129,6 +133,12 @@ typedef struct {
     uint64_t          profiler_cpu_ns;
     uint64_t          interval_ns;
     uint64_t          throttled_ns;
+
+    /* the sampler thread: samples whose thread was switched out while
+       the handler ran (preempted, migrated), and their wall time, which
+       handler_total_ns counts as their CPU time (at most that) */
+    uint64_t          handler_preempted;
+    uint64_t          handler_preempted_ns;
 } prof_diagnostics_t;
 
 
@@ -152,6 +162,14 @@ void prof_histogram_add(prof_histogram_t *h, uint64_t value_ns);
 
 /* The value below which a fraction q (0..1) of the recorded values lie. */
 uint64_t prof_histogram_quantile(const prof_histogram_t *h, double q);
+
+/*
+ * One sample's cost in the handler: its CPU time (cpu_ns, -1: not known,
+ * the thread was switched out meanwhile) and its wall time. Returns what
+ * it adds to handler_total_ns: the CPU time, else the wall time.
+ */
+int64_t prof_diagnostics_add_handler(prof_diagnostics_t *d, int64_t cpu_ns,
+    int64_t wall_ns);
 
 /* A counter's value by its field. */
 uint64_t prof_diagnostics_get(const prof_diagnostics_t *d,

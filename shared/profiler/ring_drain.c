@@ -265,9 +265,8 @@ prof_ring_drain_take_slot(prof_ring_drain_t *drain, prof_slot_t *slot,
 {
     prof_diagnostics_t  *d = drain->sampler->conf.diagnostics;
 
-    prof_histogram_add(&d->handler_ns, slot->handler_ns);
-    prof_counter_add(d->handler_total_ns, slot->handler_ns);
-    drain->window_handler_ns += slot->handler_ns;
+    drain->window_handler_ns += prof_diagnostics_add_handler(d,
+                                    slot->handler_ns, slot->handler_wall_ns);
 
     prof_ring_drain_take_stack(drain, slot, 0, now_ns);
 }

@@ -3,8 +3,8 @@
 /*
  * The signal path: the SIGPROF handler. It walks the interrupted thread's
  * stack (the unwind table's walk and stack scans, unwind_walk.c; LuaJIT's
- * frames, signal_lua.c) into a slot of the sampler's ring, and accounts
- * wall time.
+ * frames, signal_lua.c) into a slot of the sampler's ring, accounts wall
+ * time, and says what the sample cost (signal_path.h).
  *
  * A sample runs cold: the signal comes every 10 ms of the worker's CPU,
  * and each page the handler touches then is a miss of the TLB, each line
@@ -13,9 +13,10 @@
  *
  * Async-signal-safe only: CI checks the undefined symbols of this file's
  * object against a short list (ci/check-signal-path). Memory read here is
- * the sampler's own state and one word of an object of the array the
- * server declared mapped for as long as it samples
- * (prof_sampler_set_objects); never an address found on the stack.
+ * the sampler's own state, the thread's rseq area, and one word of an
+ * object of the array the server declared mapped for as long as it
+ * samples (prof_sampler_set_objects); never an address found on the
+ * stack.
  */
 
 #define _GNU_SOURCE
@@ -26,6 +27,13 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#define PROF_SIGNAL_RSEQ     1
+#endif
+#endif
 
 #include "channel/lua_frames.h"
 #include "channel/sample.h"
@@ -50,6 +58,77 @@
 
 
 prof_sampler_t  *prof_signal_sampler;
+
+
+#ifdef PROF_SIGNAL_RSEQ
+
+/*
+ * A critical section (rseq(2)) that holds no code, its abort address
+ * past the signature the thread's rseq area was registered with (the
+ * kernel checks it): while the handler runs, the area points to it, and
+ * the kernel clears that pointer when it switches the thread out, or
+ * migrates it, or delivers it a signal, outside the section.
+ */
+static const uint32_t        prof_signal_rseq_sig[2] = { RSEQ_SIG, 0 };
+
+static const struct rseq_cs  prof_signal_no_section = {
+    .version = 0,
+    .flags = 0,
+    .start_ip = (uintptr_t) &prof_signal_rseq_sig[1],
+    .post_commit_offset = 0,
+    .abort_ip = (uintptr_t) &prof_signal_rseq_sig[1]
+};
+
+#endif
+
+
+/*
+ * Whether the kernel may switch the thread out unseen from here on: 0
+ * when it will say so (the rseq area points to the section above; it
+ * pointed nowhere, as the signal's delivery leaves it), -1 when it will
+ * not (no area, or another section of the code the signal interrupted).
+ */
+PROF_SIGNAL_TEXT static int
+prof_signal_watch(prof_sampler_t *s)
+{
+#ifdef PROF_SIGNAL_RSEQ
+    uint64_t  *cs = s->rseq_cs;
+
+    if (cs != NULL && __atomic_load_n(cs, __ATOMIC_RELAXED) == 0) {
+        __atomic_store_n(cs, (uint64_t) (uintptr_t) &prof_signal_no_section,
+                         __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        return 0;
+    }
+#endif
+
+    return -1;
+}
+
+
+/*
+ * Whether the thread was switched out since prof_signal_watch (watched:
+ * what it returned): 1, 0, or -1 when it cannot be told. The area points
+ * nowhere again.
+ */
+PROF_SIGNAL_TEXT static int
+prof_signal_switched(prof_sampler_t *s, int watched)
+{
+#ifdef PROF_SIGNAL_RSEQ
+    uint64_t  *cs = s->rseq_cs;
+
+    if (watched == 0) {
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(cs, __ATOMIC_RELAXED) == 0) {
+            return 1;
+        }
+        __atomic_store_n(cs, 0, __ATOMIC_RELAXED);
+        return 0;
+    }
+#endif
+
+    return -1;
+}
 
 
 /* The interrupted thread's stack into the slot, at most max + 1 frames. */
@@ -435,15 +514,38 @@ prof_signal_now(prof_sampler_t *s)
 }
 
 
+/*
+ * What the sample cost, into the slot: the handler's wall time from its
+ * first instruction (start, TSC) to now, and its CPU time: the same when
+ * the thread was not switched out meanwhile, else not known (-1); where
+ * that cannot be told (switched -1: no rseq area), the wall time.
+ */
+PROF_SIGNAL_TEXT static void
+prof_signal_cost(prof_sampler_t *s, prof_slot_t *slot, uint64_t start,
+    int watched, int64_t entry_ns, uint64_t entry_tsc)
+{
+    int64_t   wall_ns;
+    uint64_t  end;
+
+    end = prof_arch_ticks();
+    wall_ns = prof_ticks_ns(&s->sampled, end - start, entry_ns, entry_tsc);
+
+    slot->handler_wall_ns = wall_ns;
+    slot->handler_ns = (prof_signal_switched(s, watched) == 1) ? -1 : wall_ns;
+}
+
+
 PROF_SIGNAL_TEXT void
 prof_signal_handler(int signo, siginfo_t *info, void *context)
 {
-    int              saved_errno, requested, *errno_at;
+    int              saved_errno, requested, watched, *errno_at;
     int64_t          entry_ns, cpu_ns;
-    uint64_t         entry_tsc;
+    uint64_t         start, entry_tsc;
     uint32_t         weight;
     prof_slot_t     *slot;
     prof_sampler_t  *s;
+
+    start = prof_arch_ticks();
 
     s = __atomic_load_n(&prof_signal_sampler, __ATOMIC_ACQUIRE);
     if (s == NULL) {
@@ -466,6 +568,7 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
         return;
     }
 
+    watched = prof_signal_watch(s);
     prof_signal_prefetch(s);
     errno_at = prof_signal_errno(s);
     saved_errno = *errno_at;
@@ -523,7 +626,8 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     slot->request = prof_signal_tag(&s->sampled);
     prof_signal_turn(&s->sampled, slot, entry_ns, entry_tsc);
 
-    slot->handler_ns = prof_signal_now(s) - entry_ns;
+    prof_signal_cost(s, slot, start, watched, entry_ns, entry_tsc);
+    watched = -1;
 
     __atomic_store_n(&slot->state, PROF_SLOT_READY, __ATOMIC_RELEASE);
     /* Only this thread writes it; the sampler thread reads it. */
@@ -538,6 +642,8 @@ prof_signal_handler(int signo, siginfo_t *info, void *context)
     }
 
 done:
+
+    (void) prof_signal_switched(s, watched);
 
     if (requested) {
         __atomic_store_n(&s->served,

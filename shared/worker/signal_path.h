@@ -11,6 +11,16 @@
  * thread's outside it with SIGPROF blocked (prof_sampler_flush, _stop).
  * prof_signal_sampler is set and cleared by the sampled thread
  * (prof_sampler_start, _stop) and read by the handler (atomics).
+ *
+ * The handler's cost goes into its slot: its wall time (TSC, from its
+ * first instruction to its slot's last field) and its CPU time, the same
+ * when the kernel did not switch the thread out meanwhile. The kernel
+ * says so without a system call: it clears the thread's rseq area's
+ * critical-section pointer (rseq(2)) when it preempts or migrates the
+ * thread, or delivers it a signal, outside that section, and the handler
+ * points it at a section that holds no code while it runs. Where glibc
+ * registered no rseq area (musl; glibc.pthread.rseq=0; glibc before
+ * 2.35), the CPU time is the wall time.
  */
 
 #ifndef PROF_SIGNAL_PATH_H
@@ -42,7 +52,7 @@ extern prof_sampler_t  *prof_signal_sampler;
 /*
  * What the handler needs before it runs (signal_prepare.c): the memory
  * it writes backed (a first write is a page fault in a sample), the
- * sampled thread's errno and the vDSO's clock_gettime found. On
+ * sampled thread's rseq area found (the handler's CPU time, below). On
  * the sampled thread, not async-signal-safe: before its timer runs, and
  * before the Lua table is the sampler's.
  */

@@ -2,8 +2,8 @@
 
 /*
  * What the SIGPROF handler (signal_path.c) needs before it runs: the
- * memory it writes backed; the sampled thread's errno and the vDSO's
- * clock_gettime found.
+ * memory it writes backed; the sampled thread's errno and rseq area, and
+ * the vDSO's clock_gettime, found.
  *
  * A first write to a page is a page fault, tens of microseconds on a
  * virtual machine, which a handler that writes it would pay in a sample:
@@ -25,6 +25,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#define PROF_PREPARE_RSEQ    1
+#endif
+#endif
 
 #include "channel/lua_frames.h"
 #include "channel/sampler_state.h"
@@ -55,6 +62,33 @@ prof_prepare_pages(void *start, size_t size)
     }
 
     p[size - 1] = p[size - 1];
+}
+
+
+/*
+ * The rseq area glibc registered for this thread (glibc 2.35 and later:
+ * __rseq_offset from the thread pointer, __rseq_size), looked up so that
+ * the module needs no glibc of that version to load; NULL: none.
+ */
+static uint64_t *
+prof_prepare_rseq_cs(void)
+{
+#ifdef PROF_PREPARE_RSEQ
+    const ptrdiff_t     *offset;
+    const unsigned int  *size;
+
+    offset = dlsym(RTLD_DEFAULT, "__rseq_offset");
+    size = dlsym(RTLD_DEFAULT, "__rseq_size");
+
+    if (offset != NULL && size != NULL
+        && *size >= offsetof(struct rseq, rseq_cs) + sizeof(uint64_t))
+    {
+        return (uint64_t *) ((char *) __builtin_thread_pointer() + *offset
+                             + offsetof(struct rseq, rseq_cs));
+    }
+#endif
+
+    return NULL;
 }
 
 
@@ -98,6 +132,7 @@ prof_signal_prepare(prof_sampler_t *s)
 
     s->thread_pointer = __builtin_thread_pointer();
     s->errno_at = &errno;
+    s->rseq_cs = prof_prepare_rseq_cs();
     prof_prepare_vdso(s);
 }
 
