@@ -295,10 +295,11 @@ prof_unwind_recent_prefetch(const prof_unwind_recent_t *r)
 
 PROF_SIGNAL_TEXT void
 prof_unwind_recent_begin(prof_unwind_recent_t *r,
-    const prof_unwind_table_t *t)
+    const prof_unwind_table_t *t, uint32_t generation)
 {
-    if (r->table != t) {
+    if (r->table != t || r->generation != generation) {
         r->table = t;
+        r->generation = generation;
         r->count[0] = 0;
         r->count[1] = 0;
     }

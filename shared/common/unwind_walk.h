@@ -123,7 +123,8 @@ typedef struct {
 } prof_unwind_recent_frame_t;
 
 typedef struct {
-    const prof_unwind_table_t  *table;      /* whose rows they are */
+    const prof_unwind_table_t  *table;      /* whose rows they are, */
+    uint32_t                    generation; /*   and its generation */
     uint32_t                    count[2];   /* frames in each list */
     uint32_t                    last;       /* the last walk's list */
     uint32_t                    at;         /* its next frame to match */
@@ -149,11 +150,13 @@ prof_unwind_status_e prof_unwind(const prof_unwind_table_t *t,
     prof_unwind_regs_t *regs, void **frames, int max, int *count);
 
 /*
- * A new walk of r's thread with t: the frames kept by the walk before
- * become the last walk's (none when it walked with another table).
+ * A new walk of r's thread with t, the caller's generation-th table (a
+ * count of its tables: another table may lie where a freed one was): the
+ * frames kept by the walk before become the last walk's (none when it
+ * walked with another table).
  */
 void prof_unwind_recent_begin(prof_unwind_recent_t *r,
-    const prof_unwind_table_t *t);
+    const prof_unwind_table_t *t, uint32_t generation);
 
 /*
  * The lines of r the next walk reads and writes, asked of the memory at

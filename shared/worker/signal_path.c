@@ -170,7 +170,9 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
         status = PROF_UNWIND_NO_RULE;
 
     } else {
-        prof_unwind_recent_begin(&s->recent, t);
+        prof_unwind_recent_begin(&s->recent, t,
+                                 __atomic_load_n(&s->table_swaps,
+                                                 __ATOMIC_RELAXED));
 
         /* In code LuaJIT's VM called, nothing pushed yet: walked on from
            where it returns (its frame kept, but for the VM's own). */
