@@ -292,6 +292,7 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
     }
 
     o->dwarf_used = 1;
+    sym->stats.dwarf_lookups++;
 
     vaddr = pc - o->obj.load_bias;
 

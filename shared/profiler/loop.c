@@ -2,8 +2,9 @@
 
 /*
  * The profiler loop thread (libuv): started and stopped by the process's
- * main thread; batches handed over drained, the status slot written, the
- * last upload bounded at the stop.
+ * main thread; batches handed over drained, the status slot written as
+ * its figures change (at most once a second), the last upload bounded at
+ * the stop.
  */
 
 #define _GNU_SOURCE
@@ -24,8 +25,48 @@
 
 #define PROF_LOOP_NICE          10
 
-/* How often the status slot is written. */
+/* How often the status slot is written at most, while figures change. */
 #define PROF_STATUS_EVERY_MS    1000
+
+
+static void
+prof_on_status_timer(uv_timer_t *timer)
+{
+    prof_process_t  *p = timer->data;
+
+    p->status_published_ms = uv_now(&p->loop);
+    prof_publish_status(p);
+}
+
+
+/*
+ * The figures changed (a drain): the status slot written now, or once a
+ * second has passed since it last was. Nothing changes while the worker
+ * is idle, and nothing is written then: no timer runs on its own.
+ */
+static void
+prof_status_changed(prof_process_t *p)
+{
+    uint64_t  now, due;
+
+    if (p->conf.status_slot == NULL) {
+        return;
+    }
+
+    now = uv_now(&p->loop);
+    due = p->status_published_ms + PROF_STATUS_EVERY_MS;
+
+    if (now >= due) {
+        p->status_published_ms = now;
+        prof_publish_status(p);
+        return;
+    }
+
+    if (!uv_is_active((uv_handle_t *) &p->status_timer)) {
+        (void) uv_timer_start(&p->status_timer, prof_on_status_timer,
+                              due - now, 0);
+    }
+}
 
 
 static void
@@ -36,8 +77,12 @@ prof_on_batches_ready(uv_async_t *handle)
     prof_drain_queue(p);
 
     if (__atomic_exchange_n(&p->status_due, 0, __ATOMIC_ACQ_REL)) {
+        p->status_published_ms = uv_now(&p->loop);
         prof_publish_status(p);
+        return;
     }
+
+    prof_status_changed(p);
 }
 
 
@@ -51,15 +96,9 @@ prof_on_upload_outcome(void *data, const char *text)
     prof_identify(p, text);
 
     if (p->conf.status_slot != NULL) {
+        p->status_published_ms = uv_now(&p->loop);
         prof_publish_status(p);
     }
-}
-
-
-static void
-prof_on_status_timer(uv_timer_t *timer)
-{
-    prof_publish_status(timer->data);
 }
 
 
@@ -226,14 +265,12 @@ prof_start_loop(prof_process_t *p)
     (void) uv_async_init(&p->loop, &p->stop_requested,
                          prof_on_stop_requested);
 
-    /* The status page's slot, once a second. */
+    /* The status page's slot: written as its figures change. */
     p->started_ns = prof_clock_ns(CLOCK_REALTIME);
 
     if (p->conf.status_slot != NULL) {
         (void) uv_timer_init(&p->loop, &p->status_timer);
         p->status_timer.data = p;
-        (void) uv_timer_start(&p->status_timer, prof_on_status_timer,
-                              PROF_STATUS_EVERY_MS, PROF_STATUS_EVERY_MS);
     }
 
     rc = prof_thread_create(&p->loop_thread, prof_loop_main, p);

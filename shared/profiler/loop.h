@@ -4,7 +4,8 @@
  * The profiler loop thread: a libuv loop that drains what the sampler
  * thread queued and the worker labelled into the aggregator, which closes
  * profiles at barriers for export (export.h); it writes the status slot
- * every second and logs the identification line.
+ * after the drains that change its figures (at most once a second: none
+ * while the worker is idle) and logs the identification line.
  *
  * Threading: prof_start_loop and prof_stop_loop are called by the
  * profiler process's main thread, once each (the loop thread is created
@@ -30,7 +31,8 @@ int prof_start_loop(prof_process_t *p);
    joined), else -ETIMEDOUT and it goes on. */
 int prof_stop_loop(prof_process_t *p, int64_t timeout_ms);
 
-/* A batch was queued, or walks left the unwind tables: the loop drains.
+/* A batch was queued, or the worker built its unwind tables again: the
+   loop drains.
    data: the prof_process_t. */
 void prof_loop_notify(void *data);
 

@@ -3,7 +3,9 @@
 /*
  * The maps of the symbolized process (/proc/PID/maps): read into the
  * symbolizer's objects, indexed by address, and read again when the
- * loader's objects changed or, at a bounded rate, for an unknown pc.
+ * loader's objects changed or, at a bounded rate, for a pc in no mapping
+ * the last read showed (JIT code's, mappings of no file, are kept apart:
+ * their pcs read nothing again).
  */
 
 #define _GNU_SOURCE
@@ -162,14 +164,24 @@ prof_sym_maps_line(prof_symbolizer_t *sym, const prof_sym_map_t *m,
 }
 
 
+/* An executable mapping of no file, not the kernel's ([vdso]...). */
+
+static int
+prof_sym_map_anonymous(const prof_sym_map_t *m)
+{
+    return m->perms[2] == 'x' && m->path[0] != '/' && m->path[0] != '[';
+}
+
+
 /*
  * Handles the maps' text (lines ended by NULs, n of them): 0 or -errno.
- * exec: room for n pointers.
+ * exec: room for n pointers; anonymous: for 2n numbers, the executable
+ * mappings of no file (start, end), their count in *nanonymous.
  */
 
 static int
 prof_sym_maps_lines(prof_symbolizer_t *sym, const char *text, size_t n,
-    const char **exec)
+    const char **exec, uint64_t *anonymous, size_t *nanonymous)
 {
     int             rc, emulated;
     size_t          i, j, nexec;
@@ -182,10 +194,19 @@ prof_sym_maps_lines(prof_symbolizer_t *sym, const char *text, size_t n,
      */
     nexec = 0;
     emulated = 1;
+    *nanonymous = 0;
     for (i = 0, line = text; i < n; i++, line += strlen(line) + 1) {
-        if (prof_sym_maps_parse(line, &m) == 0 && m.perms[2] == 'x'
-            && m.path[0] == '/')
-        {
+        if (prof_sym_maps_parse(line, &m) != 0) {
+            continue;
+        }
+
+        if (prof_sym_map_anonymous(&m)) {
+            anonymous[2 * *nanonymous] = m.start;
+            anonymous[2 * *nanonymous + 1] = m.end;
+            (*nanonymous)++;
+        }
+
+        if (m.perms[2] == 'x' && m.path[0] == '/') {
             exec[nexec++] = m.path;
             emulated &= (strstr(m.path, "/qemu") != NULL);
         }
@@ -325,8 +346,9 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
     int           rc, err;
     FILE         *f;
     char         *text;
-    size_t        i, size, lines;
+    size_t        i, size, lines, nanonymous;
     ssize_t       len;
+    uint64_t     *anonymous;
     const char  **exec;
 
     if (__atomic_load_n(&sym->frozen, __ATOMIC_ACQUIRE)) {
@@ -379,11 +401,27 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
         rc = -ESRCH;
     }
 
+    anonymous = NULL;
+    nanonymous = 0;
+
     if (rc == 0) {
         exec = malloc(lines * sizeof(char *));
-        rc = (exec == NULL) ? -ENOMEM
-                            : prof_sym_maps_lines(sym, text, lines, exec);
+        anonymous = malloc(2 * lines * sizeof(uint64_t));
+        rc = (exec == NULL || anonymous == NULL)
+             ? -ENOMEM
+             : prof_sym_maps_lines(sym, text, lines, exec, anonymous,
+                                   &nanonymous);
         free(exec);
+    }
+
+    /* JIT code's mappings: this read's, when it was whole. */
+    if (rc == 0) {
+        free(sym->anonymous);
+        sym->anonymous = anonymous;
+        sym->nanonymous = nanonymous;
+
+    } else {
+        free(anonymous);
     }
 
     free(text);
@@ -402,6 +440,32 @@ prof_symbolizer_refresh(prof_symbolizer_t *sym)
     err = prof_sym_index(sym);
 
     return rc ? rc : err;
+}
+
+
+int
+prof_sym_anonymous_find(prof_symbolizer_t *sym, uint64_t pc)
+{
+    size_t  lo, hi, mid;
+
+    lo = 0;
+    hi = sym->nanonymous;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+
+        if (pc < sym->anonymous[2 * mid]) {
+            hi = mid;
+
+        } else if (pc >= sym->anonymous[2 * mid + 1]) {
+            lo = mid + 1;
+
+        } else {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 

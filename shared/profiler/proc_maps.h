@@ -33,6 +33,12 @@ unsigned long long prof_sym_loader_generation(void);
  */
 int prof_sym_should_reread(prof_symbolizer_t *sym);
 
+/*
+ * Whether pc was in an executable mapping of no file (JIT code) at the
+ * last read of the maps: no object's, and no reason to read them again.
+ */
+int prof_sym_anonymous_find(prof_symbolizer_t *sym, uint64_t pc);
+
 /* The object mapping pc at the last read of the maps, or NULL. */
 prof_sym_object_t *prof_sym_object_find(prof_symbolizer_t *sym,
     uint64_t pc);

@@ -45,6 +45,11 @@
 #define PROF_POOL_BATCHES       2
 #define PROF_PUSH_EVERY_NS      (1000 * 1000 * 1000LL)
 
+/* The allocator's pages: kept up to this much free at the heap's top,
+   and blocks this large mapped on their own (glibc). */
+#define PROF_TRIM_BYTES         (1024 * 1024)
+#define PROF_MMAP_BYTES         (1024 * 1024)
+
 /* How long the profiler process finishes after a worker that crashed:
    the last upload, then the file. */
 #define PROF_CRASH_UPLOAD_MS    1000
@@ -269,10 +274,16 @@ prof_process_main(const prof_handover_t *h)
 #ifdef __GLIBC__
     /*
      * One malloc arena for its threads (few, seldom contending): a thread's
-     * arena keeps the pages of what it allocated in a burst, which
-     * malloc_trim() at a period's close gives back from the main one.
+     * arena keeps the pages of what it allocated in a burst, which the
+     * main one gives back. Pages are reused, not returned and faulted in
+     * again each period: the heap's top is given back past
+     * PROF_TRIM_BYTES free (a burst's), and blocks are mmapped (and
+     * unmapped when freed) only past PROF_MMAP_BYTES (fixed: glibc's
+     * threshold would otherwise follow the largest block freed).
      */
     (void) mallopt(M_ARENA_MAX, 1);
+    (void) mallopt(M_TRIM_THRESHOLD, PROF_TRIM_BYTES);
+    (void) mallopt(M_MMAP_THRESHOLD, PROF_MMAP_BYTES);
 #endif
 
     p->conf = *h->conf;

@@ -118,10 +118,9 @@ struct prof_process_s {
     uint64_t             maps_tables;           /* unwind tables the worker
                                                    had built at the last
                                                    read of its maps */
-    uint32_t             maps_unknown;          /* and walks that had left
-                                                   them */
-    uint64_t             maps_read_ms;          /* when (uv_now) */
     int                  maps_read;
+    uint64_t             dwarf_lookups;         /* the symbolizer's, at */
+    uint64_t             dwarf_asked_ms;        /*   this uv_now */
     int                  identify_logged;       /* the line of
                                                    prof_identify() */
     prof_stalls_t        stalls;
@@ -134,7 +133,15 @@ struct prof_process_s {
     uv_loop_t            loop;
     uv_async_t           batches_ready;
     uv_async_t           stop_requested;
-    uv_timer_t           status_timer;          /* with a status slot */
+    uv_timer_t           status_timer;          /* with a status slot:
+                                                   the write a drain left
+                                                   due */
+    uint64_t             status_published_ms;   /* last written (uv_now) */
+    uint64_t             pss;                   /* this process's, bytes */
+    int64_t              pss_read_ns;           /*   read then
+                                                   (CLOCK_MONOTONIC) */
+    uint64_t             pss_resident;          /*   its resident pages
+                                                   then */
     uv_timer_t           identify_timer;        /* the line waits for
                                                    lua's state */
     uint64_t             identify_from_ms;      /* since (uv_now) */

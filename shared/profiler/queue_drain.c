@@ -17,14 +17,12 @@
 #include "profiler/symbol_store.h"
 
 
-/* How often the worker's maps may be read again for walks that left its
-   unwind tables (JIT code leaves them all the time). Not less often: an
-   address first seen in no object (code loaded since the last read)
-   stays unnamed for the profile. */
-#define PROF_MAPS_EVERY_MS      200
-
 /* A DWARF image of the symbol store unused that long is given back. */
 #define PROF_STORE_IDLE_NS      (60 * 1000 * 1000 * 1000LL)
+
+/* libdw's tables of a stored DWARF no new address asked for that long
+   are given back. */
+#define PROF_DWARF_IDLE_MS      10000
 
 
 /*
@@ -56,35 +54,29 @@ prof_close_periods(prof_process_t *p, uint64_t period)
 /*
  * The worker's maps, read while it lives (its maps are empty once it has
  * exited, when its last profile is named): at the start, and again when
- * the worker's walks left its unwind tables (objects loaded since, or JIT
- * code: then at most every PROF_MAPS_EVERY_MS) or it rebuilt them.
+ * it rebuilt its unwind tables (it loaded or unloaded an object). A pc in
+ * no mapping the last read showed reads them again as it is named
+ * (proc_maps.h); JIT code, whose walks leave the tables all the time,
+ * does not.
  */
 void
 prof_read_maps(prof_process_t *p)
 {
-    uint32_t  unknown;
-    uint64_t  tables, now;
+    uint64_t  tables;
 
     if (__atomic_load_n(&p->worker_gone, __ATOMIC_ACQUIRE)) {
         return;
     }
 
     tables = prof_counter_get(p->channel->diagnostics.unwind_tables);
-    unknown = __atomic_load_n(&p->sampled->unknown_pcs, __ATOMIC_RELAXED);
-    now = uv_now(&p->loop);
 
-    if (p->maps_read
-        && ((tables == p->maps_tables && unknown == p->maps_unknown)
-            || now - p->maps_read_ms < PROF_MAPS_EVERY_MS))
-    {
+    if (p->maps_read && tables == p->maps_tables) {
         return;
     }
 
     if (prof_symbolizer_refresh(p->symbolizer) == 0) {
         p->maps_read = 1;
         p->maps_tables = tables;
-        p->maps_unknown = unknown;
-        p->maps_read_ms = now;
     }
 }
 
@@ -123,11 +115,31 @@ prof_report_interval(prof_process_t *p)
 }
 
 
+/* Whether the DWARF held was asked for by no new address for a while. */
+static int
+prof_drain_dwarf_idle(prof_process_t *p)
+{
+    uint64_t                 now;
+    prof_symbolizer_stats_t  ss;
+
+    prof_symbolizer_stats(p->symbolizer, &ss);
+    now = uv_now(&p->loop);
+
+    if (ss.dwarf_lookups != p->dwarf_lookups) {
+        p->dwarf_lookups = ss.dwarf_lookups;
+        p->dwarf_asked_ms = now;
+        return 0;
+    }
+
+    return ss.dwarf_open > 0 && now - p->dwarf_asked_ms >= PROF_DWARF_IDLE_MS;
+}
+
+
 void
 prof_drain_queue(prof_process_t *p)
 {
     prof_batch_t            *b, *next;
-    unsigned                 closed;
+    unsigned                 closed, released;
     prof_labels_t           *l;
     prof_endpoint_counts_t  *counts;
 
@@ -145,6 +157,7 @@ prof_drain_queue(prof_process_t *p)
     }
 
     closed = 0;
+    released = 0;
 
     for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
@@ -167,17 +180,16 @@ prof_drain_queue(prof_process_t *p)
     prof_report_interval(p);
 
     /*
-     * A period closed: its tables, the profile encoded and the batches of
-     * a burst are freed by now; glibc's malloc gives their pages back (it
-     * keeps them otherwise, in each thread's arena).
-     */
-    /*
      * The DWARF from the symbol store: libdw's tables of it (megabytes
-     * for glibc's) are rebuilt, when a new address needs them, from the
-     * image every profiler process maps, not held between drains.
+     * for glibc's) are given back once no new address asked for them for
+     * a while (built again, when one does, from the image every profiler
+     * process maps); a steady load's new addresses do not have them
+     * parsed again each drain.
      */
-    if (prof_symbolizer_release_dwarf(p->symbolizer, 1) > 0) {
-        closed = 1;
+    if (prof_drain_dwarf_idle(p)
+        && prof_symbolizer_release_dwarf(p->symbolizer, 1) > 0)
+    {
+        released = 1;
     }
 
     /*
@@ -190,10 +202,16 @@ prof_drain_queue(prof_process_t *p)
     }
 
 #ifdef __GLIBC__
-    if (closed) {
+    /*
+     * The pages of the DWARF released go back to the system. Not at each
+     * period's close: the next period's tables are built in the pages
+     * the last one freed (what a burst leaves free is returned as it is
+     * freed, process.c's M_TRIM_THRESHOLD).
+     */
+    if (released) {
         (void) malloc_trim(0);
     }
 #else
-    (void) closed;
+    (void) released;
 #endif
 }

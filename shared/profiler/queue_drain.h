@@ -26,9 +26,8 @@ void prof_drain_queue(prof_process_t *p);
 
 /*
  * The worker's maps read again, while it lives, when they may have
- * changed: at the start, when the worker rebuilt its unwind tables, or
- * when its walks left them (then at most every 200 ms: JIT code leaves
- * them all the time).
+ * changed: at the start, and when the worker rebuilt its unwind tables
+ * (it loaded or unloaded an object). Not on a clock, nor for JIT code.
  */
 void prof_read_maps(prof_process_t *p);
 

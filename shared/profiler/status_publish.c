@@ -6,21 +6,33 @@
  * LuaJIT support found and what the process holds.
  */
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/buffer.h"
+#include "common/clock.h"
 #include "channel/status.h"
 #include "profiler/aggregator.h"
 #include "profiler/status_publish.h"
 #include "profiler/symbol_store.h"
 
 
+/*
+ * This process's proportional set size is read again when its resident
+ * size moved by more than an eighth since the last read, or a minute
+ * passed: the kernel walks every mapping for it (a tenth of the profiler
+ * process's CPU on a busy worker when it was read each second), and only
+ * counts its resident pages for the other (statm).
+ */
+#define PROF_PSS_EVERY_NS  (60 * 1000 * 1000 * 1000LL)
+
+
 /* This process's proportional set size, from the kernel: bytes, 0. */
 static uint64_t
-prof_status_pss(void)
+prof_status_read_pss(void)
 {
     FILE                *f;
     char                 line[128];
@@ -44,6 +56,59 @@ prof_status_pss(void)
 }
 
 
+/* This process's resident pages, from the kernel's counters: 0 if not
+   known. */
+static uint64_t
+prof_status_resident_pages(void)
+{
+    int                 fd;
+    char                text[128];
+    ssize_t             n;
+    unsigned long long  size, resident;
+
+    fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+
+    n = read(fd, text, sizeof(text) - 1);
+    (void) close(fd);
+
+    if (n <= 0) {
+        return 0;
+    }
+
+    text[n] = '\0';
+
+    return (sscanf(text, "%llu %llu", &size, &resident) == 2) ? resident : 0;
+}
+
+
+/* This process's PSS, read again when it may have moved (see above). */
+static uint64_t
+prof_status_pss(prof_process_t *p)
+{
+    int64_t   now_ns;
+    uint64_t  resident, moved;
+
+    now_ns = prof_clock_ns(CLOCK_MONOTONIC);
+    resident = prof_status_resident_pages();
+    moved = (resident > p->pss_resident) ? resident - p->pss_resident
+                                         : p->pss_resident - resident;
+
+    if (p->pss_read_ns == 0 || resident == 0
+        || moved > p->pss_resident / 8
+        || now_ns - p->pss_read_ns >= PROF_PSS_EVERY_NS)
+    {
+        p->pss = prof_status_read_pss();
+        p->pss_read_ns = now_ns;
+        p->pss_resident = resident;
+    }
+
+    return p->pss;
+}
+
+
 /* What this process holds, for the status page. */
 static void
 prof_status_memory(prof_process_t *p, prof_status_memory_t *m)
@@ -51,7 +116,7 @@ prof_status_memory(prof_process_t *p, prof_status_memory_t *m)
     prof_symbolizer_stats_t    ss;
     prof_symbol_store_stats_t  st;
 
-    m->pss = prof_status_pss();
+    m->pss = prof_status_pss(p);
 #ifdef __GLIBC__
     {
         struct mallinfo2  mi = mallinfo2();

@@ -80,6 +80,7 @@ prof_symbolizer_destroy(prof_symbolizer_t *sym)
 
     free(sym->objects);
     free(sym->active);
+    free(sym->anonymous);
     free(sym->debug_dir);
     free(sym);
 }
@@ -121,7 +122,10 @@ prof_symbolize(prof_symbolizer_t *sym, uint64_t pc, const char **function)
     o = prof_sym_object_find(sym, pc);
 
     if (o == NULL) {
-        if (!prof_sym_should_reread(sym)) {
+        /* JIT code: known since the last read, and no object's. */
+        if (prof_sym_anonymous_find(sym, pc)
+            || !prof_sym_should_reread(sym))
+        {
             return NULL;
         }
 

@@ -72,6 +72,8 @@ typedef struct {
     uint64_t      functions;        /* in the symbol tables held */
     uint64_t      function_bytes;   /* of those tables' entries */
     uint64_t      dwarf_open;       /* objects whose DWARF is held */
+    uint64_t      dwarf_lookups;    /* prof_symbolizer_inlines() calls
+                                       that had DWARF to look in */
 } prof_symbolizer_stats_t;
 
 

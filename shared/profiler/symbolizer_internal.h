@@ -28,6 +28,10 @@ struct prof_symbolizer_s {
     size_t               nobjects;
     prof_sym_object_t  **active;            /* mapped ones, by start */
     size_t               nactive;
+    uint64_t            *anonymous;         /* executable mappings of no
+                                               file (JIT code): start, end
+                                               pairs, by start */
+    size_t               nanonymous;
     char                *debug_dir;
     prof_debuginfod_t   *debuginfod;        /* NULL: none */
     prof_symbol_store_t *store;             /* the instance's, NULL: none
