@@ -63,6 +63,10 @@ typedef struct {
  *   clears it (prof_pending_clear); a pending that names a request must be
  *   taken before that request is freed (the server unpublishes it first).
  * - waiting, wait_start, wait_ticks: the event wait (prof_wait_begin).
+ * - watcher_asleep: set by the profiler process's sampler thread before it
+ *   sleeps through a long wait, cleared by either side; the wait's end
+ *   wakes that thread when it finds it set (prof_wait_end). The one word
+ *   the sampled thread and the sampler thread both write.
  * - turn_start, phase, turns: the loop's turn, from the end of a wait to
  *   the start of the next (the first from the sampler's start), what it
  *   runs, and how long turns last (a log2 histogram of TSC ticks).
@@ -86,6 +90,9 @@ typedef struct {
     uint64_t       object_size;
     uint64_t       stamp_offset;
     uint32_t       waiting;         /* in the event wait */
+    uint32_t       watcher_asleep;  /* the sampler thread sleeps until the
+                                       wait ends (prof_wait_end wakes
+                                       it) */
     uint64_t       wait_start;      /* TSC when the wait began */
     uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
     uint32_t       unknown_pcs;     /* walks that left the unwind table */

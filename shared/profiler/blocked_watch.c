@@ -257,6 +257,7 @@ prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns)
 
     drain->watch_ns = now_ns;
     drain->watch_waits = waits;
+    drain->watch_waiting = waiting;
     drain->watch_index = index;
     drain->watch_cpu_ns = cpu_ns;
 }

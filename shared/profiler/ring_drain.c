@@ -548,11 +548,53 @@ prof_stall_mailbox_take(prof_stall_mailbox_t *m, prof_stall_report_t *r,
 }
 
 
+/*
+ * Sleeps until woken while the sampled thread is in the wait it was in at
+ * the last look too (idle at least PROF_WATCH_IDLE_NS): nothing to look at
+ * until the wait ends, which wakes this thread (prof_wait_end), as a
+ * sample, a flush, a stall or the stop do. 1: it slept.
+ */
+static int
+prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
+    int64_t now_ns)
+{
+    prof_sampler_t  *s = drain->sampler;
+
+    if (!drain->watch_waiting
+        || !__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
+        || __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED)
+           != drain->watch_waits)
+    {
+        return 0;
+    }
+
+    /* What it holds goes to the loop thread first: no more comes. */
+    if (drain->batch != NULL && drain->batch->sample_count > 0) {
+        prof_ring_drain_push(drain, now_ns);
+    }
+
+    /* Dekker's pair with prof_wait_end (sampler.h): the store, then the
+       load, each side. */
+    __atomic_store_n(&s->sampled.watcher_asleep, 1, __ATOMIC_SEQ_CST);
+
+    if (__atomic_load_n(&s->sampled.waiting, __ATOMIC_SEQ_CST)
+        && __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED)
+           == drain->watch_waits)
+    {
+        (void) prof_sampler_futex(&s->wake, FUTEX_WAIT, wake, NULL);
+    }
+
+    __atomic_store_n(&s->sampled.watcher_asleep, 0, __ATOMIC_RELAXED);
+
+    return 1;
+}
+
+
 static void
 prof_ring_drain_main(void *arg)
 {
     int                 stopping;
-    uint32_t            unknown;
+    uint64_t            tables;
     prof_sampler_t     *s;
     int64_t             now_ns, next_ns;
     uint32_t            wake;
@@ -565,6 +607,7 @@ prof_ring_drain_main(void *arg)
 
     drain->watch_ns = prof_clock_ns(CLOCK_MONOTONIC);
     drain->watch_cpu_ns = -1;
+    drain->tables_told = prof_counter_get(s->conf.diagnostics->unwind_tables);
 
     for ( ;; ) {
         wake = __atomic_load_n(&s->wake, __ATOMIC_ACQUIRE);
@@ -585,12 +628,16 @@ prof_ring_drain_main(void *arg)
         prof_ring_drain_watch(drain, now_ns);
         prof_ring_drain_throttle(drain, now_ns);
 
-        /* Walks left the tables (new objects, or JIT code): the other
-           side reads the worker's maps while it lives. */
-        unknown = __atomic_load_n(&s->sampled.unknown_pcs, __ATOMIC_RELAXED);
-        if (unknown != drain->unknown_pcs_told) {
-            drain->unknown_pcs_told = unknown;
+        /* The worker loaded or unloaded objects (it built its unwind
+           tables again): the other side reads its maps while it lives. */
+        tables = prof_counter_get(s->conf.diagnostics->unwind_tables);
+        if (tables != drain->tables_told) {
+            drain->tables_told = tables;
             prof_ring_drain_notify(drain);
+        }
+
+        if (prof_ring_drain_sleep_idle(drain, wake, now_ns)) {
+            continue;
         }
 
         /* The next look: when prof_ring_drain_watch() will take it */

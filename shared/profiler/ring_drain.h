@@ -2,16 +2,18 @@
 
 /*
  * The sampler thread: the profiler process's side of a worker's sampler
- * (channel/sampler_state.h). It wakes a few times a second only: it
- * drains the ring's slots into batches for the queue, in order with the
- * flushes the sampled thread asked for (each closes a profile with a
- * barrier batch), and, when the sampled thread neither waited in its
- * event loop nor burned CPU for a while (blocked outside it), or a turn
- * of its loop ran past the stall threshold with no sample, takes its
- * stack to account the blocked time: read from outside while the thread
- * is blocked in a system call (remote_stack.h), else asked for with a
- * queued SIGPROF, which ends a sleep early; it tells notify when walks
- * left the unwind tables.
+ * (channel/sampler_state.h). It wakes a few times a second while the
+ * sampled thread is busy, and not at all while it waits in its event loop
+ * (the wait's end wakes it): it drains the ring's slots into batches for
+ * the queue, in order with the flushes the sampled thread asked for (each
+ * closes a profile with a barrier batch), and, when the sampled thread
+ * neither waited in its event loop nor burned CPU for a while (blocked
+ * outside it), or a turn of its loop ran past the stall threshold with no
+ * sample, takes its stack to account the blocked time: read from outside
+ * while the thread is blocked in a system call (remote_stack.h), else
+ * asked for with a queued SIGPROF, which ends a sleep early; it tells
+ * notify when the worker built its unwind tables again (it loaded or
+ * unloaded objects).
  *
  * Threading: prof_ring_drain_start and _finish are called by one thread
  * of the process that drains (the profiler process, forked by the sampled
@@ -78,8 +80,8 @@ typedef struct {
     int64_t        push_every_ns;   /* hand partial batches over this often */
     prof_queue_t  *queue;
     void         (*notify)(void *data);   /* a batch was queued, or
-                                           walks left the unwind
-                                           tables */
+                                           the worker built its unwind
+                                           tables again */
     void          *notify_data;
     prof_stall_mailbox_t  *stalls;  /* NULL: stalls taken, not reported */
     uint32_t       max_cpu_ppm;     /* the profiler's share of the worker's

@@ -35,7 +35,6 @@ struct prof_ring_drain_s {
     uv_thread_t              thread;
 
     /* the sampler thread only */
-    uint32_t                 unknown_pcs_told;  /* to conf.notify */
     prof_batch_t            *batch;
     int64_t                  last_push_ns;
     unsigned                 last_frame_count;  /* of the last CPU sample */
@@ -43,7 +42,10 @@ struct prof_ring_drain_s {
     int64_t                  watch_ns;          /* the watchdog's last look */
     uint32_t                 watch_index;
     uint64_t                 watch_waits;
+    int                      watch_waiting;     /* at the last look */
     int64_t                  watch_cpu_ns;
+    uint64_t                 tables_told;       /* unwind tables built,
+                                                   told to conf.notify */
 
     /* a stack read from outside (remote_stack.h) and accounted: taken in
        order with the flushes, before the first whose account came after

@@ -452,6 +452,15 @@ prof_sampler_release(prof_sampler_t *s)
 }
 
 
+void
+prof_sampler_wake_watcher(prof_sampled_thread_t *h)
+{
+    /* sampled is the sampler's first member (sampler_state.h). */
+    __atomic_store_n(&h->watcher_asleep, 0, __ATOMIC_RELAXED);
+    prof_sampler_wake((prof_sampler_t *) h);
+}
+
+
 /*
  * Builds the unwind table again when the handler met code outside it and
  * objects were loaded or unloaded since (checked at most once a

@@ -185,13 +185,21 @@ prof_pending_clear(prof_sampled_thread_t *h)
  * sampled in the proportion of TSC ticks waited. wait_ticks adds up
  * modulo 2^64 (a TSC behind on another core subtracts; a total below zero
  * counts as no wait, signal_path.c).
- * The sampler thread reads waiting, and wait_start to see the loop move.
+ * The sampler thread reads waiting, and wait_start to see the loop move;
+ * it sleeps through a long wait, and the wait's end wakes it.
  *
  * The time between a wait's end and the next wait's start is the loop's
  * turn: counted in turns, and returned in ticks by prof_wait_begin; more
  * than stall_ticks, the caller looks at it on its slow path
  * (prof_sampler_turn_ended).
  */
+/*
+ * The sampler thread, asleep through the wait that just ended, woken (a
+ * system call, once per idle time: prof_wait_end's slow path).
+ */
+void prof_sampler_wake_watcher(prof_sampled_thread_t *h);
+
+
 static inline uint64_t
 prof_wait_begin(prof_sampled_thread_t *h)
 {
@@ -222,8 +230,15 @@ prof_wait_end(prof_sampled_thread_t *h)
     h->wait_ticks += now - h->wait_start;
     __atomic_store_n(&h->turn_start, now, __ATOMIC_RELAXED);
     h->phase = PROF_PHASE_EVENTS;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    __atomic_store_n(&h->waiting, 0, __ATOMIC_RELAXED);
+
+    /* A full barrier between the store and the load (the sampler thread
+       stores watcher_asleep, then loads waiting): one of the two sees the
+       other's store, so a sleeping sampler thread is always woken. */
+    (void) __atomic_exchange_n(&h->waiting, 0, __ATOMIC_SEQ_CST);
+
+    if (__atomic_load_n(&h->watcher_asleep, __ATOMIC_SEQ_CST)) {
+        prof_sampler_wake_watcher(h);
+    }
 }
 
 
