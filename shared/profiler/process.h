@@ -142,6 +142,8 @@ struct prof_process_s {
                                                    (CLOCK_MONOTONIC) */
     uint64_t             pss_resident;          /*   its resident pages
                                                    then */
+    uint64_t             heap;                  /*   its malloc's bytes in
+                                                   use then */
     uv_timer_t           identify_timer;        /* the line waits for
                                                    lua's state */
     uint64_t             identify_from_ms;      /* since (uv_now) */

@@ -84,7 +84,8 @@ prof_status_resident_pages(void)
 }
 
 
-/* This process's PSS, read again when it may have moved (see above). */
+/* This process's PSS (and its heap's bytes in use), read again when
+   they may have moved (see above). */
 static uint64_t
 prof_status_pss(prof_process_t *p)
 {
@@ -103,6 +104,14 @@ prof_status_pss(prof_process_t *p)
         p->pss = prof_status_read_pss();
         p->pss_read_ns = now_ns;
         p->pss_resident = resident;
+#ifdef __GLIBC__
+        {
+            /* (It walks the allocator's free lists: as seldom.) */
+            struct mallinfo2  mi = mallinfo2();
+
+            p->heap = mi.uordblks + mi.hblkhd;
+        }
+#endif
     }
 
     return p->pss;
@@ -117,13 +126,7 @@ prof_status_memory(prof_process_t *p, prof_status_memory_t *m)
     prof_symbol_store_stats_t  st;
 
     m->pss = prof_status_pss(p);
-#ifdef __GLIBC__
-    {
-        struct mallinfo2  mi = mallinfo2();
-
-        m->heap = mi.uordblks + mi.hblkhd;
-    }
-#endif
+    m->heap = p->heap;
     m->queued = prof_queue_allocated_bytes(&p->queue);
     m->queue_limit = p->conf.memory_limit;
     m->tables = (p->aggregator != NULL) ? prof_aggregator_bytes(p->aggregator)
