@@ -41,7 +41,9 @@ plan(skip_all => 'no lua for this nginx (OpenResty, or Debian\'s nginx '
 
 # (With the lines a minute passed, the next says how many were not; a
 # stall that no sample past the threshold caught is told by one before.)
-my $STALL_RE = qr/\[warn\].*profiling: a stall of (\d+) ms in worker \d+(?: \(and \d+ more not logged since the last line\))?, in (.*); code(?: \(sampled before the threshold\))?: (.*)$/;
+my $STALL_RE = qr/\[warn\].*profiling: a stall of (\d+) ms in worker \d+(?: \(and \d+ more not logged since the last line\))?(?:, \d+ ms of it on CPU)?, in (.*); code(?: \(sampled before the threshold\))?: (.*)$/;
+# How much of a stall the worker was on CPU (its samples' CPU).
+my $ON_CPU_RE = qr/profiling: a stall of \d+ ms in worker [^,]+, (\d+) ms of it on CPU, in /;
 
 # The Lua code: a CPU-bound spin, a blocked usleep, both timed by Lua.
 my $HTTP = <<'EOF';
@@ -183,7 +185,7 @@ sub fast_requests {
 
 # One stalling request: its line, its length, its code.
 sub one_stall {
-    my ($path, $code_re, $name) = @_;
+    my ($path, $code_re, $name, $cpu_ms) = @_;
     fast_requests();
     my ($r, $secs) = timed_get($path);
     is($r->{status}, 200, "$name: served");
@@ -196,10 +198,18 @@ sub one_stall {
          "$name: names its request");
     like($code // '', $code_re, "$name: names its code");
     within($ms // 0, $secs, "$name: its length against the client's");
+    # On CPU: the CPU it spun, whatever its length (on a busy machine it
+    # also waits for a CPU): the samples follow the worker's CPU clock,
+    # each standing for the CPU since the one before, which may have been
+    # used before the turn began (a few intervals either way).
+    my ($cpu) = ($l[-1] // '') =~ $ON_CPU_RE;
+    ok(defined $cpu && $cpu >= 0.5 * $cpu_ms && $cpu <= $ms + 50,
+       "$name: on CPU about the $cpu_ms ms it spun ("
+       . ($cpu // '?') . " ms of $ms)");
     fast_requests();
 }
 
-one_stall('/cpu?ms=300', qr/spin_cpu \(init_by_lua/, 'CPU-bound Lua');
+one_stall('/cpu?ms=300', qr/spin_cpu \(init_by_lua/, 'CPU-bound Lua', 300);
 
 # Blocked in the kernel: one usleep(300 ms) through LuaJIT's FFI. No CPU
 # time passes, so no CPU sample: the profiler process reads the worker's
@@ -228,6 +238,10 @@ one_stall('/cpu?ms=300', qr/spin_cpu \(init_by_lua/, 'CPU-bound Lua');
          . 'named');
     like($code // '', qr/\bnanosleep < usleep\b/,
          'blocked in usleep (FFI): names the sleep\'s code');
+    my ($cpu) = ($l[-1] // '') =~ $ON_CPU_RE;
+    ok(defined $cpu && $cpu <= ($ms // 0) / 3,
+       'blocked in usleep (FFI): little of it on CPU ('
+       . ($cpu // '?') . " ms of " . ($ms // '?') . ')');
     within($ms // 0, $secs, 'blocked in usleep (FFI): its length against '
                             . 'the client\'s');
     # (the status page is written every second)

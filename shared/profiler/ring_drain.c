@@ -247,6 +247,15 @@ prof_ring_drain_take_stack(prof_ring_drain_t *drain, prof_slot_t *slot,
                slot->frame_count * sizeof(uint64_t));
         drain->last_frame_count = slot->frame_count;
 
+        /* The CPU its turn used, as its samples stand for it. */
+        if (slot->turn != 0) {
+            if (slot->turn != drain->cpu_turn) {
+                drain->cpu_turn = slot->turn;
+                drain->cpu_turn_ns = 0;
+            }
+            drain->cpu_turn_ns += values.cpu_ns;
+        }
+
     } else {
         prof_counter_add(d->blocked_samples, 1);
     }
@@ -497,6 +506,8 @@ prof_ring_drain_stalls(prof_ring_drain_t *drain, int final)
         } else {
             r = &m->reports[m->added % PROF_STALL_REPORTS];
             memcpy(&r->stall, st, sizeof(prof_stall_t));
+            r->cpu_ns = (drain->cpu_turn == st->turn) ? drain->cpu_turn_ns
+                                                      : 0;
 
             if (drain->turn == st->turn) {
                 r->past = drain->turn_past;

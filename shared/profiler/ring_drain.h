@@ -50,10 +50,13 @@ typedef struct prof_ring_drain_s  prof_ring_drain_t;
  * none (frame_count 0). outside: 0, or that stack was read from outside
  * the worker, blocked in a system call (remote_stack.h): 1 + the turn's
  * phase then (PROF_PHASE_*); what ran, only the worker's own samples
- * name.
+ * name. cpu_ns: the CPU the turn's samples stand for (to within one
+ * sampling interval: a stall the worker spent waiting for a CPU, or
+ * blocked, has little).
  */
 typedef struct {
     prof_stall_t   stall;
+    int64_t        cpu_ns;
     uint32_t       past;
     uint32_t       outside;
     uint32_t       frame_count;

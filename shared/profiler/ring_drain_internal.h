@@ -68,6 +68,9 @@ struct prof_ring_drain_s {
     uint64_t                 watch_turn;        /* running at a look */
     int64_t                  watch_turn_ns;     /* first seen then */
     uint64_t                 turn_asked;        /* its stack asked for */
+    uint64_t                 cpu_turn;          /* the last CPU sample's */
+    int64_t                  cpu_turn_ns;       /*   CPU its turn's
+                                                   samples stand for */
     uint64_t                 stalls_lost;       /* the sampler's, told */
 
     /* the profiler's share of the worker's CPU, by window */

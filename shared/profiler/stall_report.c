@@ -257,10 +257,11 @@ prof_stalls_report(prof_process_t *p)
         }
 
         (void) snprintf(line, sizeof(line),
-                        "profiling: a stall of %lld ms in worker %d%s, in "
-                        "%.*s; code%s: %s",
+                        "profiling: a stall of %lld ms in worker %d%s, "
+                        "%lld ms of it on CPU, in %.*s; code%s: %s",
                         (long long) (r.stall.length_ns / 1000000),
                         (int) p->pid, more,
+                        (long long) (r.cpu_ns / 1000000),
                         (int) (r.stall.subject_length
                                ? r.stall.subject_length : strlen(what)),
                         r.stall.subject_length ? r.stall.subject : what,
