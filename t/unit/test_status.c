@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 #include <sys/wait.h>
 #include <cmocka.h>
@@ -284,6 +285,12 @@ writer(void *arg)
         d.bytes_sent = i;
         info.started_ns = (int64_t) i;
         prof_status_publish(w->slot, &d, &info);
+
+        /* Between writes the slot stands still for a moment, as it does
+           between a profiler process's writes (a second apart): under an
+           emulator (qemu-user) on a busy host, writes back to back kept
+           every one of the reads below busy. */
+        (void) sched_yield();
     }
 
     return NULL;
