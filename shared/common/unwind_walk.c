@@ -5,10 +5,10 @@
  * the rows, and the stack scan past code the table does not know. Called
  * by the worker's SIGPROF handler (worker/signal_path.c).
  *
- * Async-signal-safe only: CI checks the undefined symbols of this file's
- * object (ci/check-signal-path). Memory read here is the stack within the
- * bounds the caller gives and the table; never an address found on the
- * stack. The machine's frame rules are arch.h's.
+ * Async-signal-safe only: CI checks its object's undefined symbols
+ * (ci/check-signal-path). It reads the stack within the caller's bounds
+ * and the table, never an address found on the stack; the machine's
+ * frame rules are arch.h's.
  */
 
 #define _GNU_SOURCE
@@ -20,16 +20,13 @@
 #include "common/unwind_table.h"
 
 
-_Static_assert(sizeof(prof_row_t)
-               <= sizeof(((prof_unwind_recent_frame_t *) 0)->row),
-               "a recent frame holds a row");
+_Static_assert(sizeof(prof_row_t) <= sizeof(((prof_unwind_recent_frame_t *)
+               0)->row), "a recent frame holds a row");
 
 
-/*
- * Where a frame's return address is, in words from its CFA, for the stack
- * scan (which knows the slot and looks for the CFA); and how far above sp
- * a CFA lies at least.
- */
+/* Where a frame's return address is, in words from its CFA, for the
+   scan (which knows the slot and looks for the CFA); how far above sp a
+   CFA lies at least. */
 #ifdef PROF_ARCH_RA_IN_ROWS
 #define PROF_SCAN_RA_SLOT        PROF_ARCH_RA_SLOT_GUESS
 #define PROF_CFA_ABOVE_SP        0
@@ -39,11 +36,8 @@ _Static_assert(sizeof(prof_row_t)
 #endif
 
 
-/*
- * The stack's word at address at, which the caller proved within the
- * bounds: in the stack itself, or in its copy delta bytes away (a copy
- * another process made, unwind_walk.h).
- */
+/* The stack's word at at (proved within the bounds by the caller): in
+   the stack, or in its copy delta bytes away (unwind_walk.h). */
 PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) static inline uintptr_t
 prof_unwind_word(uintptr_t delta, uintptr_t at)
 {
@@ -51,10 +45,8 @@ prof_unwind_word(uintptr_t delta, uintptr_t at)
 }
 
 
-/*
- * A row of the cache only (a CFA rule no table holds): the pcs of its
- * range lie in no object, between two of them (JIT code).
- */
+/* A row of the cache only (a CFA rule no table holds): its pcs lie in
+   no object, between two of them (JIT code). */
 #define PROF_CFA_NO_OBJECT       7
 
 
