@@ -118,6 +118,11 @@ struct prof_process_s {
     uint64_t             maps_tables;           /* unwind tables the worker
                                                    had built at the last
                                                    read of its maps */
+    uint32_t             maps_unknown;          /* and walks that had left
+                                                   them */
+    uint64_t             maps_read_ms;          /* when (uv_now) */
+    uint64_t             maps_every_ms;         /* the wait for the next
+                                                   read for such walks */
     int                  maps_read;
     uint64_t             dwarf_lookups;         /* the symbolizer's, at */
     uint64_t             dwarf_asked_ms;        /*   this uv_now */

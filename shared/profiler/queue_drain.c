@@ -17,6 +17,12 @@
 #include "profiler/symbol_store.h"
 
 
+/* Reads of the worker's maps for walks that left its unwind tables: at
+   most this often, and this seldom once reads find nothing new (JIT
+   code). */
+#define PROF_MAPS_EVERY_MS      200
+#define PROF_MAPS_QUIET_MS      10000
+
 /* A DWARF image of the symbol store unused that long is given back. */
 #define PROF_STORE_IDLE_NS      (60 * 1000 * 1000 * 1000LL)
 
@@ -53,31 +59,56 @@ prof_close_periods(prof_process_t *p, uint64_t period)
 
 /*
  * The worker's maps, read while it lives (its maps are empty once it has
- * exited, when its last profile is named): at the start, and again when
- * it rebuilt its unwind tables (it loaded or unloaded an object). A pc in
- * no mapping the last read showed reads them again as it is named
- * (proc_maps.h); JIT code, whose walks leave the tables all the time,
- * does not.
+ * exited, when its last profile is named): at the start; when it rebuilt
+ * its unwind tables (it loaded or unloaded an object); and when its walks
+ * left them since the last read (code it loaded a moment ago, before its
+ * tables follow: at most every PROF_MAPS_EVERY_MS). JIT code leaves them
+ * all the time: a read that found no new object doubles that wait, up to
+ * PROF_MAPS_QUIET_MS, and one that found one brings it back. JIT code's
+ * pcs themselves, in mappings of no file, read nothing again when they
+ * are named (proc_maps.h).
  */
 void
 prof_read_maps(prof_process_t *p)
 {
-    uint64_t  tables;
+    size_t    objects;
+    uint32_t  unknown;
+    uint64_t  tables, now;
 
     if (__atomic_load_n(&p->worker_gone, __ATOMIC_ACQUIRE)) {
         return;
     }
 
     tables = prof_counter_get(p->channel->diagnostics.unwind_tables);
+    unknown = __atomic_load_n(&p->sampled->unknown_pcs, __ATOMIC_RELAXED);
+    now = uv_now(&p->loop);
 
-    if (p->maps_read && tables == p->maps_tables) {
+    if (p->maps_read && tables == p->maps_tables
+        && (unknown == p->maps_unknown
+            || now - p->maps_read_ms < p->maps_every_ms))
+    {
         return;
     }
 
-    if (prof_symbolizer_refresh(p->symbolizer) == 0) {
-        p->maps_read = 1;
-        p->maps_tables = tables;
+    objects = prof_symbolizer_object_count(p->symbolizer);
+
+    if (prof_symbolizer_refresh(p->symbolizer) != 0) {
+        return;
     }
+
+    if (!p->maps_read || tables != p->maps_tables
+        || prof_symbolizer_object_count(p->symbolizer) != objects)
+    {
+        p->maps_every_ms = PROF_MAPS_EVERY_MS;
+
+    } else if (p->maps_every_ms < PROF_MAPS_QUIET_MS) {
+        p->maps_every_ms *= 2;
+    }
+
+    p->maps_read = 1;
+    p->maps_tables = tables;
+    p->maps_unknown = unknown;
+    p->maps_read_ms = now;
 }
 
 

@@ -26,8 +26,10 @@ void prof_drain_queue(prof_process_t *p);
 
 /*
  * The worker's maps read again, while it lives, when they may have
- * changed: at the start, and when the worker rebuilt its unwind tables
- * (it loaded or unloaded an object). Not on a clock, nor for JIT code.
+ * changed: at the start, when the worker rebuilt its unwind tables (it
+ * loaded or unloaded an object), and when its walks left them (at most
+ * every 200 ms, backing off to 10 s while reads find nothing new: JIT
+ * code).
  */
 void prof_read_maps(prof_process_t *p);
 

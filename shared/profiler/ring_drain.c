@@ -605,6 +605,7 @@ static void
 prof_ring_drain_main(void *arg)
 {
     int                 stopping;
+    uint32_t            unknown;
     uint64_t            tables;
     prof_sampler_t     *s;
     int64_t             now_ns, next_ns;
@@ -640,10 +641,19 @@ prof_ring_drain_main(void *arg)
         prof_ring_drain_throttle(drain, now_ns);
 
         /* The worker loaded or unloaded objects (it built its unwind
-           tables again): the other side reads its maps while it lives. */
+           tables again), or its walks left them (code loaded a moment
+           ago, or JIT code: told at most every 200 ms): the other side
+           reads its maps while it lives. */
         tables = prof_counter_get(s->conf.diagnostics->unwind_tables);
-        if (tables != drain->tables_told) {
+        unknown = __atomic_load_n(&s->sampled.unknown_pcs, __ATOMIC_RELAXED);
+
+        if (tables != drain->tables_told
+            || (unknown != drain->unknown_told
+                && now_ns - drain->unknown_told_ns >= PROF_UNKNOWN_TOLD_NS))
+        {
             drain->tables_told = tables;
+            drain->unknown_told = unknown;
+            drain->unknown_told_ns = now_ns;
             prof_ring_drain_notify(drain);
         }
 

@@ -28,6 +28,9 @@
 #define PROF_WATCH_BUSY_NS        (100 * 1000 * 1000LL)
 #define PROF_WATCH_IDLE_NS        (250 * 1000 * 1000LL)
 
+/* How often walks that left the unwind tables are told, at most. */
+#define PROF_UNKNOWN_TOLD_NS      (200 * 1000 * 1000LL)
+
 
 struct prof_ring_drain_s {
     prof_sampler_t          *sampler;       /* the shared state drained */
@@ -46,6 +49,8 @@ struct prof_ring_drain_s {
     int64_t                  watch_cpu_ns;
     uint64_t                 tables_told;       /* unwind tables built,
                                                    told to conf.notify */
+    uint32_t                 unknown_told;      /* walks that left them, */
+    int64_t                  unknown_told_ns;   /*   told then */
 
     /* a stack read from outside (remote_stack.h) and accounted: taken in
        order with the flushes, before the first whose account came after
