@@ -67,9 +67,9 @@ diag(sprintf('worker main thread: %d voluntary switches, %.2fms CPU in '
              . '%.1fs', $after - $before, ($cpu_after - $cpu_before) / 1e6,
              $window));
 
-# The sampler thread looks at an idle worker four times a second: ~0.05%
-# of a core, the kernel's cost of its wake-ups. This fails well above
-# that: a thread that spins between looks takes 20-60%.
+# The sampler thread sleeps through an idle worker's wait (it wakes for
+# the profiles' closes here, every 2 s). This fails well above that: a
+# thread that spins between looks takes 20-60%.
 my $share = ($sampler_after - $sampler_before) / 1e9 / $window;
 ok($share < 0.005, sprintf('the sampler thread took %.3f%% of a core '
                            . '(%.2fms in %.1fs; less than 0.5%%)',
@@ -107,5 +107,50 @@ unlike($log, qr/epoll_wait\(\) failed \(4: Interrupted system call\)/,
        'no event wait was interrupted (the profiler did not signal the '
        . 'idle worker)');
 unlike($log, qr/\[(?:alert|crit|emerg)\]/, 'no alert in the error log');
+
+# Between profiles' closes an idle worker's profiler process does nothing:
+# its sampler thread sleeps until the worker's wait ends, and its loop
+# thread writes the status slot only when a drain changed it (no timer
+# runs on its own). Counted in wake-ups, not time: each wake of a thread
+# is a voluntary switch. (It looked four times a second, and wrote the
+# status slot every second, before.)
+{
+    my $q = ProfNginx->new(workers => 1);
+    $q->write_config(<<'EOF');
+    profiling on;
+    profiling_dump_dir %%DUMP%%;
+    profiling_period 10m;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / { return 204; }
+        location = /status { profiling_status; }
+    }
+EOF
+    $q->run;
+    my ($w) = $q->worker_pids;
+    my $p;
+    ProfWait::wait_until(sub { $p = profiler_ready($w) }, 10);
+    my %tid = map { $_ => thread_named($p, $_) } qw(prof-sampler prof-loop);
+
+    # Settled: the start's drains and status written, two looks taken.
+    my $settled = time() + 2;
+    ProfWait::wait_until(sub { time() >= $settled }, 5, 0.05);
+
+    my %before = map {
+        $_ => proc_status($p, $tid{$_})->{voluntary_ctxt_switches}
+    } keys %tid;
+    my $end = time() + 3;
+    ProfWait::wait_until(sub { time() >= $end }, 5, 0.05);
+
+    for my $name (sort keys %tid) {
+        my $woke = proc_status($p, $tid{$name})->{voluntary_ctxt_switches}
+                   - $before{$name};
+        ok($woke <= 1, "idle, no profile closing: the profiler process's "
+                       . "$name thread woke $woke times in 3 s (at most 1)");
+    }
+
+    ok($q->stop, 'nginx quits');
+}
 
 done_testing();
