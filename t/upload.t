@@ -113,8 +113,10 @@ EOF
     my ($start, $end) = (epoch_of($e->{start}), epoch_of($e->{end}));
     ok(defined $start && defined $end, 'start and end are RFC 3339 UTC')
         or diag("$e->{start} $e->{end}");
-    ok(abs(($end - $start) - 2) < 0.1, 'end - start is the period')
-        or diag($end - $start);
+    # The period, or a little more: a close is a timer of the profiler
+    # process and a flush by the worker, both late on a loaded machine.
+    ok(($end - $start) > 1.9 && ($end - $start) < 2.75,
+       sprintf('end - start is the period (%.3f s of 2 s)', $end - $start));
     ok(abs($start - time()) < 60, 'start is now');
 
     my $tags = tags_of($u);
