@@ -260,6 +260,41 @@ SKIP: {
          'the compiler and its target named') or diag($host_out);
 }
 
+# Cross-compiling where the host's programs cannot run (no qemu in
+# binfmt_misc): refused before nginx's configure, saying how to fix it.
+# The machine's own registrations are hidden by a binfmt_misc of a new
+# user namespace's (Linux 6.7 and later), empty.
+SKIP: {
+    my ($machine) = (`uname -m` // '') =~ /^(\S+)/;
+    my $cross = ($machine // '') eq 'aarch64' ? 'x86_64-linux-gnu'
+                                              : 'aarch64-linux-gnu';
+    my $empty = 'mount -t binfmt_misc none /proc/sys/fs/binfmt_misc'
+                . ' && ! ls /proc/sys/fs/binfmt_misc | grep -q qemu';
+    skip("no $cross-gcc (ci/arm64-deps installs it)", 3)
+        unless system("command -v $cross-gcc >/dev/null 2>&1") == 0;
+    skip('no binfmt_misc of its own in a user namespace (Linux < 6.7)', 3)
+        unless system('unshare', '-Urm', 'sh', '-c',
+                      "$empty 2>/dev/null") == 0;
+    my $pid = open(my $fh, '-|') // die "fork: $!";
+    if ($pid == 0) {
+        open(STDERR, '>&', \*STDOUT);
+        chdir($TOP) or die "$TOP: $!";
+        exec('unshare', '-Urm', 'sh', '-c',
+             "$empty && exec ./configure --host=$cross "
+             . "--with-nginx=$pristine --builddir=$dir/build-cross "
+             . '--nginx-configure-args=--with-compat')
+            or POSIX::_exit(127);
+    }
+    my $cross_out = do { local $/; <$fh> } // '';
+    close($fh);
+    isnt($? >> 8, 0, "--host=$cross where its programs do not run: "
+                     . 'refused');
+    like($cross_out, qr/--host=\Q$cross\E: its programs do not run on this/,
+         'said why') or diag($cross_out);
+    like($cross_out, qr/qemu-user-static binfmt-support/,
+         'and how to fix it') or diag($cross_out);
+}
+
 ($rc, $out) = configure($pristine, '--with-threads');
 is($rc, 0, 'arguments without --with-compat: configured');
 like($out, qr/warning: the nginx arguments lack --with-compat/,
