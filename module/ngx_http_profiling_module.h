@@ -268,6 +268,8 @@ ngx_uint_t ngx_http_profiling_tracer_continues_trace(
     ngx_http_profiling_tracer_t *t, ngx_http_request_t *r);
 ngx_int_t ngx_http_profiling_tracer_ids(ngx_http_profiling_tracer_t *t,
     ngx_http_request_t *r, uint64_t *span_id, uint64_t *root_id);
+ngx_int_t ngx_http_profiling_tracer_trace_id(ngx_http_profiling_tracer_t *t,
+    ngx_http_request_t *r, uint64_t *high, uint64_t *low);
 ngx_http_complex_value_t *ngx_http_profiling_tracer_resource(
     ngx_http_profiling_tracer_t *t, ngx_http_request_t *r);
 
