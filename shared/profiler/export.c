@@ -30,11 +30,11 @@ prof_upload(prof_process_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
     };
 
     /* Every profile meant for the agent ends in one outcome (upload.h). */
-    prof_counter_add(p->channel->diagnostics.uploads_submitted, 1);
+    prof_counter_add(p->channel->diagnostics.uploads.submitted, 1);
 
     up = calloc(1, sizeof(prof_upload_t));
     if (up == NULL) {
-        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
+        prof_counter_add(p->channel->diagnostics.uploads.dropped, 1);
         return;
     }
 
@@ -84,7 +84,7 @@ prof_upload(prof_process_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
     free(objects);
 
     if (rc != 0) {
-        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
+        prof_counter_add(p->channel->diagnostics.uploads.dropped, 1);
         prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
                          "profiling: out of memory, profile %llu not "
                          "uploaded", (unsigned long long) up->sequence);

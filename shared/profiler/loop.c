@@ -247,7 +247,7 @@ prof_start_loop(prof_process_t *p)
         uc.origin_version = PROF_VERSION;
         uc.container_id = p->container.container_id;
         uc.entity_id = p->container.entity_id;
-        uc.diagnostics = &p->channel->diagnostics;
+        uc.counters = &p->channel->diagnostics.uploads;
         uc.log = &p->log;
         uc.outcome = prof_on_upload_outcome;
         uc.outcome_data = p;
