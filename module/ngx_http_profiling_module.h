@@ -69,6 +69,10 @@ typedef struct {
     ngx_uint_t     dump_keep_files;     /* 0: no bound */
     off_t          dump_keep_bytes;     /* 0: no bound */
     ngx_str_t      agent_url;           /* "off": none */
+    ngx_str_t      pyroscope_url;       /* unset, "off": none */
+    ngx_array_t   *pyroscope_headers;   /* of ngx_str_t "Name: value",
+                                           NUL-terminated (secrets) */
+    ngx_int_t      pyroscope_endpoints; /* 0: no endpoint label */
     ngx_msec_t     upload_timeout;
     ngx_flag_t     timeline;
     ngx_flag_t     lua;                 /* LuaJIT's frames (unset: on) */
@@ -178,6 +182,20 @@ char *ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_http_profiling_debuginfod(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_http_profiling_debuginfod_cache(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+
+/* ngx_http_profiling_pyroscope.c: the Pyroscope directives. */
+char *ngx_http_profiling_pyroscope_url(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_pyroscope_endpoints(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_basic_auth(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_bearer_token(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_tenant(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_header(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 
 /* An agent's URL: NULL when valid, else why not. */

@@ -34,7 +34,7 @@
 #include "common/diagnostics.h"
 
 
-#define PROF_STATUS_COUNTERS     64
+#define PROF_STATUS_COUNTERS     96
 #define PROF_STATUS_TEXT_MAX     256
 #define PROF_STATUS_SYMBOLS_MAX  2048
 

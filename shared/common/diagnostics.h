@@ -130,8 +130,15 @@ typedef struct {
                                                timeout */
     uint64_t          debuginfod_evicted;   /* cache entries removed */
 
-    /* agent uploads (profiler loop thread), defined in upload.h */
+    /* agent uploads and Pyroscope pushes (profiler loop thread),
+       defined in upload.h */
     prof_upload_counters_t  uploads;
+    prof_upload_counters_t  pyroscope;
+    uint64_t          pyroscope_endpoints_folded;   /* distinct endpoints
+                                               a period past the bound,
+                                               labelled "other" */
+    uint64_t          pyroscope_samples_dropped;    /* a sample alone over
+                                               Pyroscope's size bound */
 
     /* the profiler's own cost (the sampler thread): the handler's time
        in the worker, the profiler process's CPU, the CPU timer's

@@ -175,8 +175,9 @@ prof_publish_status(prof_process_t *p)
     info.last_error = p->log.last_error;
     rc = 0;
 
-    if (p->uploader != NULL) {
-        info.last_upload = prof_uploader_last(p->uploader,
+    if (p->uploader != NULL || p->pyroscope != NULL) {
+        info.last_upload = prof_uploader_last(p->uploader ? p->uploader
+                                                          : p->pyroscope,
                                               &info.last_upload_ns);
     }
 

@@ -4,8 +4,8 @@
  * Uploader: POSTs each profile to a server, driving libcurl's
  * multi-socket API with the profiler loop's libuv handles. To a Datadog
  * agent, <agent>/profiling/v1/input as multipart (event.json,
- * profile.pprof, code-provenance.json); to another server, conf.path
- * and a body of conf.content_type as it is.
+ * profile.pprof, code-provenance.json); to another server (Pyroscope,
+ * pyroscope.h), conf.path and a body of conf.content_type as it is.
  *
  * Threading: the profiler loop thread only; never blocks it.
  * Policy: at most one upload in flight; a profile ready meanwhile waits,
@@ -17,8 +17,8 @@
  * in the process before.
  *
  * Counters (prof_upload_counters_t, named uploads_* on the status page
- * for the agent). Every profile submitted ends in exactly one outcome,
- * counted once, when its fate is known:
+ * for the agent, pyroscope_* for Pyroscope). Every profile submitted ends
+ * in exactly one outcome, counted once, when its fate is known:
  *
  *   uploads_succeeded       the agent answered 2xx (first try or retry);
  *   uploads_failed_connect  the last try could not reach the agent or
@@ -81,9 +81,9 @@ typedef struct {
     const char * const  *headers;   /* "Name: value" more (secrets: never
                                        logged) */
     size_t               header_count;
-    unsigned             cause;     /* log causes: the first of seven in
-                                       the order of PROF_CAUSE_UPLOAD_*;
-                                       0: those */
+    unsigned             cause;     /* log causes: PROF_CAUSE_UPLOAD_CONNECT
+                                       or PROF_CAUSE_PUSH_CONNECT and the
+                                       six after */
     int64_t              timeout_ms;
     const char          *origin;            /* DD-EVP-ORIGIN */
     const char          *origin_version;    /* DD-EVP-ORIGIN-VERSION */
