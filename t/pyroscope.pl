@@ -20,6 +20,16 @@
 # answered 400 with Connect's JSON error and the reason, as Pyroscope
 # does; one that keeps them 200 with an empty PushResponse.
 #
+# POST /ingest?format=pprof&name=APP{k=v,...} (Pyroscope's older way in,
+# which its SDKs for Node.js and others still use: a raw pprof body) is
+# judged by the same rules, its series labelled as Pyroscope labels it
+# (service_name the application's name unless a label gives it).
+#
+# Label names: Pyroscope takes names with dots (its Node.js SDK sends
+# otel.scope.name; t/pyroscope-sdk.t), so the stand-in takes the legacy
+# names ([a-zA-Z_][a-zA-Z0-9_]*) and those with dots, and refuses others
+# (a Pyroscope validating names as UTF-8 may take more).
+#
 # Recorded in DIR/push-<time>-<pid>-<n>/: "request" (request line and
 # headers), "verdict" (the status and reason), "push.json" (the series:
 # labels, and each sample's id and profile file), and profile-<s>-<k>.pb
@@ -154,8 +164,10 @@ sub handle {
     }
 
     my ($method, $path) = $headers =~ m{^(\S+)\s+(\S+)};
+    my $ingest = ($path // '') =~ m{^(?:/[^?]*)?/ingest(?:\?|$)};
     if (($method // '') ne 'POST'
-        || ($path // '') !~ m{^(?:/[^?]*)?/push\.v1\.PusherService/Push$})
+        || (!$ingest
+            && ($path // '') !~ m{^(?:/[^?]*)?/push\.v1\.PusherService/Push$}))
     {
         record_other($out =~ s{/push-([^/]*)$}{/other-$1}r, $headers, $body);
         answer($sock, 404, 'text/plain', "404 page not found\n");
@@ -184,7 +196,8 @@ sub handle {
     } elsif ($m =~ /^status=(\d+)$/) {
         ($status, $code, $reason) = ($1, 'unavailable', 'test status');
     } else {
-        $reason = judge($tmp, $headers, $body);
+        $reason = $ingest ? judge_ingest($tmp, $headers, $path, $body)
+                          : judge($tmp, $headers, $body);
         ($status, $code) = defined $reason ? (400, 'invalid_argument')
                                            : (200, undef);
     }
@@ -193,7 +206,7 @@ sub handle {
     rename $tmp, $out;
 
     if ($status == 200) {
-        answer($sock, 200, 'application/proto', '');
+        answer($sock, 200, $ingest ? 'text/plain' : 'application/proto', '');
     } else {
         connect_error($sock, $status, $code, $reason);
     }
@@ -284,7 +297,7 @@ sub check_labels {
         return "profile with labels '{$text}' has label value too long: "
                . "'$value'" if length($value) > $LIMIT{value_length};
         return "invalid labels '{$text}' with error: invalid label name "
-               . "'$name'" unless $name =~ /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+               . "'$name'" unless $name =~ /^[a-zA-Z_][a-zA-Z0-9_.]*$/;
         return "invalid labels '{$text}' with error: invalid label value "
                . "'$value'" unless valid_utf8($value);
         return "profile with labels '{$text}' has duplicate label name: "
@@ -420,6 +433,79 @@ sub judge {
                                              ->encode(\@out));
     if (open my $f, '>>', "$dir/series") {
         print $f map { "$_\n" } @series_lines;
+        close $f;
+    }
+    return undef;
+}
+
+sub url_decode {
+    my ($s) = @_;
+    $s =~ tr/+/ /;
+    $s =~ s/%([0-9a-fA-F]{2})/chr(hex $1)/ge;
+    return $s;
+}
+
+# The older ingest API, format=pprof with a raw body: undef, or why not.
+sub judge_ingest {
+    my ($tmp, $headers, $path, $body) = @_;
+
+    my ($query) = $path =~ /\?(.*)$/;
+    my %q = map { my ($k, $v) = split /=/, $_, 2; (url_decode($k),
+                                                  url_decode($v // '')) }
+            split /&/, $query // '';
+    return 'this stand-in decodes format=pprof only'
+        unless ($q{format} // '') eq 'pprof';
+    return 'this stand-in decodes a raw pprof body only'
+        if $headers =~ m{^content-type:\s*multipart/}mi;
+
+    my ($app, $labels) = ($q{name} // '') =~ /^([^{]*)(?:\{(.*)\})?$/
+        or return "invalid name \"$q{name}\"";
+    my @labels;
+    for my $pair (split /,/, $labels // '') {
+        my ($k, $v) = split /=/, $pair, 2;
+        return "invalid label \"$pair\"" unless defined $v;
+        push @labels, [$k, $v];
+    }
+    push @labels, ['service_name', $app]
+        unless grep { $_->[0] eq 'service_name' } @labels;
+
+    my $raw = $body;
+    if (substr($raw, 0, 2) eq "\x1f\x8b") {
+        $raw = gunzip($raw);
+        return 'failed to decompress profile' unless defined $raw;
+    }
+    my $ptext = protoc_decode('perftools.profiles.Profile', $PPROF_DIR,
+                              'profile.proto', $raw);
+    return 'failed to parse profile' unless defined $ptext;
+    my $p = eval { decode_profile_text($ptext) }
+        or return 'failed to parse profile';
+
+    # A series a profile type: __name__ as Pyroscope names it.
+    my %types = map { ($p->{string_table}[ $_->{type} ] // '') => 1 }
+                @{ $p->{sample_type} };
+    my $name = $types{cpu} ? 'process_cpu' : $types{wall} ? 'wall'
+             : 'memory';
+    my @series_labels = (['__name__', $name], @labels);
+    my $ltext = '{' . join(', ', map { "$_->[0]=\"$_->[1]\"" }
+                                 @series_labels) . '}';
+
+    my $why = check_labels(\@series_labels)
+              // check_profile($p, length $raw, $ltext);
+    return $why if defined $why;
+
+    my $split = split_series($p, \@series_labels);
+    for my $key (sort keys %$split) {
+        $why = check_labels($split->{$key});
+        return $why if defined $why;
+    }
+
+    write_file("$tmp/profile-0-0.pb", $raw);
+    write_file("$tmp/push.json", JSON::PP->new->utf8->canonical->encode([
+        { labels => { map { Encode::decode('UTF-8', $_) }
+                      map { @$_ } @series_labels },
+          samples => [ { id => '', profile => 'profile-0-0.pb' } ] } ]));
+    if (open my $f, '>>', "$dir/series") {
+        print $f map { "$_\n" } sort keys %$split;
         close $f;
     }
     return undef;
