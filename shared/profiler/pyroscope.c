@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "profiler/intake.h"
 #include "profiler/pprof.h"
 #include "profiler/pprof_wire.h"
@@ -28,7 +29,7 @@
 
 typedef struct {
     char                *name;
-    const char          *value;
+    char                *value;             /* valid UTF-8, bounded */
     size_t               value_length;
 } prof_push_label_t;
 
@@ -476,12 +477,45 @@ prof_push_label_name(const char *key, size_t length)
 }
 
 
+/*
+ * A label's value as Pyroscope takes it: valid UTF-8 (ill-formed bytes
+ * and NUL become U+FFFD), at most PROF_PYROSCOPE_MAX_VALUE bytes (cut
+ * between characters). NULL: no memory.
+ */
+static char *
+prof_push_label_value(const char *value, size_t *length)
+{
+    char    *out;
+    size_t   n;
+
+    out = malloc(PROF_UTF8_SANITIZED_MAX(*length) + 1);
+    if (out == NULL) {
+        return NULL;
+    }
+
+    n = prof_utf8_sanitize(out, value, *length);
+
+    if (n > PROF_PYROSCOPE_MAX_VALUE) {
+        n = PROF_PYROSCOPE_MAX_VALUE;
+        while (n > 0 && ((unsigned char) out[n] & 0xc0) == 0x80) {
+            n--;
+        }
+        out[n] = '\0';
+    }
+
+    *length = n;
+
+    return out;
+}
+
+
 /* A series label, unless its name is taken or there is no room. */
 static int
-prof_push_label(prof_push_t *ps, char *name, const char *value,
+prof_push_label(prof_push_t *ps, char *name, const char *raw,
     size_t length, size_t room)
 {
-    size_t  i;
+    char    *value;
+    size_t   i;
 
     if (name == NULL) {
         return -ENOMEM;
@@ -496,6 +530,12 @@ prof_push_label(prof_push_t *ps, char *name, const char *value,
     if (length == 0 || i < ps->label_count || ps->label_count >= room) {
         free(name);
         return -EEXIST;
+    }
+
+    value = prof_push_label_value(raw, &length);
+    if (value == NULL) {
+        free(name);
+        return -ENOMEM;
     }
 
     ps->labels[ps->label_count].name = name;
@@ -523,13 +563,16 @@ static int
 prof_push_labels(prof_push_t *ps)
 {
     size_t                        i, room;
-    const char                   *tag, *colon;
+    const char                   *tag, *colon, *service;
     const prof_pyroscope_conf_t  *c = ps->conf;
 
     room = PROF_PYROSCOPE_MAX_LABELS - 1 - (c->max_endpoints ? 1 : 0);
 
-    if (prof_push_label(ps, strdup("service_name"), c->service,
-                        strlen(c->service), room) == -ENOMEM)
+    service = (c->service != NULL && c->service[0] != '\0') ? c->service
+                                                            : "nginx";
+
+    if (prof_push_label(ps, strdup("service_name"), service,
+                        strlen(service), room) == -ENOMEM)
     {
         return -ENOMEM;
     }
@@ -667,6 +710,7 @@ prof_pyroscope_encode(const prof_profile_t *p, prof_aggregator_t *agg,
 
     for (i = 0; i < ps->label_count; i++) {
         free(ps->labels[i].name);
+        free(ps->labels[i].value);
     }
 
     prof_intern_free(&ps->keys);

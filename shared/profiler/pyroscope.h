@@ -5,7 +5,8 @@
  * push.proto): a closed profile as two series, CPU (__name__ process_cpu:
  * cpu/nanoseconds and samples/count, period cpu/nanoseconds) and wall
  * time (__name__ wall: wall/nanoseconds and samples/count), each labelled
- * with service_name, environment, version and the user's tags, and each
+ * with service_name, environment, version and the user's tags (values
+ * valid UTF-8 of at most PROF_PYROSCOPE_MAX_VALUE bytes), and each
  * a pprof or several: split so that none has more than
  * PROF_PYROSCOPE_MAX_SAMPLES samples or PROF_PYROSCOPE_MAX_BYTES bytes
  * before compression (Pyroscope's default limits, over which it rejects
@@ -34,6 +35,7 @@
 #define PROF_PYROSCOPE_MAX_SAMPLES     16000
 #define PROF_PYROSCOPE_MAX_BYTES       (4 * 1024 * 1024)
 #define PROF_PYROSCOPE_MAX_LABELS      30       /* names a series */
+#define PROF_PYROSCOPE_MAX_VALUE       2048     /* bytes a label value */
 #define PROF_PYROSCOPE_OTHER_ENDPOINT  "other"
 
 

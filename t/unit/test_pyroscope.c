@@ -273,7 +273,10 @@ pprof_free(pprof_t *pp)
 
 /* A series of the request: its labels as "name=value;...", in order. */
 typedef struct {
-    char       labels[1024];
+    char       labels[1024];            /* values of at most 255 bytes */
+    char       names[32][64];
+    size_t     value_length[32];        /* by name */
+    size_t     nnames;
     size_t     nprofiles;
     int64_t    sum[2];
     size_t     samples, max_samples, max_bytes, labelled_span;
@@ -307,6 +310,12 @@ read_push(const prof_buffer_t *body, series_t *series, size_t max)
                 for (r = g.data; (r = pb_next(r, g.data + g.length, &h)); ) {
                     snprintf(h.field == 1 ? name : value, 256, "%.*s",
                              (int) h.length, (const char *) h.data);
+                    if (h.field == 2 && series[n].nnames < 32) {
+                        snprintf(series[n].names[series[n].nnames], 64,
+                                 "%s", name);
+                        series[n].value_length[series[n].nnames++] =
+                            h.length;
+                    }
                 }
                 snprintf(series[n].labels + strlen(series[n].labels),
                          sizeof(series[n].labels)
@@ -619,6 +628,69 @@ test_pyroscope_series_labels_are_valid_sorted_and_bounded(void **state)
 }
 
 
+static size_t
+value_length(const series_t *s, const char *name)
+{
+    size_t  i;
+
+    for (i = 0; i < s->nnames; i++) {
+        if (strcmp(s->names[i], name) == 0) {
+            return s->value_length[i];
+        }
+    }
+
+    fail_msg("no label %s", name);
+    return 0;
+}
+
+
+/* Values Pyroscope would refuse are made valid: UTF-8, 2,048 bytes. */
+static void
+test_pyroscope_label_values_are_valid_utf8_and_bounded(void **state)
+{
+    char                    big[3000], cut[2100];
+    const char             *tags[3];
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 1, 0);
+
+    memcpy(big, "big:", 4);
+    memset(big + 4, 'a', sizeof(big) - 5);
+    big[sizeof(big) - 1] = '\0';
+
+    /* "cut:" then 2,047 bytes and a two-byte character across 2,048 */
+    memcpy(cut, "cut:", 4);
+    memset(cut + 4, 'b', 2047);
+    memcpy(cut + 4 + 2047, "\xc3\xa9", 3);
+
+    tags[0] = "bad:x\xff";
+    tags[1] = big;
+    tags[2] = cut;
+
+    c.service = "";
+    c.tags = tags;
+    c.tag_count = 3;
+
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(read_push(&out, s, 4), 2);
+
+    assert_non_null(strstr(s[0].labels, ";bad=x\xef\xbf\xbd;"));
+    assert_non_null(strstr(s[0].labels, ";service_name=nginx;"));
+    assert_int_equal(value_length(&s[0], "big"), 2048);
+    assert_int_equal(value_length(&s[0], "cut"), 2047);     /* not in é */
+    assert_int_equal(info.tags_dropped, 0);
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
 int
 main(void)
 {
@@ -631,6 +703,8 @@ main(void)
         cmocka_unit_test(test_pyroscope_folds_endpoints_past_the_bound),
         cmocka_unit_test(
             test_pyroscope_series_labels_are_valid_sorted_and_bounded),
+        cmocka_unit_test(
+            test_pyroscope_label_values_are_valid_utf8_and_bounded),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
