@@ -134,7 +134,8 @@ sub answer {
 sub connect_error {
     my ($sock, $status, $code, $message) = @_;
     answer($sock, $status, 'application/json',
-           encode_json({ code => $code, message => $message }));
+           JSON::PP->new->utf8->canonical->encode(
+               { code => $code, message => $message }));
 }
 
 sub handle {

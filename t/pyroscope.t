@@ -12,11 +12,13 @@ use lib "$FindBin::Bin/lib";
 
 use HTTP::Tiny;
 use JSON::PP;
+use File::Temp ();
 use MIME::Base64 qw(encode_base64);
 use Test::More;
 use Time::HiRes qw(time);
 
 use ProfAgent;
+use ProfEnv;
 use ProfFiles qw(slurp);
 use ProfHTTP;
 use ProfLog qw(last_exit_counters log_lines);
@@ -508,6 +510,75 @@ EOF
        'failed_connect counted');
     is($t->get('/')->{content}, 'ok', 'nginx serves');
     $t->stop;
+};
+
+
+# The stand-in itself: it refuses what Pyroscope refuses (its default
+# limits), so that what it accepted above means something.
+subtest 'the stand-in refuses what Pyroscope refuses' => sub {
+    my $port = ProfHTTP::free_port();
+    my $r = start_pyroscope("127.0.0.1:$port");
+    my $http = HTTP::Tiny->new(timeout => 30);
+    my $now_ns = int(time() * 1e9);
+
+    # A pprof from its text form (protoc --encode).
+    my $pprof = sub {
+        my ($text) = @_;
+        my $dir = File::Temp->newdir();
+        open(my $f, '>', "$dir/p.txt") or die;
+        print $f $text;
+        close($f);
+        my $proto = ProfEnv::proto_dir();
+        system("protoc --encode=perftools.profiles.Profile -I '$proto' "
+               . "profile.proto < '$dir/p.txt' > '$dir/p.pb'") == 0
+            or die 'protoc --encode failed';
+        return slurp("$dir/p.pb");
+    };
+    my $head = qq{string_table: ""\nstring_table: "cpu"\n}
+               . qq{string_table: "nanoseconds"\n}
+               . "sample_type { type: 1 unit: 2 }\n"
+               . "time_nanos: $now_ns\n";
+    my $ingest = sub {
+        my ($body) = @_;
+        return $http->post("http://127.0.0.1:$port/ingest?format=pprof"
+                           . '&name=limits', { content => $body });
+    };
+
+    my $res = $ingest->($pprof->($head . "sample { value: 1 }\n"
+                                 x 16000));
+    is($res->{status}, 200, '16,000 samples: accepted');
+    $res = $ingest->($pprof->($head . "sample { value: 1 }\n" x 16001));
+    is($res->{status}, 400, '16,001 samples: refused');
+    like($res->{content}, qr/samples count limit/, '  as Pyroscope says');
+
+    $res = $ingest->($pprof->($head . 'string_table: "'
+                              . ('x' x (4 * 1024 * 1024)) . "\"\n"));
+    is($res->{status}, 400, 'over 4 MiB: refused');
+    like($res->{content}, qr/exceeds the size limit/, '  as Pyroscope says');
+
+    $res = $ingest->($pprof->(qq{string_table: ""\nstring_table: "cpu-time"}
+                              . qq{\nstring_table: "nanoseconds"\n}
+                              . "sample_type { type: 1 unit: 2 }\n"));
+    is($res->{status}, 400, 'a sample type with "-": refused');
+
+    $res = $ingest->($pprof->($head . "sample { value: 1 "
+                              . join(' ', map { "label { key: 1 num: $_ }" }
+                                          1 .. 101) . " }\n"));
+    is($res->{status}, 400, '101 labels on a sample: refused');
+
+    my $old_ns = $now_ns - 2 * 3600 * 1e9;
+    $res = $ingest->($pprof->($head =~ s/time_nanos: \d+/time_nanos: $old_ns/r
+                              . "sample { value: 1 }\n"));
+    is($res->{status}, 400, 'two hours old: refused');
+
+    $res = $http->post("http://127.0.0.1:$port/push.v1.PusherService/Push",
+                       { headers => { 'Content-Type' => 'application/proto' },
+                         content => "\x0a\xff" });
+    is($res->{status}, 400, 'a push that is no PushRequest: refused');
+    like($res->{content}, qr/^\{"code":"invalid_argument"/,
+         '  with Connect\'s error');
+
+    stop_pyroscope($r);
 };
 
 
