@@ -117,9 +117,11 @@ prof_pprof_hex(char *out, uint64_t v, unsigned n)
 
 /*
  * A sample's labels in the style (span_id, trace_id, the endpoint), into
- * end: their strings interned now. NULL: no memory.
+ * end: their strings interned now. NULL: no memory. Not inlined: GCC's
+ * object size checks (with -fsanitize=address) misread the label
+ * records' lengths once it is.
  */
-static unsigned char *
+static __attribute__((noinline)) unsigned char *
 prof_pprof_style_labels(prof_pprof_t *pp, const prof_sample_key_t *key,
     unsigned char *end)
 {
