@@ -486,7 +486,9 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
                            ? " (agent too old or APM disabled)" : "");
 
         if (status == 404) {
-            prof_log_limited(log, prof_upload_cause(u, PROF_CAUSE_UPLOAD_404), PROF_LOG_ERR,
+            prof_log_limited(log,
+                             prof_upload_cause(u, PROF_CAUSE_UPLOAD_404),
+                             PROF_LOG_ERR,
                              "profiling: %s at \"%s\" answered 404%s, "
                              "profile %llu not uploaded", u->server,
                              u->conf.url, u->conf.path == NULL
@@ -494,7 +496,9 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
                                             "disabled" : "",
                              (unsigned long long) up->sequence);
         } else {
-            prof_log_limited(log, prof_upload_cause(u, PROF_CAUSE_UPLOAD_4XX), PROF_LOG_ERR,
+            prof_log_limited(log,
+                             prof_upload_cause(u, PROF_CAUSE_UPLOAD_4XX),
+                             PROF_LOG_ERR,
                              "profiling: %s at \"%s\" answered %ld, "
                              "profile %llu not uploaded", u->server,
                              u->conf.url,
@@ -507,7 +511,9 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
         prof_counter_add(d->failed_5xx, 1);
         prof_uploader_note(u, "failed: %s answered %ld (tries: %u)",
                            u->server, status, up->attempts);
-        prof_log_limited(log, prof_upload_cause(u, PROF_CAUSE_UPLOAD_5XX), PROF_LOG_ERR,
+        prof_log_limited(log,
+                         prof_upload_cause(u, PROF_CAUSE_UPLOAD_5XX),
+                         PROF_LOG_ERR,
                          "profiling: %s at \"%s\" answered %ld "
                          "(tries: %u), profile %llu not uploaded",
                          u->server, u->conf.url, status, up->attempts,
@@ -518,7 +524,9 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
         prof_counter_add(d->failed_timeout, 1);
         prof_uploader_note(u, "failed: timed out after %lld ms (tries: %u)",
                            (long long) u->conf.timeout_ms, up->attempts);
-        prof_log_limited(log, prof_upload_cause(u, PROF_CAUSE_UPLOAD_TIMEOUT), PROF_LOG_ERR,
+        prof_log_limited(log,
+                         prof_upload_cause(u, PROF_CAUSE_UPLOAD_TIMEOUT),
+                         PROF_LOG_ERR,
                          "profiling: upload to \"%s\" timed out after "
                          "%lld ms (tries: %u), profile %llu not uploaded",
                          u->conf.url, (long long) u->conf.timeout_ms,
@@ -529,7 +537,9 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
         prof_counter_add(d->failed_connect, 1);
         prof_uploader_note(u, "failed: %s (tries: %u)",
                            curl_easy_strerror(result), up->attempts);
-        prof_log_limited(log, prof_upload_cause(u, PROF_CAUSE_UPLOAD_CONNECT), PROF_LOG_ERR,
+        prof_log_limited(log,
+                         prof_upload_cause(u, PROF_CAUSE_UPLOAD_CONNECT),
+                         PROF_LOG_ERR,
                          "profiling: upload to \"%s\" failed (%s, tries: "
                          "%u), profile %llu not uploaded", u->conf.url,
                          curl_easy_strerror(result), up->attempts,
@@ -540,7 +550,9 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
         prof_counter_add(d->failed_other, 1);
         prof_uploader_note(u, "failed: %s (HTTP %ld)",
                            curl_easy_strerror(result), status);
-        prof_log_limited(log, prof_upload_cause(u, PROF_CAUSE_UPLOAD_OTHER), PROF_LOG_ERR,
+        prof_log_limited(log,
+                         prof_upload_cause(u, PROF_CAUSE_UPLOAD_OTHER),
+                         PROF_LOG_ERR,
                          "profiling: upload to \"%s\" failed (%s, status "
                          "%ld), profile %llu not uploaded", u->conf.url,
                          curl_easy_strerror(result), status,
@@ -630,7 +642,9 @@ prof_uploader_drop(prof_uploader_t *u, prof_upload_t *up, const char *why)
 {
     prof_counter_add(u->conf.counters->dropped, 1);
     prof_uploader_note(u, "dropped: %s", why);
-    prof_log_limited(u->conf.log, prof_upload_cause(u, PROF_CAUSE_UPLOAD_DROPPED), PROF_LOG_WARN,
+    prof_log_limited(u->conf.log,
+                     prof_upload_cause(u, PROF_CAUSE_UPLOAD_DROPPED),
+                     PROF_LOG_WARN,
                      "profiling: profile %llu dropped: %s",
                      (unsigned long long) up->sequence, why);
     prof_uploader_tell(u);

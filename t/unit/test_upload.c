@@ -658,7 +658,8 @@ static void
 assert_bytes_received(unsigned served)
 {
     agent_wait_served(served);
-    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent), agent_body_bytes());
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     agent_body_bytes());
 }
 
 
@@ -714,7 +715,8 @@ test_200_succeeds(void **state)
 
     assert_counters(&e);
     assert_bytes_received(1);
-    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent), one_body_bytes);
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     one_body_bytes);
 
     /* what was sent, and where */
     assert_int_equal(agent.requests, 1);
@@ -745,7 +747,8 @@ test_404_fails_4xx_without_retry(void **state)
 
     assert_counters(&e);
     assert_bytes_received(1);
-    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent), one_body_bytes);
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     one_body_bytes);
     assert_non_null(strstr(h.logged, "answered 404: agent too old"));
 
     agent_stop();
@@ -857,7 +860,8 @@ test_refused_twice_fails_connect(void **state)
     close(fd);
 
     assert_counters(&e);
-    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent), 0);
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     0);
     assert_non_null(strstr(h.logged, "Couldn't connect to server, "
                                      "tries: 2"));
 }
@@ -882,7 +886,8 @@ test_reset_connections_fail_connect(void **state)
        anything, was sent all the same */
     agent_wait_served(2);
     assert_int_equal(agent.requests, 0);
-    assert_true(prof_counter_get(h.diag.uploads.bytes_sent) <= 2 * one_body_bytes);
+    assert_true(prof_counter_get(h.diag.uploads.bytes_sent)
+                <= 2 * one_body_bytes);
 
     agent_stop();
 }
@@ -983,7 +988,8 @@ test_no_retry_once_closing(void **state)
 
     assert_counters(&e);
     assert_bytes_received(1);
-    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent), one_body_bytes);
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     one_body_bytes);
 
     agent_stop();
 }
