@@ -175,10 +175,14 @@ prof_publish_status(prof_process_t *p)
     info.last_error = p->log.last_error;
     rc = 0;
 
-    if (p->uploader != NULL || p->pyroscope != NULL) {
-        info.last_upload = prof_uploader_last(p->uploader ? p->uploader
-                                                          : p->pyroscope,
+    if (p->uploader != NULL) {
+        info.last_upload = prof_uploader_last(p->uploader,
                                               &info.last_upload_ns);
+    }
+
+    if (p->pyroscope != NULL) {
+        info.last_push = prof_uploader_last(p->pyroscope,
+                                            &info.last_push_ns);
     }
 
     /* Where the names of the objects in its profiles come from. */
