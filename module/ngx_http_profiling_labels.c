@@ -148,6 +148,65 @@ ngx_http_profiling_resolve_ids(ngx_http_profiling_tracer_t *tracer,
 }
 
 
+/*
+ * A request's trace id, from where its span ids come (the configured
+ * value, a tracer's, the caller's headers): 0 and 0 when none. Only for
+ * the labels of a sampled request (Pyroscope's trace_id).
+ */
+static void
+ngx_http_profiling_resolve_trace_id(ngx_http_profiling_tracer_t *tracer,
+    ngx_http_request_t *r, ngx_http_profiling_loc_conf_t *plcf,
+    uint64_t *high, uint64_t *low)
+{
+    uint64_t          parent;
+    ngx_str_t         value;
+    ngx_table_elt_t  *h;
+
+    *high = 0;
+    *low = 0;
+
+    if (plcf->trace_id != NULL || plcf->span_id != NULL
+        || plcf->root_span_id != NULL)
+    {
+        if (plcf->trace_id != NULL
+            && ngx_http_complex_value(r, plcf->trace_id, &value) == NGX_OK
+            && prof_parse_trace_id((char *) value.data, value.len, high, low)
+               != 0)
+        {
+            *high = 0;
+            *low = 0;
+        }
+
+        return;
+    }
+
+    if (ngx_http_profiling_tracer_trace_id(tracer, r, high, low) == NGX_OK) {
+        return;
+    }
+
+    h = ngx_http_profiling_header(r, "traceparent");
+
+    if (h != NULL
+        && prof_parse_traceparent((char *) h->value.data, h->value.len,
+                                  high, low, &parent) == 0)
+    {
+        return;
+    }
+
+    *high = 0;
+    *low = 0;
+
+    h = ngx_http_profiling_header(r, "x-datadog-trace-id");
+
+    if (h != NULL
+        && prof_parse_datadog_id((char *) h->value.data, h->value.len, low)
+           != 0)
+    {
+        *low = 0;
+    }
+}
+
+
 /* The endpoint's formula when it is not "$request_method $uri". */
 static ngx_http_complex_value_t *
 ngx_http_profiling_endpoint_value(ngx_http_profiling_tracer_t *tracer,
@@ -265,6 +324,9 @@ ngx_http_profiling_resolve_labels(ngx_http_profiling_worker_t *w,
     labels.request = ((uint64_t) c->number << 32) | (uint32_t) c->requests;
     ngx_http_profiling_resolve_ids(&w->tracer, r, plcf, &labels.span_id,
                                    &labels.local_root_span_id);
+    ngx_http_profiling_resolve_trace_id(&w->tracer, r, plcf,
+                                        &labels.trace_id_high,
+                                        &labels.trace_id_low);
     labels.endpoint_length = ngx_http_profiling_endpoint(&w->tracer, r, plcf,
                                                  (u_char *) labels.endpoint);
 

@@ -94,6 +94,48 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       offsetof(ngx_http_profiling_main_conf_t, agent_url),
       NULL },
 
+    { ngx_string("profiling_pyroscope_url"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_pyroscope_url,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("profiling_pyroscope_endpoints"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_pyroscope_endpoints,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("profiling_pyroscope_basic_auth"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_profiling_pyroscope_basic_auth,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("profiling_pyroscope_bearer_token"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_pyroscope_bearer_token,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("profiling_pyroscope_tenant"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_pyroscope_tenant,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("profiling_pyroscope_header"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_profiling_pyroscope_header,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("profiling_debuginfod"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
       ngx_http_profiling_debuginfod,
@@ -295,6 +337,7 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
     pmcf->dump_keep_files = NGX_CONF_UNSET_UINT;
     pmcf->dump_keep_bytes = NGX_CONF_UNSET;
     pmcf->upload_timeout = NGX_CONF_UNSET_MSEC;
+    pmcf->pyroscope_endpoints = NGX_CONF_UNSET;
     pmcf->timeline = NGX_CONF_UNSET;
     pmcf->lua = NGX_CONF_UNSET;
     pmcf->period = NGX_CONF_UNSET_MSEC;
@@ -322,6 +365,7 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_size_value(pmcf->memory_limit, 8 * 1024 * 1024);
 
     ngx_conf_init_msec_value(pmcf->upload_timeout, 10000);
+    ngx_conf_init_value(pmcf->pyroscope_endpoints, 0);
     ngx_conf_init_value(pmcf->timeline, 1);
     ngx_conf_init_value(pmcf->lua, 1);
 

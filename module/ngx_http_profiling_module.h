@@ -69,6 +69,10 @@ typedef struct {
     ngx_uint_t     dump_keep_files;     /* 0: no bound */
     off_t          dump_keep_bytes;     /* 0: no bound */
     ngx_str_t      agent_url;           /* "off": none */
+    ngx_str_t      pyroscope_url;       /* unset, "off": none */
+    ngx_array_t   *pyroscope_headers;   /* of ngx_str_t "Name: value",
+                                           NUL-terminated (secrets) */
+    ngx_int_t      pyroscope_endpoints; /* 0: no endpoint label */
     ngx_msec_t     upload_timeout;
     ngx_flag_t     timeline;
     ngx_flag_t     lua;                 /* LuaJIT's frames (unset: on) */
@@ -180,6 +184,20 @@ char *ngx_http_profiling_debuginfod(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_http_profiling_debuginfod_cache(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 
+/* ngx_http_profiling_pyroscope.c: the Pyroscope directives. */
+char *ngx_http_profiling_pyroscope_url(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_profiling_pyroscope_endpoints(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_basic_auth(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_bearer_token(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_tenant(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_header(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+
 /* An agent's URL: NULL when valid, else why not. */
 const char *ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url);
 
@@ -268,6 +286,8 @@ ngx_uint_t ngx_http_profiling_tracer_continues_trace(
     ngx_http_profiling_tracer_t *t, ngx_http_request_t *r);
 ngx_int_t ngx_http_profiling_tracer_ids(ngx_http_profiling_tracer_t *t,
     ngx_http_request_t *r, uint64_t *span_id, uint64_t *root_id);
+ngx_int_t ngx_http_profiling_tracer_trace_id(ngx_http_profiling_tracer_t *t,
+    ngx_http_request_t *r, uint64_t *high, uint64_t *low);
 ngx_http_complex_value_t *ngx_http_profiling_tracer_resource(
     ngx_http_profiling_tracer_t *t, ngx_http_request_t *r);
 

@@ -294,6 +294,33 @@ ngx_http_profiling_tracer_ids(ngx_http_profiling_tracer_t *t,
 }
 
 
+/*
+ * A request's trace id from the tracer, both halves: NGX_DECLINED when
+ * none runs here; 0 and 0 when it has none.
+ */
+ngx_int_t
+ngx_http_profiling_tracer_trace_id(ngx_http_profiling_tracer_t *t,
+    ngx_http_request_t *r, uint64_t *high, uint64_t *low)
+{
+    ngx_http_variable_value_t  *v;
+
+    if (t->kind == NGX_HTTP_PROFILING_NO_TRACER) {
+        return NGX_DECLINED;
+    }
+
+    *high = 0;
+    *low = 0;
+
+    v = ngx_http_get_flushed_variable(r, t->trace_id);
+
+    if (v != NULL && !v->not_found && v->valid) {
+        (void) prof_parse_trace_id((char *) v->data, v->len, high, low);
+    }
+
+    return NGX_OK;
+}
+
+
 /* The tracer's resource name formula for the request's spans, or NULL. */
 ngx_http_complex_value_t *
 ngx_http_profiling_tracer_resource(ngx_http_profiling_tracer_t *t,

@@ -125,7 +125,7 @@ static ngx_int_t
 ngx_http_profiling_start(ngx_cycle_t *cycle)
 {
     int                              rc;
-    char                           **tags;
+    char                           **tags, **headers;
     ngx_str_t                       *tag, service, env, version;
     ngx_uint_t                       i, traced;
     prof_conf_t                      conf;
@@ -228,6 +228,30 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     if (ngx_strcmp(pmcf->agent_url.data, "off") != 0) {
         conf.agent_url = ngx_http_profiling_cstr(cycle->pool,
                                                  &pmcf->agent_url);
+    }
+
+    if (pmcf->pyroscope_url.data != NULL
+        && ngx_strcmp(pmcf->pyroscope_url.data, "off") != 0)
+    {
+        conf.pyroscope_url = ngx_http_profiling_cstr(cycle->pool,
+                                                     &pmcf->pyroscope_url);
+        conf.pyroscope_max_endpoints = pmcf->pyroscope_endpoints;
+
+        if (pmcf->pyroscope_headers != NULL) {
+            headers = ngx_pcalloc(cycle->pool, pmcf->pyroscope_headers->nelts
+                                               * sizeof(char *));
+            if (headers == NULL) {
+                return NGX_OK;
+            }
+
+            tag = pmcf->pyroscope_headers->elts;
+            for (i = 0; i < pmcf->pyroscope_headers->nelts; i++) {
+                headers[i] = (char *) tag[i].data;
+            }
+
+            conf.pyroscope_headers = (const char * const *) headers;
+            conf.pyroscope_header_count = pmcf->pyroscope_headers->nelts;
+        }
     }
 
     conf.child_init = ngx_http_profiling_profiler_process_init;

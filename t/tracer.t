@@ -25,6 +25,7 @@ use ProfHTTP;
 use ProfHotspots;
 use ProfNginx;
 use ProfPprof;
+use ProfPyroscope;
 use ProfWait;
 
 my $DATADOG = ProfEnv::datadog_module();
@@ -91,6 +92,8 @@ sub run_case {
 
     my $port = ProfHTTP::free_port();
     my $agent = start_agent("127.0.0.1:$port");
+    my $pyroscope_port = ProfHTTP::free_port();
+    my $pyroscope = start_pyroscope("127.0.0.1:$pyroscope_port");
     my @modules = (ProfEnv::module_path('ngx_http_profiling_module'),
                    ProfEnv::module_path('ngx_http_profiling_burn_module'));
     @modules = $c{tracer_first} ? ($DATADOG, @modules)
@@ -108,6 +111,7 @@ sub run_case {
 
     profiling on;
     profiling_agent_url http://127.0.0.1:$port;
+    profiling_pyroscope_url http://127.0.0.1:$pyroscope_port;
     profiling_period 1s;
 
     server {
@@ -243,6 +247,53 @@ EOF
                . 'trace (%.0fms of %.0fms)', $roots_ok / 1e6, $roots / 1e6));
     is($roots_missing, 0, 'a local root span id is left out only where the '
        . 'tracer does not tell it (a location span in a caller\'s trace)');
+
+    # Pyroscope: the tracer's service, and its request spans' ids.
+    my @pushes = pushes($pyroscope);
+    stop_pyroscope($pyroscope);
+    ok(@pushes > 0 && !grep({ $_->{status} != 200 } @pushes),
+       scalar(@pushes) . ' pushes to Pyroscope, all accepted');
+    my %identity;
+    for my $series (map { @{ $_->{series} } } @pushes) {
+        my $l = $series->{labels};
+        $identity{ join(' ', map { $_ // '-' }
+                             @$l{qw(service_name environment version)}) } = 1;
+    }
+    my %request_spans = map { $_->{span_id} => $_ }
+                        grep { $_->{name} eq 'nginx.request' } @spans;
+    my ($py_total, $py_good, @py_bad) = (0, 0);
+    for my $x (map { push_profiles($_) } @pushes) {
+        next unless $x->{labels}{__name__} eq 'process_cpu';
+        my $i = value_index($x->{profile}, 'cpu');
+        for my $sample (@{ $x->{profile}{sample} }) {
+            my $leaf = leaf_function($x->{profile}, $sample);
+            next unless $leaf eq 'ngx_http_profiling_burn_spin';
+            my $v = $sample->{value}[$i];
+            $py_total += $v;
+            my $l = sample_labels($x->{profile}, $sample);
+            next unless $l->{span_id};
+            my $root = $request_spans{
+                ProfHotspots::hex_to_u64($l->{span_id}{str}) };
+            if ($root && $l->{trace_id}
+                && ProfHotspots::hex_to_u64($l->{trace_id}{str})
+                   eq $root->{trace_id})
+            {
+                $py_good += $v;
+            } else {
+                push @py_bad, "$l->{span_id}{str} "
+                              . ($l->{trace_id} ? $l->{trace_id}{str} : '-');
+            }
+        }
+    }
+    is_deeply([ sort keys %identity ],
+              [ 'websvc test 1.2.3' ],
+              'every series: service_name, environment and version of the '
+              . 'tracer') or diag(explain(\%identity));
+    is_deeply(\@py_bad, [], 'every span_id is a request span the tracer '
+              . 'sent, with its trace_id');
+    ok($py_good > 0, sprintf('%.0fms of %.0fms of burn cpu-time in Pyroscope '
+                             . 'carry them', $py_good / 1e6,
+                             $py_total / 1e6));
 }
 
 

@@ -48,6 +48,11 @@ typedef struct {
     uint64_t             dump_keep_files;   /* 0: no bound on the count */
     uint64_t             dump_keep_bytes;   /* 0: no bound on the size */
     const char          *agent_url;     /* NULL: no upload */
+    const char          *pyroscope_url; /* NULL: no push (pyroscope.h) */
+    const char * const  *pyroscope_headers;     /* "Name: value" (auth:
+                                           secrets, never logged) */
+    size_t               pyroscope_header_count;
+    size_t               pyroscope_max_endpoints;   /* 0: no label */
     int64_t              upload_timeout_ms;
     const char          *service;       /* NULL: "nginx" */
     const char          *env;           /* NULL: none */

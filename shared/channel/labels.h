@@ -25,6 +25,8 @@ typedef struct {
     uint64_t    request;                /* the request's key, nonzero */
     uint64_t    span_id;                /* 0: none */
     uint64_t    local_root_span_id;     /* 0: none (unknown) */
+    uint64_t    trace_id_high;          /* 0 and 0: none */
+    uint64_t    trace_id_low;
     uint32_t    endpoint_length;        /* 0: none */
     char        endpoint[PROF_ENDPOINT_MAX];
 } prof_labels_t;

@@ -184,6 +184,8 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
                                                     0.99);
     s.last_upload_ns = info->last_upload_ns;
     prof_status_copy_text(s.last_upload, info->last_upload);
+    s.last_push_ns = info->last_push_ns;
+    prof_status_copy_text(s.last_push, info->last_push);
     s.last_error_ns = info->last_error_ns;
     prof_status_copy_text(s.last_error, info->last_error);
     prof_status_copy_symbols(s.symbols, info->symbols);
@@ -290,6 +292,7 @@ prof_status_read(const prof_status_slot_t *slot, prof_status_slot_t *copy)
                 return -1;
             }
             copy->last_upload[PROF_STATUS_TEXT_MAX - 1] = '\0';
+            copy->last_push[PROF_STATUS_TEXT_MAX - 1] = '\0';
             copy->last_error[PROF_STATUS_TEXT_MAX - 1] = '\0';
             copy->symbols[PROF_STATUS_SYMBOLS_MAX - 1] = '\0';
             copy->lua[PROF_STATUS_TEXT_MAX - 1] = '\0';
@@ -317,6 +320,26 @@ prof_status_json_time(prof_buffer_t *out, const char *key, int64_t ns)
     prof_rfc3339(t, ns);
 
     return prof_buffer_printf(out, "\"%s\":\"%s\"", key, t);
+}
+
+
+/* An upload's last outcome: {"time":...,"outcome":...}, or null. */
+static int
+prof_status_json_outcome(prof_buffer_t *out, int64_t ns, const char *text)
+{
+    int  rc;
+
+    if (ns == 0) {
+        return prof_buffer_append_str(out, "null");
+    }
+
+    rc = prof_buffer_append_str(out, "{");
+    rc |= prof_status_json_time(out, "time", ns);
+    rc |= prof_buffer_append_str(out, ",\"outcome\":");
+    rc |= prof_utf8_append_json(out, text, strlen(text));
+    rc |= prof_buffer_append_str(out, "}");
+
+    return rc;
 }
 
 
@@ -445,17 +468,9 @@ prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
                              (unsigned long long) s->handler_wall_p50_ns,
                              (unsigned long long) s->handler_wall_p99_ns);
 
-    if (s->last_upload_ns == 0) {
-        rc |= prof_buffer_append_str(out, "null");
-
-    } else {
-        rc |= prof_buffer_append_str(out, "{");
-        rc |= prof_status_json_time(out, "time", s->last_upload_ns);
-        rc |= prof_buffer_append_str(out, ",\"outcome\":");
-        rc |= prof_utf8_append_json(out, s->last_upload,
-                                    strlen(s->last_upload));
-        rc |= prof_buffer_append_str(out, "}");
-    }
+    rc |= prof_status_json_outcome(out, s->last_upload_ns, s->last_upload);
+    rc |= prof_buffer_append_str(out, ",\"last_push\":");
+    rc |= prof_status_json_outcome(out, s->last_push_ns, s->last_push);
 
     rc |= prof_buffer_append_str(out, ",\"lua\":");
 
@@ -664,6 +679,12 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
             prof_rfc3339(t, s.last_upload_ns);
             rc |= prof_buffer_printf(out, "  last upload: %s %s\n", t,
                                      s.last_upload);
+        }
+
+        if (s.last_push_ns != 0) {
+            prof_rfc3339(t, s.last_push_ns);
+            rc |= prof_buffer_printf(out, "  last push to Pyroscope: %s %s\n",
+                                     t, s.last_push);
         }
 
         if (s.lua[0] != '\0') {

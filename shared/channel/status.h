@@ -34,7 +34,7 @@
 #include "common/diagnostics.h"
 
 
-#define PROF_STATUS_COUNTERS     64
+#define PROF_STATUS_COUNTERS     96
 #define PROF_STATUS_TEXT_MAX     256
 #define PROF_STATUS_SYMBOLS_MAX  2048
 
@@ -95,6 +95,8 @@ typedef struct prof_status_slot_s {
     uint64_t     handler_wall_p99_ns;
     int64_t      last_upload_ns;        /* 0: none yet */
     char         last_upload[PROF_STATUS_TEXT_MAX];     /* its outcome */
+    int64_t      last_push_ns;          /* to Pyroscope; 0: none yet */
+    char         last_push[PROF_STATUS_TEXT_MAX];
     int64_t      last_error_ns;
     char         last_error[PROF_STATUS_TEXT_MAX];
     uint32_t     counter_count;
@@ -117,6 +119,8 @@ typedef struct {
     int64_t      started_ns;
     int64_t      last_upload_ns;
     const char  *last_upload;
+    int64_t      last_push_ns;
+    const char  *last_push;
     int64_t      last_error_ns;
     const char  *last_error;
     const char  *symbols;               /* as the slot's, NULL: none */

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/diagnostics.h"
 
@@ -92,17 +93,32 @@ const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
     { "debuginfod_found", offsetof(prof_diagnostics_t, debuginfod_found) },
     { "debuginfod_failed", offsetof(prof_diagnostics_t, debuginfod_failed) },
     { "debuginfod_evicted", offsetof(prof_diagnostics_t, debuginfod_evicted) },
-    { "uploads_submitted", offsetof(prof_diagnostics_t, uploads_submitted) },
-    { "uploads_attempted", offsetof(prof_diagnostics_t, uploads_attempted) },
-    { "uploads_succeeded", offsetof(prof_diagnostics_t, uploads_succeeded) },
-    { "uploads_retried", offsetof(prof_diagnostics_t, uploads_retried) },
-    { "uploads_failed_connect", offsetof(prof_diagnostics_t, uploads_failed_connect) },
-    { "uploads_failed_timeout", offsetof(prof_diagnostics_t, uploads_failed_timeout) },
-    { "uploads_failed_4xx", offsetof(prof_diagnostics_t, uploads_failed_4xx) },
-    { "uploads_failed_5xx", offsetof(prof_diagnostics_t, uploads_failed_5xx) },
-    { "uploads_failed_other", offsetof(prof_diagnostics_t, uploads_failed_other) },
-    { "uploads_dropped", offsetof(prof_diagnostics_t, uploads_dropped) },
-    { "bytes_sent", offsetof(prof_diagnostics_t, bytes_sent) },
+    { "uploads_submitted", offsetof(prof_diagnostics_t, uploads.submitted) },
+    { "uploads_attempted", offsetof(prof_diagnostics_t, uploads.attempted) },
+    { "uploads_succeeded", offsetof(prof_diagnostics_t, uploads.succeeded) },
+    { "uploads_retried", offsetof(prof_diagnostics_t, uploads.retried) },
+    { "uploads_failed_connect", offsetof(prof_diagnostics_t, uploads.failed_connect) },
+    { "uploads_failed_timeout", offsetof(prof_diagnostics_t, uploads.failed_timeout) },
+    { "uploads_failed_4xx", offsetof(prof_diagnostics_t, uploads.failed_4xx) },
+    { "uploads_failed_5xx", offsetof(prof_diagnostics_t, uploads.failed_5xx) },
+    { "uploads_failed_other", offsetof(prof_diagnostics_t, uploads.failed_other) },
+    { "uploads_dropped", offsetof(prof_diagnostics_t, uploads.dropped) },
+    { "bytes_sent", offsetof(prof_diagnostics_t, uploads.bytes_sent) },
+    { "pyroscope_submitted", offsetof(prof_diagnostics_t, pyroscope.submitted) },
+    { "pyroscope_attempted", offsetof(prof_diagnostics_t, pyroscope.attempted) },
+    { "pyroscope_succeeded", offsetof(prof_diagnostics_t, pyroscope.succeeded) },
+    { "pyroscope_retried", offsetof(prof_diagnostics_t, pyroscope.retried) },
+    { "pyroscope_failed_connect", offsetof(prof_diagnostics_t, pyroscope.failed_connect) },
+    { "pyroscope_failed_timeout", offsetof(prof_diagnostics_t, pyroscope.failed_timeout) },
+    { "pyroscope_failed_4xx", offsetof(prof_diagnostics_t, pyroscope.failed_4xx) },
+    { "pyroscope_failed_5xx", offsetof(prof_diagnostics_t, pyroscope.failed_5xx) },
+    { "pyroscope_failed_other", offsetof(prof_diagnostics_t, pyroscope.failed_other) },
+    { "pyroscope_dropped", offsetof(prof_diagnostics_t, pyroscope.dropped) },
+    { "pyroscope_bytes_sent", offsetof(prof_diagnostics_t, pyroscope.bytes_sent) },
+    { "pyroscope_endpoints_folded",
+      offsetof(prof_diagnostics_t, pyroscope_endpoints_folded) },
+    { "pyroscope_samples_dropped",
+      offsetof(prof_diagnostics_t, pyroscope_samples_dropped) },
     { "handler_total_ns", offsetof(prof_diagnostics_t, handler_total_ns) },
     { "profiler_cpu_ns", offsetof(prof_diagnostics_t, profiler_cpu_ns) },
     { "interval_ns", offsetof(prof_diagnostics_t, interval_ns) },
@@ -178,6 +194,14 @@ prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
     for (f = prof_diagnostics_fields; f->name != NULL && len + 1 < size;
          f++)
     {
+        /* Pyroscope's counters only where it is pushed to: the line
+           stays under the server's log line length otherwise. */
+        if (strncmp(f->name, "pyroscope_", 10) == 0
+            && prof_diagnostics_get(d, f) == 0)
+        {
+            continue;
+        }
+
         n = snprintf(buf + len, size - len, " %s=%llu", f->name,
                      (unsigned long long) prof_diagnostics_get(d, f));
         if (n < 0) {

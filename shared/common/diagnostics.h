@@ -29,6 +29,32 @@ typedef struct {
 } prof_histogram_t;
 
 
+/*
+ * An uploader's counters (profiler loop thread), defined in upload.h:
+ * once the uploader is closed, each profile submitted has ended once,
+ * submitted = succeeded + failed_* + dropped.
+ */
+typedef struct {
+    uint64_t          submitted;            /* profiles meant for it */
+    uint64_t          attempted;            /* tries started, retries too */
+    uint64_t          succeeded;            /* answered 2xx */
+    uint64_t          retried;              /* second tries started */
+    uint64_t          failed_connect;       /* last try: no server, or
+                                               the connection lost */
+    uint64_t          failed_timeout;       /* last try timed out */
+    uint64_t          failed_4xx;           /* never retried */
+    uint64_t          failed_5xx;           /* last try answered 5xx */
+    uint64_t          failed_other;         /* other status or error */
+    uint64_t          dropped;              /* given up unanswered:
+                                               replaced while waiting, or
+                                               pending at the close
+                                               deadline, or no memory for
+                                               its documents */
+    uint64_t          bytes_sent;           /* request bodies of every
+                                               try, answered or not */
+} prof_upload_counters_t;
+
+
 typedef struct {
     /* the sampler thread: what the ring's slots became; but the worker's
        thread writes ring_full (and adds it to dropped_samples) at stop,
@@ -104,26 +130,15 @@ typedef struct {
                                                timeout */
     uint64_t          debuginfod_evicted;   /* cache entries removed */
 
-    /* agent uploads (profiler loop thread), defined in upload.h: once
-       the uploader is closed, each profile submitted has ended once,
-       submitted = succeeded + failed_* + dropped */
-    uint64_t          uploads_submitted;    /* profiles meant for it */
-    uint64_t          uploads_attempted;    /* tries started, retries too */
-    uint64_t          uploads_succeeded;    /* answered 2xx */
-    uint64_t          uploads_retried;      /* second tries started */
-    uint64_t          uploads_failed_connect;   /* last try: no agent, or
-                                               the connection lost */
-    uint64_t          uploads_failed_timeout;   /* last try timed out */
-    uint64_t          uploads_failed_4xx;   /* never retried */
-    uint64_t          uploads_failed_5xx;   /* last try answered 5xx */
-    uint64_t          uploads_failed_other; /* other status or error */
-    uint64_t          uploads_dropped;      /* given up unanswered:
-                                               replaced while waiting, or
-                                               pending at the close
-                                               deadline, or no memory for
-                                               its documents */
-    uint64_t          bytes_sent;           /* request bodies of every
-                                               try, answered or not */
+    /* agent uploads and Pyroscope pushes (profiler loop thread),
+       defined in upload.h */
+    prof_upload_counters_t  uploads;
+    prof_upload_counters_t  pyroscope;
+    uint64_t          pyroscope_endpoints_folded;   /* distinct endpoints
+                                               a period past the bound,
+                                               labelled "other" */
+    uint64_t          pyroscope_samples_dropped;    /* a sample alone over
+                                               Pyroscope's size bound */
 
     /* the profiler's own cost (the sampler thread): the handler's time
        in the worker, the profiler process's CPU, the CPU timer's

@@ -48,6 +48,14 @@ enum {
     PROF_CAUSE_UPLOAD_5XX,
     PROF_CAUSE_UPLOAD_OTHER,
     PROF_CAUSE_UPLOAD_DROPPED,
+    PROF_CAUSE_PUSH_CONNECT,        /* the same seven, for Pyroscope */
+    PROF_CAUSE_PUSH_TIMEOUT,
+    PROF_CAUSE_PUSH_404,
+    PROF_CAUSE_PUSH_4XX,
+    PROF_CAUSE_PUSH_5XX,
+    PROF_CAUSE_PUSH_OTHER,
+    PROF_CAUSE_PUSH_DROPPED,
+    PROF_CAUSE_PUSH_FOLDED,         /* endpoints past the bound */
     PROF_CAUSES
 };
 

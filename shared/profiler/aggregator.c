@@ -251,6 +251,8 @@ prof_aggregator_add_labels(prof_aggregator_t *agg,
     l->request = labels->request;
     l->span_id = labels->span_id;
     l->local_root_span_id = labels->local_root_span_id;
+    l->trace_id_high = labels->trace_id_high;
+    l->trace_id_low = labels->trace_id_low;
     l->endpoint = (uint32_t) (name + 1);
 
     return 0;
@@ -338,6 +340,8 @@ prof_aggregator_resolve(prof_aggregator_t *agg)
 
             key.span_id = l->span_id;
             key.local_root_span_id = l->local_root_span_id;
+            key.trace_id_high = l->trace_id_high;
+            key.trace_id_low = l->trace_id_low;
 
             if (l->endpoint > 0) {
                 name = prof_intern_key(&agg->endpoint_names,

@@ -57,6 +57,8 @@ typedef struct {
                                        0: none */
     uint64_t     span_id;           /* 0: no request */
     uint64_t     local_root_span_id;
+    uint64_t     trace_id_high;     /* 0 and 0: none */
+    uint64_t     trace_id_low;
     int64_t      end_timestamp_ns;  /* unix ns, 0: not on the timeline */
     uint32_t     stall_ms;          /* taken this far into a stall of the
                                        server's loop, 0: not in one */

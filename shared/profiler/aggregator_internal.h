@@ -38,6 +38,8 @@ typedef struct {
     uint64_t                 request;
     uint64_t                 span_id;
     uint64_t                 local_root_span_id;
+    uint64_t                 trace_id_high;     /* 0 and 0: none */
+    uint64_t                 trace_id_low;
     uint32_t                 endpoint;          /* 1 + its index, 0 none */
 } prof_tag_labels_t;
 

@@ -12,6 +12,7 @@
 #include "profiler/export.h"
 #include "profiler/pprof.h"
 #include "profiler/process_conf.h"
+#include "profiler/pyroscope.h"
 
 
 /* The upload of an encoded profile: event.json, pprof, provenance. */
@@ -30,11 +31,11 @@ prof_upload(prof_process_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
     };
 
     /* Every profile meant for the agent ends in one outcome (upload.h). */
-    prof_counter_add(p->channel->diagnostics.uploads_submitted, 1);
+    prof_counter_add(p->channel->diagnostics.uploads.submitted, 1);
 
     up = calloc(1, sizeof(prof_upload_t));
     if (up == NULL) {
-        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
+        prof_counter_add(p->channel->diagnostics.uploads.dropped, 1);
         return;
     }
 
@@ -84,7 +85,7 @@ prof_upload(prof_process_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
     free(objects);
 
     if (rc != 0) {
-        prof_counter_add(p->channel->diagnostics.uploads_dropped, 1);
+        prof_counter_add(p->channel->diagnostics.uploads.dropped, 1);
         prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
                          "profiling: out of memory, profile %llu not "
                          "uploaded", (unsigned long long) up->sequence);
@@ -93,6 +94,67 @@ prof_upload(prof_process_t *p, prof_profile_t *profile, prof_buffer_t *pprof,
     }
 
     prof_uploader_submit(p->uploader, up);
+}
+
+
+/* The push of a profile to Pyroscope: its own encoding (pyroscope.h). */
+static void
+prof_push(prof_process_t *p, prof_profile_t *profile)
+{
+    int                     rc;
+    prof_upload_t          *up;
+    prof_diagnostics_t     *d = &p->channel->diagnostics;
+    prof_pyroscope_conf_t   pc;
+    prof_pyroscope_info_t   info;
+
+    prof_counter_add(d->pyroscope.submitted, 1);
+
+    up = calloc(1, sizeof(prof_upload_t));
+    if (up == NULL) {
+        prof_counter_add(d->pyroscope.dropped, 1);
+        return;
+    }
+
+    up->sequence = profile->sequence;
+
+    memset(&pc, 0, sizeof(pc));
+    pc.service = p->intake.service;
+    pc.env = p->intake.env;
+    pc.version = p->intake.version;
+    pc.tags = p->intake.user_tags;
+    pc.tag_count = p->intake.user_tag_count;
+    pc.max_endpoints = p->conf.pyroscope_max_endpoints;
+
+    rc = prof_pyroscope_encode(profile, p->aggregator, &pc, &up->pprof,
+                               &info);
+    if (rc != 0) {
+        prof_counter_add(d->pyroscope.dropped, 1);
+        prof_log_limited(&p->log, PROF_CAUSE_ENCODE, PROF_LOG_ERR,
+                         "profiling: encoding profile %llu for Pyroscope "
+                         "failed (%s), profile dropped",
+                         (unsigned long long) profile->sequence,
+                         strerror(-rc));
+        prof_upload_free(up);
+        return;
+    }
+
+    if (info.endpoints_folded > 0) {
+        prof_counter_add(d->pyroscope_endpoints_folded,
+                         info.endpoints_folded);
+        prof_log_limited(&p->log, PROF_CAUSE_PUSH_FOLDED, PROF_LOG_NOTICE,
+                         "profiling: profile %llu had more endpoints than "
+                         "the %zu Pyroscope's label may name: %zu of them "
+                         "labelled \"" PROF_PYROSCOPE_OTHER_ENDPOINT "\"",
+                         (unsigned long long) profile->sequence,
+                         p->conf.pyroscope_max_endpoints,
+                         info.endpoints_folded);
+    }
+
+    if (info.samples_dropped > 0) {
+        prof_counter_add(d->pyroscope_samples_dropped, info.samples_dropped);
+    }
+
+    prof_uploader_submit(p->pyroscope, up);
 }
 
 
@@ -169,6 +231,11 @@ prof_export_profile(void *data, prof_profile_t *profile)
             prof_counter_add(p->channel->diagnostics.bytes_exported,
                              out.length);
         }
+    }
+
+    if (p->pyroscope != NULL) {
+        prof_resolve_identity(p);
+        prof_push(p, profile);
     }
 
     if (p->uploader != NULL) {

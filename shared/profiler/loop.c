@@ -18,6 +18,7 @@
 #include "profiler/export.h"
 #include "profiler/identify.h"
 #include "profiler/loop.h"
+#include "profiler/pyroscope.h"
 #include "profiler/queue_drain.h"
 #include "profiler/status_publish.h"
 #include "profiler/thread.h"
@@ -102,10 +103,28 @@ prof_on_upload_outcome(void *data, const char *text)
 }
 
 
+/* Pyroscope's outcome: on the status page (the identify line is the
+   agent's). */
+static void
+prof_on_push_outcome(void *data, const char *text)
+{
+    prof_process_t  *p = data;
+
+    if (p->conf.status_slot != NULL) {
+        p->status_published_ms = uv_now(&p->loop);
+        prof_publish_status(p);
+    }
+}
+
+
 static void
 prof_close_loop_handles(void *data)
 {
     prof_process_t  *p = data;
+
+    if (p->uploaders_open > 0 && --p->uploaders_open > 0) {
+        return;                         /* the other uploader still runs */
+    }
 
     prof_identify_close(p);
 
@@ -116,6 +135,7 @@ prof_close_loop_handles(void *data)
     }
 
     p->uploader = NULL;
+    p->pyroscope = NULL;
     uv_close((uv_handle_t *) &p->batches_ready, NULL);
     uv_close((uv_handle_t *) &p->stop_requested, NULL);
 }
@@ -129,7 +149,7 @@ prof_on_stop_requested(uv_async_t *handle)
 
     prof_drain_queue(p);
 
-    if (p->uploader == NULL) {
+    if (p->uploader == NULL && p->pyroscope == NULL) {
         prof_close_loop_handles(p);
         return;
     }
@@ -143,8 +163,45 @@ prof_on_stop_requested(uv_async_t *handle)
                    - __atomic_load_n(&p->stop_started_ns, __ATOMIC_ACQUIRE))
                   / 1000000;
 
-    prof_uploader_close(p->uploader, upload_ms > 0 ? upload_ms : 0,
-                        prof_close_loop_handles, p);
+    p->uploaders_open = (p->uploader != NULL) + (p->pyroscope != NULL);
+
+    if (p->uploader != NULL) {
+        prof_uploader_close(p->uploader, upload_ms > 0 ? upload_ms : 0,
+                            prof_close_loop_handles, p);
+    }
+
+    if (p->pyroscope != NULL) {
+        prof_uploader_close(p->pyroscope, upload_ms > 0 ? upload_ms : 0,
+                            prof_close_loop_handles, p);
+    }
+}
+
+
+/* Pyroscope's uploader (pyroscope.h), beside the agent's or alone. */
+static int
+prof_start_pyroscope(prof_process_t *p)
+{
+    prof_upload_conf_t  uc;
+
+    memset(&uc, 0, sizeof(uc));
+    uc.url = p->pyroscope_url;
+    uc.path = PROF_PYROSCOPE_PATH;
+    uc.content_type = "application/proto";
+    uc.server = "Pyroscope";
+    uc.headers = (const char * const *) p->pyroscope_headers;
+    uc.header_count = p->conf.pyroscope_header_count;
+    uc.cause = PROF_CAUSE_PUSH_CONNECT;
+    uc.timeout_ms = p->conf.upload_timeout_ms;
+    uc.origin = PROF_ORIGIN;
+    uc.origin_version = PROF_VERSION;
+    uc.counters = &p->channel->diagnostics.pyroscope;
+    uc.log = &p->log;
+    uc.outcome = prof_on_push_outcome;
+    uc.outcome_data = p;
+
+    p->pyroscope = prof_uploader_create(&p->loop, &uc);
+
+    return (p->pyroscope != NULL) ? 0 : -ENOMEM;
 }
 
 
@@ -247,7 +304,7 @@ prof_start_loop(prof_process_t *p)
         uc.origin_version = PROF_VERSION;
         uc.container_id = p->container.container_id;
         uc.entity_id = p->container.entity_id;
-        uc.diagnostics = &p->channel->diagnostics;
+        uc.counters = &p->channel->diagnostics.uploads;
         uc.log = &p->log;
         uc.outcome = prof_on_upload_outcome;
         uc.outcome_data = p;
@@ -259,6 +316,18 @@ prof_start_loop(prof_process_t *p)
             uv_loop_close(&p->loop);
             return -ENOMEM;
         }
+    }
+
+    if (p->pyroscope_url != NULL && prof_start_pyroscope(p) != 0) {
+        if (p->uploader != NULL) {
+            prof_uploader_close(p->uploader, 0, NULL, NULL);
+            p->uploader = NULL;
+        }
+        (void) uv_run(&p->loop, UV_RUN_DEFAULT);
+        uv_cond_destroy(&p->done_cond);
+        uv_mutex_destroy(&p->done_mutex);
+        uv_loop_close(&p->loop);
+        return -ENOMEM;
     }
 
     (void) uv_async_init(&p->loop, &p->batches_ready, prof_on_batches_ready);
@@ -278,6 +347,10 @@ prof_start_loop(prof_process_t *p)
         if (p->uploader != NULL) {
             prof_uploader_close(p->uploader, 0, NULL, NULL);
             p->uploader = NULL;
+        }
+        if (p->pyroscope != NULL) {
+            prof_uploader_close(p->pyroscope, 0, NULL, NULL);
+            p->pyroscope = NULL;
         }
         uv_close((uv_handle_t *) &p->batches_ready, NULL);
         uv_close((uv_handle_t *) &p->stop_requested, NULL);

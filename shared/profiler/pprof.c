@@ -20,7 +20,53 @@
 typedef struct {
     prof_pprof_tables_t      tables;
     prof_gzip_stream_t       gz;
+    const prof_pprof_style_t *style;            /* NULL: Datadog's */
+    int64_t                  style_type[PROF_PPROF_STYLE_VALUES_MAX][2];
+    int64_t                  style_period[2];
+    int64_t                  label_span_id;     /* the style's labels */
+    int64_t                  label_trace_id;
+    int64_t                  label_endpoint;
+    size_t                   samples;
 } prof_pprof_t;
+
+
+static int64_t
+prof_pprof_style_string(prof_pprof_t *pp, const char *s)
+{
+    return prof_pprof_tables_string(&pp->tables, s, strlen(s));
+}
+
+
+/* The style's names in the string table. */
+static int
+prof_pprof_style_strings(prof_pprof_t *pp)
+{
+    unsigned                   i;
+    const prof_pprof_style_t  *st = pp->style;
+
+    for (i = 0; i < st->value_count; i++) {
+        pp->style_type[i][0] = prof_pprof_style_string(pp, st->types[i][0]);
+        pp->style_type[i][1] = prof_pprof_style_string(pp, st->types[i][1]);
+        if (pp->style_type[i][0] < 0 || pp->style_type[i][1] < 0) {
+            return -ENOMEM;
+        }
+    }
+
+    pp->style_period[0] = prof_pprof_style_string(pp, st->period_type[0]);
+    pp->style_period[1] = prof_pprof_style_string(pp, st->period_type[1]);
+    pp->label_span_id = prof_pprof_style_string(pp, "span_id");
+    pp->label_trace_id = prof_pprof_style_string(pp, "trace_id");
+    pp->label_endpoint = prof_pprof_style_string(pp, st->endpoint_label);
+
+    if (pp->style_period[0] < 0 || pp->style_period[1] < 0
+        || pp->label_span_id < 0 || pp->label_trace_id < 0
+        || pp->label_endpoint < 0)
+    {
+        return -ENOMEM;
+    }
+
+    return 0;
+}
 
 
 static int
@@ -35,14 +81,79 @@ prof_pprof_write_sample_types(prof_pprof_t *pp)
         return -ENOMEM;
     }
 
-    for (i = 0; i < PROF_VALUE_COUNT; i++) {
-        p = prof_pb_value_type(p, perftools_profiles_Profile_sample_type_tag,
-                               t->value_type[i]);
+    if (pp->style != NULL) {
+        for (i = 0; i < pp->style->value_count; i++) {
+            p = prof_pb_value_type(p,
+                                   perftools_profiles_Profile_sample_type_tag,
+                                   pp->style_type[i]);
+        }
+
+    } else {
+        for (i = 0; i < PROF_VALUE_COUNT; i++) {
+            p = prof_pb_value_type(p,
+                                   perftools_profiles_Profile_sample_type_tag,
+                                   t->value_type[i]);
+        }
     }
 
     prof_gzip_stream_wrote(&pp->gz, p);
 
     return 0;
+}
+
+
+/* Lowercase hex digits of an id, n of them (16 a half). */
+static void
+prof_pprof_hex(char *out, uint64_t v, unsigned n)
+{
+    static const char  digits[] = "0123456789abcdef";
+
+    while (n-- > 0) {
+        out[n] = digits[v & 0xf];
+        v >>= 4;
+    }
+}
+
+
+/*
+ * A sample's labels in the style (span_id, trace_id, the endpoint), into
+ * end: their strings interned now. NULL: no memory. Not inlined: GCC's
+ * object size checks (with -fsanitize=address) misread the label
+ * records' lengths once it is.
+ */
+static __attribute__((noinline)) unsigned char *
+prof_pprof_style_labels(prof_pprof_t *pp, const prof_sample_key_t *key,
+    unsigned char *end)
+{
+    char                  hex[32];
+    int64_t               s;
+    prof_pprof_tables_t  *t = &pp->tables;
+
+    if (key->span_id != 0) {
+        prof_pprof_hex(hex, key->span_id, 16);
+        s = prof_pprof_tables_string(t, hex, 16);
+        if (s < 0) {
+            return NULL;
+        }
+        end = prof_pb_label(end, pp->label_span_id, s, 0);
+    }
+
+    if (key->trace_id_high != 0 || key->trace_id_low != 0) {
+        prof_pprof_hex(hex, key->trace_id_high, 16);
+        prof_pprof_hex(hex + 16, key->trace_id_low, 16);
+        s = prof_pprof_tables_string(t, hex, 32);
+        if (s < 0) {
+            return NULL;
+        }
+        end = prof_pb_label(end, pp->label_trace_id, s, 0);
+    }
+
+    if (key->endpoint != 0) {
+        end = prof_pb_label(end, pp->label_endpoint,
+                            t->endpoint_string[key->endpoint - 1], 0);
+    }
+
+    return end;
 }
 
 
@@ -54,7 +165,9 @@ static int
 prof_pprof_write_sample(prof_pprof_t *pp, const prof_sample_key_t *key,
     const int64_t *values)
 {
-    size_t                ids_length, values_length, labels_length, length;
+    int                   nonzero;
+    size_t                ids_length, values_length, labels_length, length,
+                          thread_labels_length;
     unsigned              i;
     unsigned char        *p, *end, value_bytes[PROF_VALUE_COUNT * 10];
     unsigned char         labels[5 * 40];
@@ -66,12 +179,40 @@ prof_pprof_write_sample(prof_pprof_t *pp, const prof_sample_key_t *key,
                  - t->stack_offset[key->stack];
 
     end = value_bytes;
-    for (i = 0; i < PROF_VALUE_COUNT; i++) {
-        end = prof_pb_varint(end, (uint64_t) values[i]);
+
+    if (pp->style != NULL) {
+        thread_labels_length = 0;
+        nonzero = 0;
+
+        for (i = 0; i < pp->style->value_count; i++) {
+            nonzero |= (values[pp->style->values[i]] != 0);
+            end = prof_pb_varint(end,
+                                 (uint64_t) values[pp->style->values[i]]);
+        }
+
+        if (!nonzero) {
+            return 0;
+        }
+
+    } else {
+        thread_labels_length = t->thread_labels_length;
+
+        for (i = 0; i < PROF_VALUE_COUNT; i++) {
+            end = prof_pb_varint(end, (uint64_t) values[i]);
+        }
     }
+
     values_length = end - value_bytes;
 
     end = labels;
+
+    if (pp->style != NULL) {
+        end = prof_pprof_style_labels(pp, key, end);
+        if (end == NULL) {
+            return -ENOMEM;
+        }
+        goto written;
+    }
 
     /* A root the tracer does not tell (0) is left out, not guessed. */
     if (key->span_id != 0) {
@@ -99,12 +240,14 @@ prof_pprof_write_sample(prof_pprof_t *pp, const prof_sample_key_t *key,
         end = prof_pb_label(end, t->label_stall, 0, key->stall_ms);
     }
 
+written:
+
     labels_length = end - labels;
 
     length = (ids_length ? 1 + prof_pb_varint_size(ids_length) : 0)
              + ids_length
              + 1 + prof_pb_varint_size(values_length) + values_length
-             + t->thread_labels_length + labels_length;
+             + thread_labels_length + labels_length;
 
     p = prof_gzip_stream_room(&pp->gz, 1 + 10 + length);
     if (p == NULL) {
@@ -122,12 +265,13 @@ prof_pprof_write_sample(prof_pprof_t *pp, const prof_sample_key_t *key,
     p = prof_pb_bytes(p, perftools_profiles_Sample_value_tag, value_bytes,
                       values_length);
 
-    memcpy(p, t->thread_labels, t->thread_labels_length);
-    p += t->thread_labels_length;
+    memcpy(p, t->thread_labels, thread_labels_length);
+    p += thread_labels_length;
     memcpy(p, labels, labels_length);
     p += labels_length;
 
     prof_gzip_stream_wrote(&pp->gz, p);
+    pp->samples++;
 
     return 0;
 }
@@ -336,11 +480,13 @@ prof_pprof_write_header(prof_pprof_t *pp)
     p = prof_pb_uint(p, perftools_profiles_Profile_duration_nanos_tag,
                      (uint64_t) profile->duration_ns);
     p = prof_pb_value_type(p, perftools_profiles_Profile_period_type_tag,
-                           t->value_type[PROF_VALUE_CPU_TIME]);
+                           pp->style ? pp->style_period
+                                     : t->value_type[PROF_VALUE_CPU_TIME]);
     p = prof_pb_uint(p, perftools_profiles_Profile_period_tag,
                      (uint64_t) profile->period_ns);
     p = prof_pb_uint(p, perftools_profiles_Profile_default_sample_type_tag,
-                     t->value_type[PROF_VALUE_CPU_TIME][0]);
+                     pp->style ? pp->style_type[0][0]
+                               : t->value_type[PROF_VALUE_CPU_TIME][0]);
 
     prof_gzip_stream_wrote(&pp->gz, p);
 
@@ -379,6 +525,15 @@ int
 prof_pprof_encode_info(const prof_profile_t *p, prof_aggregator_t *agg,
     prof_buffer_t *out, prof_pprof_info_t *info)
 {
+    return prof_pprof_encode_style(p, agg, NULL, out, info);
+}
+
+
+int
+prof_pprof_encode_style(const prof_profile_t *p, prof_aggregator_t *agg,
+    const prof_pprof_style_t *style, prof_buffer_t *out,
+    prof_pprof_info_t *info)
+{
     int            rc;
     prof_pprof_t  *pp;
 
@@ -394,6 +549,7 @@ prof_pprof_encode_info(const prof_profile_t *p, prof_aggregator_t *agg,
     }
 
     prof_pprof_tables_init(&pp->tables, p, agg);
+    pp->style = style;
 
     if (prof_gzip_stream_init(&pp->gz, out) != 0) {
         free(pp);
@@ -401,6 +557,9 @@ prof_pprof_encode_info(const prof_profile_t *p, prof_aggregator_t *agg,
     }
 
     rc = prof_pprof_tables_build(&pp->tables);
+    if (rc == 0 && style != NULL) {
+        rc = prof_pprof_style_strings(pp);
+    }
     if (rc == 0) {
         rc = prof_pprof_write_profile(pp);
     }
@@ -408,6 +567,8 @@ prof_pprof_encode_info(const prof_profile_t *p, prof_aggregator_t *agg,
     if (rc == 0 && info != NULL) {
         *info = pp->tables.info;
         info->locations = pp->tables.locations.count;
+        info->samples = pp->samples;
+        info->uncompressed_bytes = pp->gz.zs.total_in;
     }
 
     prof_gzip_stream_end(&pp->gz);

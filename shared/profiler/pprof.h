@@ -34,7 +34,28 @@ typedef struct {
     size_t    locations;
     size_t    unnamed_locations;    /* in a mapping, without a function */
     size_t    unmapped_locations;   /* in no known object, no function */
+    size_t    samples;              /* written */
+    size_t    uncompressed_bytes;   /* the Profile message's */
 } prof_pprof_info_t;
+
+
+/*
+ * Another backend's form of the same profile (pyroscope.h): the values
+ * written (indices of PROF_VALUE_*) under its own names, its period
+ * type, samples whose values are all 0 left out, and its labels: no
+ * thread labels; the string labels span_id (16 lowercase hex digits of
+ * the key's span_id), trace_id (32), and endpoint_label with the key's
+ * endpoint (a bounded name, the caller's to bound).
+ */
+#define PROF_PPROF_STYLE_VALUES_MAX  4
+
+typedef struct {
+    unsigned      value_count;
+    unsigned      values[PROF_PPROF_STYLE_VALUES_MAX];
+    const char   *types[PROF_PPROF_STYLE_VALUES_MAX][2];   /* type, unit */
+    const char   *period_type[2];
+    const char   *endpoint_label;
+} prof_pprof_style_t;
 
 
 /* 0, -ENOMEM, or -EIO when encoding or compression failed. */
@@ -44,6 +65,12 @@ int prof_pprof_encode(const prof_profile_t *p, prof_aggregator_t *agg,
 /* The same, and what its locations are (info, may be NULL). */
 int prof_pprof_encode_info(const prof_profile_t *p, prof_aggregator_t *agg,
     prof_buffer_t *out, prof_pprof_info_t *info);
+
+
+/* In another backend's form (style, NULL: Datadog's). */
+int prof_pprof_encode_style(const prof_profile_t *p, prof_aggregator_t *agg,
+    const prof_pprof_style_t *style, prof_buffer_t *out,
+    prof_pprof_info_t *info);
 
 
 #endif /* PROF_PPROF_H */

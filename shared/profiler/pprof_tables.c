@@ -56,6 +56,14 @@ prof_pprof_string_n(prof_pprof_tables_t *t, const char *s, size_t length)
 }
 
 
+int64_t
+prof_pprof_tables_string(prof_pprof_tables_t *t, const char *s,
+    size_t length)
+{
+    return prof_pprof_string_n(t, s, length);
+}
+
+
 static int64_t
 prof_pprof_string(prof_pprof_tables_t *t, const char *s)
 {

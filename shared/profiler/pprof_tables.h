@@ -106,6 +106,11 @@ int prof_pprof_tables_build(prof_pprof_tables_t *t);
 int64_t prof_pprof_tables_function(prof_pprof_tables_t *t,
     const char *name);
 
+/* The index of a string (valid UTF-8 made of it), interned now if new:
+   before the string table is written. -ENOMEM. */
+int64_t prof_pprof_tables_string(prof_pprof_tables_t *t, const char *s,
+    size_t length);
+
 void prof_pprof_tables_free(prof_pprof_tables_t *t);
 
 

@@ -76,6 +76,8 @@ struct prof_process_s {
        thread before the first upload */
     char                *dump_dir;
     char                *agent_url;
+    char                *pyroscope_url;
+    char               **pyroscope_headers;
     char                *service;
     char                *env;
     char                *version;
@@ -114,6 +116,8 @@ struct prof_process_s {
     prof_symbol_store_t *store;                 /* NULL: none */
     prof_aggregator_t   *aggregator;
     prof_uploader_t     *uploader;
+    prof_uploader_t     *pyroscope;             /* NULL: none */
+    unsigned             uploaders_open;        /* closing: not closed */
     uint64_t             open_period;           /* not closed yet */
     uint64_t             maps_tables;           /* unwind tables the worker
                                                    had built at the last

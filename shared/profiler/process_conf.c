@@ -51,6 +51,7 @@ prof_process_conf_init(prof_process_t *p)
                                      &failed);
     p->dump_dir = prof_strdup_or_null(conf->dump_dir, &failed);
     p->agent_url = prof_strdup_or_null(conf->agent_url, &failed);
+    p->pyroscope_url = prof_strdup_or_null(conf->pyroscope_url, &failed);
     p->env = prof_strdup_or_null(conf->env, &failed);
     p->version = prof_strdup_or_null(conf->version, &failed);
     p->runtime_version = prof_strdup_or_null(conf->runtime_version
@@ -64,6 +65,17 @@ prof_process_conf_init(prof_process_t *p)
 
     for (i = 0; i < conf->tag_count; i++) {
         p->tags[i] = prof_strdup_or_null(conf->tags[i], &failed);
+    }
+
+    p->pyroscope_headers = calloc(conf->pyroscope_header_count + 1,
+                                  sizeof(char *));
+    if (p->pyroscope_headers == NULL) {
+        return -ENOMEM;
+    }
+
+    for (i = 0; i < conf->pyroscope_header_count; i++) {
+        p->pyroscope_headers[i] = prof_strdup_or_null(
+                                      conf->pyroscope_headers[i], &failed);
     }
 
     if (failed) {

@@ -180,6 +180,11 @@ prof_publish_status(prof_process_t *p)
                                               &info.last_upload_ns);
     }
 
+    if (p->pyroscope != NULL) {
+        info.last_push = prof_uploader_last(p->pyroscope,
+                                            &info.last_push_ns);
+    }
+
     /* Where the names of the objects in its profiles come from. */
     for (i = 0; i < prof_symbolizer_object_count(p->symbolizer); i++) {
         kind = prof_symbolizer_symbols_loaded(p->symbolizer, i);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Agent uploader: libcurl multi-socket driven by libuv poll and timer
- * handles on the profiler loop, one transfer at a time.
+ * Uploader: libcurl multi-socket driven by libuv poll and timer handles
+ * on the profiler loop, one transfer at a time.
  */
 
 #include <errno.h>
@@ -24,6 +24,7 @@
 
 struct prof_uploader_s {
     prof_upload_conf_t   conf;
+    const char          *server;            /* in the log */
     char                *url;
     char                *unix_path;         /* NULL: TCP */
     uv_loop_t           *loop;
@@ -56,8 +57,17 @@ typedef struct {
 
 
 static void prof_uploader_check(prof_uploader_t *u);
+static unsigned prof_upload_cause(prof_uploader_t *u, unsigned cause);
 static void prof_uploader_next(prof_uploader_t *u);
 static void prof_uploader_finish(prof_uploader_t *u);
+
+
+/* The uploader's log cause for one of the agent's. */
+static unsigned
+prof_upload_cause(prof_uploader_t *u, unsigned cause)
+{
+    return u->conf.cause + (cause - PROF_CAUSE_UPLOAD_CONNECT);
+}
 
 
 void
@@ -242,20 +252,12 @@ prof_uploader_release_transfer(prof_uploader_t *u)
 }
 
 
-static int
-prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
+/* The agent's headers: its origin, and the container it tags with. */
+static struct curl_slist *
+prof_uploader_agent_headers(prof_uploader_t *u)
 {
     char                origin[256], version[256], header[256];
-    CURL               *easy;
     struct curl_slist  *h;
-
-    easy = curl_easy_init();
-    if (easy == NULL) {
-        return -ENOMEM;
-    }
-
-    u->easy = easy;
-    u->mime = curl_mime_init(easy);
 
     snprintf(origin, sizeof(origin), "DD-EVP-ORIGIN: %s", u->conf.origin);
     snprintf(version, sizeof(version), "DD-EVP-ORIGIN-VERSION: %s",
@@ -265,9 +267,6 @@ prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
     if (h != NULL) {
         u->headers = h;
         h = curl_slist_append(u->headers, version);
-    }
-    if (h != NULL) {
-        h = curl_slist_append(u->headers, "Expect:");
     }
 
     /* The agent tags what it forwards with the container. */
@@ -283,7 +282,17 @@ prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
         h = curl_slist_append(u->headers, header);
     }
 
-    if (u->mime == NULL || h == NULL
+    return h;
+}
+
+
+/* The agent's multipart body: event.json, the pprof, the provenance. */
+static int
+prof_uploader_agent_body(prof_uploader_t *u, prof_upload_t *up)
+{
+    u->mime = curl_mime_init(u->easy);
+
+    if (u->mime == NULL
         || prof_mime_part(u->mime, "event", "event.json",
                           "application/json", &up->event) != 0
         || prof_mime_part(u->mime, "profile.pprof", "profile.pprof",
@@ -292,6 +301,68 @@ prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
                           "code-provenance.json", "application/json",
                           &up->provenance) != 0)
     {
+        return -ENOMEM;
+    }
+
+    curl_easy_setopt(u->easy, CURLOPT_MIMEPOST, u->mime);
+
+    return 0;
+}
+
+
+/* Another server's headers: its content type, and the configuration's. */
+static struct curl_slist *
+prof_uploader_body_headers(prof_uploader_t *u)
+{
+    char                type[128];
+    size_t              i;
+    struct curl_slist  *h;
+
+    snprintf(type, sizeof(type), "Content-Type: %s", u->conf.content_type);
+
+    h = curl_slist_append(NULL, type);
+    u->headers = h;
+
+    for (i = 0; h != NULL && i < u->conf.header_count; i++) {
+        h = curl_slist_append(u->headers, u->conf.headers[i]);
+    }
+
+    return h;
+}
+
+
+static int
+prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
+{
+    int                 rc;
+    CURL               *easy;
+    struct curl_slist  *h;
+
+    easy = curl_easy_init();
+    if (easy == NULL) {
+        return -ENOMEM;
+    }
+
+    u->easy = easy;
+
+    if (u->conf.content_type == NULL) {
+        h = prof_uploader_agent_headers(u);
+        rc = (h != NULL) ? prof_uploader_agent_body(u, up) : -ENOMEM;
+
+    } else {
+        h = prof_uploader_body_headers(u);
+        rc = (h != NULL) ? 0 : -ENOMEM;
+
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                         (curl_off_t) up->pprof.length);
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, up->pprof.data);
+    }
+
+    if (rc == 0) {
+        h = curl_slist_append(u->headers, "Expect:");
+    }
+
+    if (h == NULL) {
         prof_uploader_release_transfer(u);
         return -ENOMEM;
     }
@@ -300,7 +371,6 @@ prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
     if (u->unix_path != NULL) {
         curl_easy_setopt(easy, CURLOPT_UNIX_SOCKET_PATH, u->unix_path);
     }
-    curl_easy_setopt(easy, CURLOPT_MIMEPOST, u->mime);
     curl_easy_setopt(easy, CURLOPT_HTTPHEADER, u->headers);
     curl_easy_setopt(easy, CURLOPT_USERAGENT, u->conf.origin);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
@@ -318,7 +388,7 @@ prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
 
     up->attempts++;
     u->in_flight = up;
-    prof_counter_add(u->conf.diagnostics->uploads_attempted, 1);
+    prof_counter_add(u->conf.counters->attempted, 1);
 
     return 0;
 }
@@ -399,52 +469,64 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
     prof_upload_outcome_e outcome, CURLcode result, long status)
 {
     prof_log_t          *log = u->conf.log;
-    prof_diagnostics_t  *d = u->conf.diagnostics;
+    prof_upload_counters_t  *d = u->conf.counters;
 
     switch (outcome) {
 
     case PROF_UPLOAD_SUCCEEDED:
-        prof_counter_add(d->uploads_succeeded, 1);
+        prof_counter_add(d->succeeded, 1);
         prof_uploader_note(u, "uploaded (HTTP %ld)", status);
         break;
 
     case PROF_UPLOAD_FAILED_4XX:
-        prof_counter_add(d->uploads_failed_4xx, 1);
-        prof_uploader_note(u, "failed: the agent answered %ld%s", status,
-                           status == 404 ? " (agent too old or APM disabled)"
-                                         : "");
+        prof_counter_add(d->failed_4xx, 1);
+        prof_uploader_note(u, "failed: %s answered %ld%s", u->server,
+                           status,
+                           (status == 404 && u->conf.path == NULL)
+                           ? " (agent too old or APM disabled)" : "");
 
         if (status == 404) {
-            prof_log_limited(log, PROF_CAUSE_UPLOAD_404, PROF_LOG_ERR,
-                             "profiling: the agent at \"%s\" answered 404: "
-                             "agent too old or APM disabled, profile %llu "
-                             "not uploaded", u->conf.url,
+            prof_log_limited(log,
+                             prof_upload_cause(u, PROF_CAUSE_UPLOAD_404),
+                             PROF_LOG_ERR,
+                             "profiling: %s at \"%s\" answered 404%s, "
+                             "profile %llu not uploaded", u->server,
+                             u->conf.url, u->conf.path == NULL
+                                          ? ": agent too old or APM "
+                                            "disabled" : "",
                              (unsigned long long) up->sequence);
         } else {
-            prof_log_limited(log, PROF_CAUSE_UPLOAD_4XX, PROF_LOG_ERR,
-                             "profiling: the agent at \"%s\" answered %ld, "
-                             "profile %llu not uploaded", u->conf.url,
+            prof_log_limited(log,
+                             prof_upload_cause(u, PROF_CAUSE_UPLOAD_4XX),
+                             PROF_LOG_ERR,
+                             "profiling: %s at \"%s\" answered %ld, "
+                             "profile %llu not uploaded", u->server,
+                             u->conf.url,
                              status, (unsigned long long) up->sequence);
         }
 
         break;
 
     case PROF_UPLOAD_FAILED_5XX:
-        prof_counter_add(d->uploads_failed_5xx, 1);
-        prof_uploader_note(u, "failed: the agent answered %ld (tries: %u)",
-                           status, up->attempts);
-        prof_log_limited(log, PROF_CAUSE_UPLOAD_5XX, PROF_LOG_ERR,
-                         "profiling: the agent at \"%s\" answered %ld "
+        prof_counter_add(d->failed_5xx, 1);
+        prof_uploader_note(u, "failed: %s answered %ld (tries: %u)",
+                           u->server, status, up->attempts);
+        prof_log_limited(log,
+                         prof_upload_cause(u, PROF_CAUSE_UPLOAD_5XX),
+                         PROF_LOG_ERR,
+                         "profiling: %s at \"%s\" answered %ld "
                          "(tries: %u), profile %llu not uploaded",
-                         u->conf.url, status, up->attempts,
+                         u->server, u->conf.url, status, up->attempts,
                          (unsigned long long) up->sequence);
         break;
 
     case PROF_UPLOAD_FAILED_TIMEOUT:
-        prof_counter_add(d->uploads_failed_timeout, 1);
+        prof_counter_add(d->failed_timeout, 1);
         prof_uploader_note(u, "failed: timed out after %lld ms (tries: %u)",
                            (long long) u->conf.timeout_ms, up->attempts);
-        prof_log_limited(log, PROF_CAUSE_UPLOAD_TIMEOUT, PROF_LOG_ERR,
+        prof_log_limited(log,
+                         prof_upload_cause(u, PROF_CAUSE_UPLOAD_TIMEOUT),
+                         PROF_LOG_ERR,
                          "profiling: upload to \"%s\" timed out after "
                          "%lld ms (tries: %u), profile %llu not uploaded",
                          u->conf.url, (long long) u->conf.timeout_ms,
@@ -452,10 +534,12 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
         break;
 
     case PROF_UPLOAD_FAILED_CONNECT:
-        prof_counter_add(d->uploads_failed_connect, 1);
+        prof_counter_add(d->failed_connect, 1);
         prof_uploader_note(u, "failed: %s (tries: %u)",
                            curl_easy_strerror(result), up->attempts);
-        prof_log_limited(log, PROF_CAUSE_UPLOAD_CONNECT, PROF_LOG_ERR,
+        prof_log_limited(log,
+                         prof_upload_cause(u, PROF_CAUSE_UPLOAD_CONNECT),
+                         PROF_LOG_ERR,
                          "profiling: upload to \"%s\" failed (%s, tries: "
                          "%u), profile %llu not uploaded", u->conf.url,
                          curl_easy_strerror(result), up->attempts,
@@ -463,10 +547,12 @@ prof_uploader_end(prof_uploader_t *u, prof_upload_t *up,
         break;
 
     default:
-        prof_counter_add(d->uploads_failed_other, 1);
+        prof_counter_add(d->failed_other, 1);
         prof_uploader_note(u, "failed: %s (HTTP %ld)",
                            curl_easy_strerror(result), status);
-        prof_log_limited(log, PROF_CAUSE_UPLOAD_OTHER, PROF_LOG_ERR,
+        prof_log_limited(log,
+                         prof_upload_cause(u, PROF_CAUSE_UPLOAD_OTHER),
+                         PROF_LOG_ERR,
                          "profiling: upload to \"%s\" failed (%s, status "
                          "%ld), profile %llu not uploaded", u->conf.url,
                          curl_easy_strerror(result), status,
@@ -506,7 +592,7 @@ prof_uploader_check(prof_uploader_t *u)
         prof_uploader_release_transfer(u);
 
         if (sent > 0) {
-            prof_counter_add(u->conf.diagnostics->bytes_sent,
+            prof_counter_add(u->conf.counters->bytes_sent,
                              (uint64_t) sent);
         }
 
@@ -518,7 +604,7 @@ prof_uploader_check(prof_uploader_t *u)
             && up->attempts < 2 && !u->closing
             && prof_uploader_start(u, up) == 0)
         {
-            prof_counter_add(u->conf.diagnostics->uploads_retried, 1);
+            prof_counter_add(u->conf.counters->retried, 1);
             return;
         }
 
@@ -554,9 +640,11 @@ prof_uploader_next(prof_uploader_t *u)
 static void
 prof_uploader_drop(prof_uploader_t *u, prof_upload_t *up, const char *why)
 {
-    prof_counter_add(u->conf.diagnostics->uploads_dropped, 1);
+    prof_counter_add(u->conf.counters->dropped, 1);
     prof_uploader_note(u, "dropped: %s", why);
-    prof_log_limited(u->conf.log, PROF_CAUSE_UPLOAD_DROPPED, PROF_LOG_WARN,
+    prof_log_limited(u->conf.log,
+                     prof_upload_cause(u, PROF_CAUSE_UPLOAD_DROPPED),
+                     PROF_LOG_WARN,
                      "profiling: profile %llu dropped: %s",
                      (unsigned long long) up->sequence, why);
     prof_uploader_tell(u);
@@ -586,12 +674,18 @@ prof_uploader_submit(prof_uploader_t *u, prof_upload_t *up)
 static int
 prof_uploader_set_url(prof_uploader_t *u, const char *url)
 {
-    size_t  n;
+    size_t       n, m;
+    const char  *path;
+
+    path = (u->conf.path != NULL) ? u->conf.path : PROF_UPLOAD_PATH;
+    m = strlen(path);
 
     if (strncmp(url, "unix:", 5) == 0) {
         u->unix_path = strdup(url + 5);
-        u->url = strdup("http://localhost" PROF_UPLOAD_PATH);
-        return (u->unix_path && u->url) ? 0 : -ENOMEM;
+        if (u->unix_path == NULL) {
+            return -ENOMEM;
+        }
+        url = "http://localhost";
     }
 
     n = strlen(url);
@@ -599,13 +693,13 @@ prof_uploader_set_url(prof_uploader_t *u, const char *url)
         n--;
     }
 
-    u->url = malloc(n + sizeof(PROF_UPLOAD_PATH));
+    u->url = malloc(n + m + 1);
     if (u->url == NULL) {
         return -ENOMEM;
     }
 
     memcpy(u->url, url, n);
-    memcpy(u->url + n, PROF_UPLOAD_PATH, sizeof(PROF_UPLOAD_PATH));
+    memcpy(u->url + n, path, m + 1);
 
     return 0;
 }
@@ -623,6 +717,11 @@ prof_uploader_create(uv_loop_t *loop, const prof_upload_conf_t *conf)
 
     u->conf = *conf;
     u->loop = loop;
+    u->server = (conf->server != NULL) ? conf->server : "the agent";
+
+    if (u->conf.cause == 0) {
+        u->conf.cause = PROF_CAUSE_UPLOAD_CONNECT;
+    }
 
     if (prof_uploader_set_url(u, conf->url) != 0) {
         goto failed;
@@ -671,7 +770,7 @@ prof_uploader_finish(prof_uploader_t *u)
         sent = 0;
         curl_easy_getinfo(u->easy, CURLINFO_SIZE_UPLOAD_T, &sent);
         if (sent > 0) {
-            prof_counter_add(u->conf.diagnostics->bytes_sent,
+            prof_counter_add(u->conf.counters->bytes_sent,
                              (uint64_t) sent);
         }
 

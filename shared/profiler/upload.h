@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * Agent uploader: POSTs each profile to <agent>/profiling/v1/input as
- * multipart (event.json, profile.pprof, code-provenance.json), driving
- * libcurl's multi-socket API with the profiler loop's libuv handles.
+ * Uploader: POSTs each profile to a server, driving libcurl's
+ * multi-socket API with the profiler loop's libuv handles. To a Datadog
+ * agent, <agent>/profiling/v1/input as multipart (event.json,
+ * profile.pprof, code-provenance.json); to another server (Pyroscope,
+ * pyroscope.h), conf.path and a body of conf.content_type as it is.
  *
  * Threading: the profiler loop thread only; never blocks it.
  * Policy: at most one upload in flight; a profile ready meanwhile waits,
@@ -14,8 +16,9 @@
  * caller's and must outlive the uploader; curl_global_init must have run
  * in the process before.
  *
- * Counters (prof_diagnostics_t). Every profile submitted ends in exactly
- * one outcome, counted once, when its fate is known:
+ * Counters (prof_upload_counters_t, named uploads_* on the status page
+ * for the agent, pyroscope_* for Pyroscope). Every profile submitted ends
+ * in exactly one outcome, counted once, when its fate is known:
  *
  *   uploads_succeeded       the agent answered 2xx (first try or retry);
  *   uploads_failed_connect  the last try could not reach the agent or
@@ -69,13 +72,24 @@
 
 
 typedef struct {
-    const char          *url;       /* http://h:p, https://h:p, unix:/path */
+    const char          *url;       /* http://h:p, https://h:p, unix:/path,
+                                       a prefix path after h:p */
+    const char          *path;      /* appended; NULL: the agent's */
+    const char          *content_type;  /* a body as it is; NULL: the
+                                       agent's multipart */
+    const char          *server;    /* in the log: NULL, "the agent" */
+    const char * const  *headers;   /* "Name: value" more (secrets: never
+                                       logged) */
+    size_t               header_count;
+    unsigned             cause;     /* log causes: PROF_CAUSE_UPLOAD_CONNECT
+                                       or PROF_CAUSE_PUSH_CONNECT and the
+                                       six after */
     int64_t              timeout_ms;
     const char          *origin;            /* DD-EVP-ORIGIN */
     const char          *origin_version;    /* DD-EVP-ORIGIN-VERSION */
     const char          *container_id;      /* Datadog-Container-ID, */
     const char          *entity_id;         /* -Entity-ID; NULL/"": none */
-    prof_diagnostics_t  *diagnostics;
+    prof_upload_counters_t  *counters;
     prof_log_t          *log;
     void               (*outcome)(void *data, const char *text);
     void                *outcome_data;      /* each profile's end, as
@@ -89,7 +103,8 @@ struct prof_upload_s {
     prof_upload_t   *next;
     uint64_t         sequence;
     prof_buffer_t    event;             /* event.json */
-    prof_buffer_t    pprof;             /* gzip pprof */
+    prof_buffer_t    pprof;             /* gzip pprof, or the body (with
+                                           conf.content_type) */
     prof_buffer_t    provenance;        /* code-provenance.json */
     unsigned         attempts;          /* tries started */
 };

@@ -183,6 +183,36 @@ prof_parse_id(const char *s, size_t length, uint64_t *id)
 
 
 int
+prof_parse_trace_id(const char *s, size_t length, uint64_t *high,
+    uint64_t *low)
+{
+    uint64_t  h, l;
+
+    if (length == 32) {
+        if (prof_parse_hex64(s, 16, 0, &h) != 0
+            || prof_parse_hex64(s + 16, 16, 0, &l) != 0
+            || (h == 0 && l == 0))
+        {
+            return -EINVAL;
+        }
+
+        *high = h;
+        *low = l;
+        return 0;
+    }
+
+    if (prof_parse_id(s, length, &l) != 0) {
+        return -EINVAL;
+    }
+
+    *high = 0;
+    *low = l;
+
+    return 0;
+}
+
+
+int
 prof_parse_traceparent(const char *s, size_t length,
     uint64_t *trace_id_high, uint64_t *trace_id_low, uint64_t *parent_id)
 {

@@ -23,6 +23,13 @@
 int prof_parse_id(const char *s, size_t length, uint64_t *id);
 
 /*
+ * A trace id whole: 32 hex digits (both halves), 16 (the low half) or a
+ * decimal u64 (the low half). All zero, "-", anything else: -EINVAL.
+ */
+int prof_parse_trace_id(const char *s, size_t length, uint64_t *high,
+    uint64_t *low);
+
+/*
  * traceparent: "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>",
  * lowercase only; version ff, an all-zero trace or parent id: invalid.
  * Later versions may append "-..." fields.

@@ -27,7 +27,7 @@ our @EXPORT = qw(
     function_names sample_labels leaf_function
     profile_files
 );
-our @EXPORT_OK = qw(decode_dump_dir index_profile lua_frames_of);
+our @EXPORT_OK = qw(decode_dump_dir index_profile lua_frames_of decode_raw);
 
 
 # Profile files of a dump dir.
@@ -153,6 +153,20 @@ sub decode_profile {
     ($rc, $out) = run_capture('sh', '-c',
         'protoc --decode=perftools.profiles.Profile -I "$1" profile.proto'
         . ' < "$2"', 'sh', ProfEnv::proto_dir(), $raw);
+    croak "protoc --decode $file failed (exit $rc): $out" if $rc != 0;
+
+    my $p = decode_profile_text($out);
+    $p->{file} = $file;
+    return $p;
+}
+
+# Decodes an uncompressed pprof file (what a receiver recorded).
+sub decode_raw {
+    my ($file) = @_;
+
+    my ($rc, $out) = run_capture('sh', '-c',
+        'protoc --decode=perftools.profiles.Profile -I "$1" profile.proto'
+        . ' < "$2"', 'sh', ProfEnv::proto_dir(), $file);
     croak "protoc --decode $file failed (exit $rc): $out" if $rc != 0;
 
     my $p = decode_profile_text($out);

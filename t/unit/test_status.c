@@ -144,7 +144,7 @@ test_published_state_reads_back_and_renders(void **state)
     memset(&info, 0, sizeof(info));
 
     d.cpu_samples = 1234;
-    d.uploads_failed_connect = 3;
+    d.uploads.failed_connect = 3;
     prof_histogram_add(&d.handler_ns, 5000);
     info.running = 1;
     info.started_ns = 1700000000000000000LL;
@@ -281,8 +281,8 @@ writer(void *arg)
         memset(&d, 0, sizeof(d));
         d.cpu_samples = i;
         d.blocked_samples = i;
-        d.uploads_succeeded = i;
-        d.bytes_sent = i;
+        d.uploads.succeeded = i;
+        d.uploads.bytes_sent = i;
         info.started_ns = (int64_t) i;
         prof_status_publish(w->slot, &d, &info);
 

@@ -188,6 +188,37 @@ test_every_character_at_every_position(void **state)
 }
 
 
+/* A trace id keeps both halves of 32 hex digits, the low one else. */
+static void
+test_trace_ids_keep_both_halves(void **state)
+{
+    uint64_t  high, low;
+
+    assert_int_equal(prof_parse_trace_id("4bf92f3577b34da6a3ce929d0e0e4736",
+                                         32, &high, &low), 0);
+    assert_true(high == 0x4bf92f3577b34da6ULL);
+    assert_true(low == 0xa3ce929d0e0e4736ULL);
+
+    assert_int_equal(prof_parse_trace_id("00000000000000000000000000000001",
+                                         32, &high, &low), 0);
+    assert_true(high == 0 && low == 1);
+
+    assert_int_equal(prof_parse_trace_id("a3ce929d0e0e4736", 16, &high,
+                                         &low), 0);
+    assert_true(high == 0 && low == 0xa3ce929d0e0e4736ULL);
+
+    assert_int_equal(prof_parse_trace_id("1234", 4, &high, &low), 0);
+    assert_true(high == 0 && low == 1234);
+
+    assert_int_not_equal(prof_parse_trace_id(
+        "00000000000000000000000000000000", 32, &high, &low), 0);
+    assert_int_not_equal(prof_parse_trace_id(
+        "4bf92f3577b34da6a3ce929d0e0e473g", 32, &high, &low), 0);
+    assert_int_not_equal(prof_parse_trace_id("-", 1, &high, &low), 0);
+    assert_int_not_equal(prof_parse_trace_id("", 0, &high, &low), 0);
+}
+
+
 int
 main(void)
 {
@@ -199,6 +230,7 @@ main(void)
         cmocka_unit_test(test_datadog_ids_are_decimal),
         cmocka_unit_test(test_lengths_are_respected),
         cmocka_unit_test(test_every_character_at_every_position),
+        cmocka_unit_test(test_trace_ids_keep_both_halves),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -441,8 +441,20 @@ on_closed(void *data)
 }
 
 
+/* The uploader as the agent's (body NULL), or another server's. */
+
+typedef struct {
+    const char          *prefix;            /* after the URL's port */
+    const char          *path;
+    const char          *content_type;
+    const char          *server;
+    const char * const  *headers;
+    size_t               header_count;
+} body_conf_t;
+
+
 static void
-harness_start(uint16_t port, int64_t timeout_ms)
+harness_start_for(uint16_t port, int64_t timeout_ms, const body_conf_t *b)
 {
     prof_upload_conf_t  conf;
 
@@ -456,18 +468,34 @@ harness_start(uint16_t port, int64_t timeout_ms)
     h.log.handler = on_log;
     h.log.data = &h;
 
-    snprintf(h.url, sizeof(h.url), "http://127.0.0.1:%u", (unsigned) port);
+    snprintf(h.url, sizeof(h.url), "http://127.0.0.1:%u%s", (unsigned) port,
+             b != NULL ? b->prefix : "");
 
     memset(&conf, 0, sizeof(conf));
     conf.url = h.url;
     conf.timeout_ms = timeout_ms;
     conf.origin = "test-profiler";
     conf.origin_version = "0.0.1";
-    conf.diagnostics = &h.diag;
+    conf.counters = &h.diag.uploads;
     conf.log = &h.log;
+
+    if (b != NULL) {
+        conf.path = b->path;
+        conf.content_type = b->content_type;
+        conf.server = b->server;
+        conf.headers = b->headers;
+        conf.header_count = b->header_count;
+    }
 
     h.uploader = prof_uploader_create(&h.loop, &conf);
     assert_non_null(h.uploader);
+}
+
+
+static void
+harness_start(uint16_t port, int64_t timeout_ms)
+{
+    harness_start_for(port, timeout_ms, NULL);
 }
 
 
@@ -504,13 +532,13 @@ outcomes(void)
 {
     const prof_diagnostics_t  *d = &h.diag;
 
-    return prof_counter_get(d->uploads_succeeded)
-           + prof_counter_get(d->uploads_failed_connect)
-           + prof_counter_get(d->uploads_failed_timeout)
-           + prof_counter_get(d->uploads_failed_4xx)
-           + prof_counter_get(d->uploads_failed_5xx)
-           + prof_counter_get(d->uploads_failed_other)
-           + prof_counter_get(d->uploads_dropped);
+    return prof_counter_get(d->uploads.succeeded)
+           + prof_counter_get(d->uploads.failed_connect)
+           + prof_counter_get(d->uploads.failed_timeout)
+           + prof_counter_get(d->uploads.failed_4xx)
+           + prof_counter_get(d->uploads.failed_5xx)
+           + prof_counter_get(d->uploads.failed_other)
+           + prof_counter_get(d->uploads.dropped);
 }
 
 
@@ -604,20 +632,20 @@ assert_counters(const expected_t *e)
 {
     const prof_diagnostics_t  *d = &h.diag;
 
-    assert_int_equal(prof_counter_get(d->uploads_succeeded), e->succeeded);
-    assert_int_equal(prof_counter_get(d->uploads_failed_connect),
+    assert_int_equal(prof_counter_get(d->uploads.succeeded), e->succeeded);
+    assert_int_equal(prof_counter_get(d->uploads.failed_connect),
                      e->failed_connect);
-    assert_int_equal(prof_counter_get(d->uploads_failed_timeout),
+    assert_int_equal(prof_counter_get(d->uploads.failed_timeout),
                      e->failed_timeout);
-    assert_int_equal(prof_counter_get(d->uploads_failed_4xx),
+    assert_int_equal(prof_counter_get(d->uploads.failed_4xx),
                      e->failed_4xx);
-    assert_int_equal(prof_counter_get(d->uploads_failed_5xx),
+    assert_int_equal(prof_counter_get(d->uploads.failed_5xx),
                      e->failed_5xx);
-    assert_int_equal(prof_counter_get(d->uploads_failed_other),
+    assert_int_equal(prof_counter_get(d->uploads.failed_other),
                      e->failed_other);
-    assert_int_equal(prof_counter_get(d->uploads_dropped), e->dropped);
-    assert_int_equal(prof_counter_get(d->uploads_attempted), e->attempted);
-    assert_int_equal(prof_counter_get(d->uploads_retried), e->retried);
+    assert_int_equal(prof_counter_get(d->uploads.dropped), e->dropped);
+    assert_int_equal(prof_counter_get(d->uploads.attempted), e->attempted);
+    assert_int_equal(prof_counter_get(d->uploads.retried), e->retried);
 
     assert_int_equal(outcomes(), h.submitted);
 }
@@ -630,7 +658,8 @@ static void
 assert_bytes_received(unsigned served)
 {
     agent_wait_served(served);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent), agent_body_bytes());
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     agent_body_bytes());
 }
 
 
@@ -686,7 +715,8 @@ test_200_succeeds(void **state)
 
     assert_counters(&e);
     assert_bytes_received(1);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent), one_body_bytes);
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     one_body_bytes);
 
     /* what was sent, and where */
     assert_int_equal(agent.requests, 1);
@@ -717,7 +747,8 @@ test_404_fails_4xx_without_retry(void **state)
 
     assert_counters(&e);
     assert_bytes_received(1);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent), one_body_bytes);
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     one_body_bytes);
     assert_non_null(strstr(h.logged, "answered 404: agent too old"));
 
     agent_stop();
@@ -761,7 +792,7 @@ test_500_then_200_succeeds_on_the_retry(void **state)
 
     assert_counters(&e);
     assert_bytes_received(2);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent),
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
                      2 * one_body_bytes);
     assert_string_equal(h.logged, "");
 
@@ -784,7 +815,7 @@ test_500_twice_fails_5xx_once(void **state)
 
     assert_counters(&e);
     assert_bytes_received(2);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent),
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
                      2 * one_body_bytes);
     assert_non_null(strstr(h.logged, "answered 500 (tries: 2)"));
 
@@ -829,7 +860,8 @@ test_refused_twice_fails_connect(void **state)
     close(fd);
 
     assert_counters(&e);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent), 0);
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     0);
     assert_non_null(strstr(h.logged, "Couldn't connect to server, "
                                      "tries: 2"));
 }
@@ -854,7 +886,8 @@ test_reset_connections_fail_connect(void **state)
        anything, was sent all the same */
     agent_wait_served(2);
     assert_int_equal(agent.requests, 0);
-    assert_true(prof_counter_get(h.diag.bytes_sent) <= 2 * one_body_bytes);
+    assert_true(prof_counter_get(h.diag.uploads.bytes_sent)
+                <= 2 * one_body_bytes);
 
     agent_stop();
 }
@@ -875,7 +908,7 @@ test_silent_agent_times_out_twice(void **state)
 
     assert_counters(&e);
     assert_bytes_received(2);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent),
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
                      2 * one_body_bytes);
     assert_non_null(strstr(h.logged, "timed out after 300 ms (tries: 2)"));
 
@@ -896,7 +929,7 @@ test_a_waiting_profile_is_replaced(void **state)
     submit(1);
     submit(2);
     submit(3);
-    assert_int_equal(prof_counter_get(h.diag.uploads_dropped), 1);
+    assert_int_equal(prof_counter_get(h.diag.uploads.dropped), 1);
     assert_non_null(strstr(h.logged, "profile 2 dropped"));
 
     run_until_ended(5000);
@@ -904,7 +937,7 @@ test_a_waiting_profile_is_replaced(void **state)
 
     assert_counters(&e);
     assert_bytes_received(2);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent),
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
                      2 * one_body_bytes);
 
     agent_stop();
@@ -929,7 +962,7 @@ test_close_deadline_drops_what_is_in_flight(void **state)
 
     assert_counters(&e);
     assert_bytes_received(1);
-    assert_true(prof_counter_get(h.diag.bytes_sent) > 0);
+    assert_true(prof_counter_get(h.diag.uploads.bytes_sent) > 0);
     /* one line a minute per cause: the first drop only */
     assert_non_null(strstr(h.logged, "profile 1 dropped: still uploading"));
     assert_null(strstr(h.logged, "profile 2"));
@@ -955,7 +988,8 @@ test_no_retry_once_closing(void **state)
 
     assert_counters(&e);
     assert_bytes_received(1);
-    assert_int_equal(prof_counter_get(h.diag.bytes_sent), one_body_bytes);
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     one_body_bytes);
 
     agent_stop();
 }
@@ -982,6 +1016,56 @@ test_other_statuses_fail_other(void **state)
 }
 
 
+/*
+ * Another server's upload: the body as it is (no multipart), to its path
+ * after the URL's prefix, with its content type and headers, and the log
+ * naming the server.
+ */
+static void
+test_a_body_goes_as_it_is_to_its_path(void **state)
+{
+    answer_t             script[] = { { ANSWER_STATUS, 200, 0 },
+                                      { ANSWER_STATUS, 429, 0 } };
+    expected_t           e = { .succeeded = 1, .failed_4xx = 1,
+                               .attempted = 2 };
+    static const char   *headers[] = { "X-Scope-OrgID: t1",
+                                       "Authorization: Bearer s3cret" };
+    body_conf_t          b = { "/prefix/", "/push.v1.PusherService/Push",
+                               "application/proto", "Pyroscope", headers,
+                               2 };
+
+    /* a prefix path in the URL, and a slash after it */
+    agent_start(script, 2);
+    harness_start_for(agent.port, 5000, &b);
+
+    submit(1);
+    run_until_ended(5000);
+    assert_non_null(strstr(agent.head,
+                           "POST /prefix/push.v1.PusherService/Push "));
+    assert_non_null(strstr(agent.head,
+                           "Content-Type: application/proto\r\n"));
+    assert_non_null(strstr(agent.head, "X-Scope-OrgID: t1\r\n"));
+    assert_non_null(strstr(agent.head,
+                           "Authorization: Bearer s3cret\r\n"));
+    assert_null(strstr(agent.head, "multipart"));
+    assert_null(strstr(agent.head, "DD-EVP-ORIGIN"));
+
+    submit(2);
+    run_until_ended(5000);
+    harness_close(0);
+
+    assert_counters(&e);
+    /* the body as it is: exactly the bytes of the profile, each time */
+    assert_int_equal(prof_counter_get(h.diag.uploads.bytes_sent),
+                     2 * PPROF_BYTES);
+    assert_non_null(strstr(h.logged, "Pyroscope at \""));
+    assert_non_null(strstr(h.logged, "answered 429"));
+    assert_null(strstr(h.logged, "s3cret"));
+
+    agent_stop();
+}
+
+
 int
 main(void)
 {
@@ -1000,6 +1084,7 @@ main(void)
         UPLOAD_TEST(test_close_deadline_drops_what_is_in_flight),
         UPLOAD_TEST(test_no_retry_once_closing),
         UPLOAD_TEST(test_other_statuses_fail_other),
+        UPLOAD_TEST(test_a_body_goes_as_it_is_to_its_path),
     };
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

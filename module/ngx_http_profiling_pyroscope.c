@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+
+/*
+ * The Pyroscope directives: its URL, its endpoint label's bound, and the
+ * headers its pushes carry (basic auth, a bearer token, a tenant, any
+ * other), with secrets read from a file or the environment when the
+ * configuration is read, never from the configuration itself.
+ */
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_profiling_module.h"
+
+
+#define NGX_HTTP_PROFILING_SECRET_MAX              4096
+#define NGX_HTTP_PROFILING_PYROSCOPE_ENDPOINTS_MAX  1000
+
+
+/* A header "Name: value" added to the pushes' (values never logged). */
+static char *
+ngx_http_profiling_push_header(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf, const char *name, ngx_str_t *value)
+{
+    u_char     *p;
+    size_t      len;
+    ngx_str_t  *h;
+
+    for (p = value->data; p < value->data + value->len; p++) {
+        if (*p == '\r' || *p == '\n' || *p == '\0') {
+            return "a header's value has no line break or NUL";
+        }
+    }
+
+    if (pmcf->pyroscope_headers == NULL) {
+        pmcf->pyroscope_headers = ngx_array_create(cf->pool, 4,
+                                                   sizeof(ngx_str_t));
+        if (pmcf->pyroscope_headers == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    h = ngx_array_push(pmcf->pyroscope_headers);
+    if (h == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    len = ngx_strlen(name) + 2 + value->len;
+    h->data = ngx_pnalloc(cf->pool, len + 1);
+    if (h->data == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    p = ngx_sprintf(h->data, "%s: %V", name, value);
+    *p = '\0';
+    h->len = len;
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * A secret: "file:/path" (the file's content, a final line break
+ * removed) or "env:NAME" (the variable, read now, in the master). The
+ * error names the file or variable, never the secret.
+ */
+static char *
+ngx_http_profiling_secret(ngx_conf_t *cf, ngx_str_t *source,
+    ngx_str_t *secret)
+{
+    char       *value;
+    ssize_t     n;
+    ngx_fd_t    fd;
+    ngx_str_t   path;
+
+    if (source->len > 4 && ngx_strncmp(source->data, "env:", 4) == 0) {
+        value = getenv((char *) source->data + 4);
+        if (value == NULL || value[0] == '\0') {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "the environment "
+                               "variable \"%s\" is not set or empty",
+                               source->data + 4);
+            return NGX_CONF_ERROR;
+        }
+
+        secret->len = ngx_strlen(value);
+        secret->data = ngx_pnalloc(cf->pool, secret->len);
+        if (secret->data == NULL) {
+            return NGX_CONF_ERROR;
+        }
+        ngx_memcpy(secret->data, value, secret->len);
+
+        return NGX_CONF_OK;
+    }
+
+    if (!(source->len > 5 && ngx_strncmp(source->data, "file:", 5) == 0)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "a secret must be "
+                           "\"file:/path\" or \"env:NAME\", never the "
+                           "secret itself");
+        return NGX_CONF_ERROR;
+    }
+
+    path.data = source->data + 5;
+    path.len = source->len - 5;
+
+    if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    fd = ngx_open_file(path.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           ngx_open_file_n " \"%V\" failed", &path);
+        return NGX_CONF_ERROR;
+    }
+
+    secret->data = ngx_pnalloc(cf->pool, NGX_HTTP_PROFILING_SECRET_MAX);
+    if (secret->data == NULL) {
+        ngx_close_file(fd);
+        return NGX_CONF_ERROR;
+    }
+
+    n = read(fd, secret->data, NGX_HTTP_PROFILING_SECRET_MAX);
+    ngx_close_file(fd);
+
+    if (n < 0 || n == NGX_HTTP_PROFILING_SECRET_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, n < 0 ? ngx_errno : 0,
+                           "reading the secret in \"%V\" failed%s", &path,
+                           n < 0 ? "" : ": longer than 4095 bytes");
+        return NGX_CONF_ERROR;
+    }
+
+    while (n > 0 && (secret->data[n - 1] == '\n'
+                     || secret->data[n - 1] == '\r'))
+    {
+        n--;
+    }
+
+    if (n == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "the secret in \"%V\" is "
+                           "empty", &path);
+        return NGX_CONF_ERROR;
+    }
+
+    secret->len = n;
+
+    return NGX_CONF_OK;
+}
+
+
+/* profiling_pyroscope_url http://host[:port][/prefix] | https://... | off */
+char *
+ngx_http_profiling_pyroscope_url(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    ngx_str_t   *value;
+    const char  *err;
+
+    if (pmcf->pyroscope_url.data != NULL) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") != 0) {
+        if (value[1].len >= 5
+            && ngx_strncmp(value[1].data, "unix:", 5) == 0)
+        {
+            err = "the scheme must be http:// or https://";
+
+        } else if (ngx_strlchr(value[1].data, value[1].data + value[1].len,
+                               '@')
+                   != NULL)
+        {
+            err = "credentials go in profiling_pyroscope_basic_auth";
+
+        } else {
+            err = ngx_http_profiling_check_url(cf->pool, &value[1]);
+        }
+
+        if (err != NULL) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value \"%V\" in \"%V\" directive "
+                               "(%s): it must be "
+                               "\"http://host[:port][/prefix]\", "
+                               "\"https://host[:port][/prefix]\" or \"off\"",
+                               &value[1], &cmd->name, err);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    pmcf->pyroscope_url = value[1];
+
+    return NGX_CONF_OK;
+}
+
+
+/* profiling_pyroscope_endpoints number: 0 (no label) to 1000 */
+char *
+ngx_http_profiling_pyroscope_endpoints(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    ngx_int_t   n;
+    ngx_str_t  *value;
+
+    if (pmcf->pyroscope_endpoints != NGX_CONF_UNSET) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    n = ngx_atoi(value[1].data, value[1].len);
+
+    if (n == NGX_ERROR || n > NGX_HTTP_PROFILING_PYROSCOPE_ENDPOINTS_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" in \"%V\" directive: it "
+                           "must be a number from 0 (no endpoint label) to "
+                           "%d", &value[1], &cmd->name,
+                           NGX_HTTP_PROFILING_PYROSCOPE_ENDPOINTS_MAX);
+        return NGX_CONF_ERROR;
+    }
+
+    pmcf->pyroscope_endpoints = n;
+
+    return NGX_CONF_OK;
+}
+
+
+/* profiling_pyroscope_basic_auth user file:/path | env:NAME */
+char *
+ngx_http_profiling_pyroscope_basic_auth(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    u_char     *p;
+    ngx_str_t  *value, secret, plain, encoded;
+
+    value = cf->args->elts;
+
+    if (value[1].len == 0
+        || ngx_strlchr(value[1].data, value[1].data + value[1].len, ':')
+           != NULL)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid user \"%V\" in "
+                           "\"%V\" directive: it has no ':'", &value[1],
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_http_profiling_secret(cf, &value[2], &secret) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    plain.len = value[1].len + 1 + secret.len;
+    plain.data = ngx_pnalloc(cf->pool, plain.len);
+    encoded.len = sizeof("Basic ") - 1 + ngx_base64_encoded_length(plain.len);
+    encoded.data = ngx_pnalloc(cf->pool, encoded.len);
+
+    if (plain.data == NULL || encoded.data == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    p = ngx_cpymem(plain.data, value[1].data, value[1].len);
+    *p++ = ':';
+    ngx_memcpy(p, secret.data, secret.len);
+
+    p = ngx_cpymem(encoded.data, "Basic ", sizeof("Basic ") - 1);
+    secret.data = p;
+    ngx_encode_base64(&secret, &plain);
+    encoded.len = (p - encoded.data) + secret.len;
+
+    return ngx_http_profiling_push_header(cf, pmcf, "Authorization",
+                                          &encoded);
+}
+
+
+/* profiling_pyroscope_bearer_token file:/path | env:NAME */
+char *
+ngx_http_profiling_pyroscope_bearer_token(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    u_char     *p;
+    ngx_str_t  *value, secret, header;
+
+    value = cf->args->elts;
+
+    if (ngx_http_profiling_secret(cf, &value[1], &secret) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    header.len = sizeof("Bearer ") - 1 + secret.len;
+    header.data = ngx_pnalloc(cf->pool, header.len);
+    if (header.data == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    p = ngx_cpymem(header.data, "Bearer ", sizeof("Bearer ") - 1);
+    ngx_memcpy(p, secret.data, secret.len);
+
+    return ngx_http_profiling_push_header(cf, pmcf, "Authorization",
+                                          &header);
+}
+
+
+/* profiling_pyroscope_tenant id: X-Scope-OrgID */
+char *
+ngx_http_profiling_pyroscope_tenant(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    char       *rv;
+    ngx_str_t  *value;
+
+    value = cf->args->elts;
+
+    rv = ngx_http_profiling_push_header(cf, pmcf, "X-Scope-OrgID",
+                                        &value[1]);
+    if (rv != NGX_CONF_OK && rv != NGX_CONF_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value \"%V\" in "
+                           "\"%V\" directive: %s", &value[1], &cmd->name,
+                           rv);
+        return NGX_CONF_ERROR;
+    }
+
+    return rv;
+}
+
+
+/*
+ * profiling_pyroscope_header name value: value as it is, or a secret
+ * ("file:/path", "env:NAME").
+ */
+char *
+ngx_http_profiling_pyroscope_header(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_profiling_main_conf_t  *pmcf = conf;
+
+    u_char     *p;
+    char       *rv;
+    ngx_str_t  *value, header;
+
+    value = cf->args->elts;
+
+    for (p = value[1].data; p < value[1].data + value[1].len; p++) {
+        if (*p <= ' ' || *p >= 0x7f || *p == ':') {
+            break;
+        }
+    }
+
+    if (value[1].len == 0 || p < value[1].data + value[1].len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid header name "
+                           "\"%V\" in \"%V\" directive", &value[1],
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    header = value[2];
+
+    if ((value[2].len > 4 && ngx_strncmp(value[2].data, "env:", 4) == 0)
+        || (value[2].len > 5 && ngx_strncmp(value[2].data, "file:", 5) == 0))
+    {
+        if (ngx_http_profiling_secret(cf, &value[2], &header)
+            != NGX_CONF_OK)
+        {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    rv = ngx_http_profiling_push_header(cf, pmcf, (char *) value[1].data,
+                                        &header);
+    if (rv != NGX_CONF_OK && rv != NGX_CONF_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value in \"%V\" "
+                           "directive for the header \"%V\": %s",
+                           &cmd->name, &value[1], rv);
+        return NGX_CONF_ERROR;
+    }
+
+    return rv;
+}
