@@ -160,6 +160,8 @@ FUZZ_ELF_SRCS = $(TOP)/shared/profiler/symbolizer.c \
                 $(TOP)/shared/profiler/symbol_table.c \
                 $(TOP)/shared/profiler/symbol_store.c \
                 $(TOP)/shared/profiler/dwarf_inlines.c \
+                $(TOP)/shared/profiler/inline_table.c \
+                $(TOP)/shared/profiler/inline_table_build.c \
                 $(TOP)/shared/profiler/debuginfod_symbols.c \
                 $(TOP)/shared/profiler/elf_file.c \
                 $(TOP)/shared/profiler/debug_info.c \
