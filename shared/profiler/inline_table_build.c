@@ -695,15 +695,30 @@ prof_inl_ranges(prof_inl_build_t *b)
 }
 
 
+/* A LEB128 number at p: past it. */
+static uint8_t *
+prof_inl_leb(uint8_t *p, uint64_t v)
+{
+    do {
+        *p++ = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v != 0);
+
+    return p;
+}
+
+
 /* The image of what was built. */
 static int
 prof_inl_image(prof_inl_build_t *b, void **image, size_t *len)
 {
-    size_t              i, bytes;
-    uint32_t           *starts;
+    size_t              i, bytes, data_max, data_len;
+    int64_t             dline;
+    uint8_t            *data, *p;
+    uint32_t            start, prev_start, prev_line;
+    prof_inl_block_t   *blocks;
     prof_inl_header_t  *h;
     prof_inl_range_t   *ranges;
-    prof_inl_value_t   *values;
 
     ranges = b->ranges.items;
 
@@ -712,12 +727,14 @@ prof_inl_image(prof_inl_build_t *b, void **image, size_t *len)
     }
 
     if (ranges[b->ranges.n - 1].start - ranges[0].start > UINT32_MAX
-        || b->ranges.n > UINT32_MAX / 16)
+        || b->ranges.n > UINT32_MAX / PROF_INL_ENTRY_MAX)
     {
         return -EFBIG;
     }
 
-    bytes = prof_inl_image_bytes(b->ranges.n, b->nodes.count,
+    /* The ranges' bytes first, at most PROF_INL_ENTRY_MAX a range. */
+    data_max = b->ranges.n * PROF_INL_ENTRY_MAX + 4;
+    bytes = prof_inl_image_bytes(b->ranges.n, data_max, b->nodes.count,
                                  b->names.keys_used);
 
     h = calloc(1, bytes);
@@ -731,20 +748,44 @@ prof_inl_image(prof_inl_build_t *b, void **image, size_t *len)
     h->nnodes = b->nodes.count;
     h->names_len = (uint32_t) b->names.keys_used;
 
-    starts = (uint32_t *) (h + 1);
-    values = (prof_inl_value_t *) (starts + h->nranges);
+    blocks = (prof_inl_block_t *) (h + 1);
+    data = (uint8_t *) (blocks + prof_inl_nblocks(h));
+    p = data;
+    prev_start = 0;
+    prev_line = 0;
 
     for (i = 0; i < b->ranges.n; i++) {
-        starts[i] = (uint32_t) (ranges[i].start - h->base);
-        values[i] = ranges[i].value;
+        start = (uint32_t) (ranges[i].start - h->base);
+
+        if (i % PROF_INL_BLOCK == 0) {
+            blocks[i / PROF_INL_BLOCK].start = start;
+            blocks[i / PROF_INL_BLOCK].offset = (uint32_t) (p - data);
+            prev_start = start;
+            prev_line = 0;
+        }
+
+        dline = (int64_t) ranges[i].value.line - prev_line;
+
+        p = prof_inl_leb(p, start - prev_start);
+        p = prof_inl_leb(p, dline >= 0 ? (uint64_t) dline * 2
+                                       : (uint64_t) -dline * 2 - 1);
+        p = prof_inl_leb(p, ranges[i].value.node);
+
+        prev_start = start;
+        prev_line = ranges[i].value.line;
     }
 
-    memcpy(values + h->nranges, b->nodes.keys, b->nodes.keys_used);
-    memcpy((char *) (values + h->nranges) + b->nodes.keys_used,
-           b->names.keys, b->names.keys_used);
+    /* The nodes and names after the bytes used, aligned. */
+    data_len = ((size_t) (p - data) + 3) & ~(size_t) 3;
+    h->data_len = (uint32_t) data_len;
+
+    memcpy(data + data_len, b->nodes.keys, b->nodes.keys_used);
+    memcpy(data + data_len + b->nodes.keys_used, b->names.keys,
+           b->names.keys_used);
 
     *image = h;
-    *len = bytes;
+    *len = prof_inl_image_bytes(h->nranges, data_len, h->nnodes,
+                                h->names_len);
 
     return 0;
 }

@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "profiler/inline_table.h"
+#include "profiler/inline_table_image.h"
 
 
 /* Inlined functions two deep, in two callers, and a lexical block. */
@@ -356,14 +357,21 @@ test_table_answers_as_libdw_at_every_pc(void **state)
 }
 
 
-/* A file without DWARF has no table; a truncated table is refused. */
+/*
+ * A file without DWARF has no table; a truncated table is refused, and so
+ * is one whose ranges' bytes do not decode within their blocks, or name a
+ * node it does not have.
+ */
 static void
 test_no_dwarf_no_table_and_truncated_refused(void **state)
 {
-    int       fd;
-    void     *table;
-    size_t    len;
-    char      cmd[600], stripped[300];
+    int                 fd;
+    void               *table;
+    size_t              len;
+    size_t              i;
+    uint8_t            *data, *copy;
+    char                cmd[600], stripped[300];
+    prof_inl_header_t  *h;
 
     (void) state;
 
@@ -385,6 +393,27 @@ test_no_dwarf_no_table_and_truncated_refused(void **state)
     assert_true(prof_inline_table_valid(table, len));
     assert_false(prof_inline_table_valid(table, len - 1));
     assert_false(prof_inline_table_valid(table, 8));
+
+    /* Ranges' bytes that never end, or name a node past the nodes. */
+    h = table;
+    data = (uint8_t *) prof_inl_data(h);
+    copy = malloc(h->data_len);
+    assert_non_null(copy);
+    memcpy(copy, data, h->data_len);
+    memset(data, 0xff, h->data_len);
+    assert_false(prof_inline_table_valid(table, len));
+    memcpy(data, copy, h->data_len);
+    assert_true(prof_inline_table_valid(table, len));
+
+    /* The first range: its start (0), its line, then its node's byte. */
+    for (i = 1; data[i] & 0x80; i++) {
+        /* void */
+    }
+    i++;
+    assert_true(data[i] < 0x80 && h->nnodes < 0x80);
+    data[i] = (uint8_t) h->nnodes;
+    assert_false(prof_inline_table_valid(table, len));
+    free(copy);
     free(table);
 }
 
