@@ -10,7 +10,7 @@
  * read for inlined functions (inline_table.h), which every process maps
  * read-only: their pages count once in the instance, not once per worker,
  * and no process holds libdw's tables of a file the store has (libc's
- * debug file: 1.7 MB of inline table, where each process held 3 MB of
+ * debug file: 579 KB of inline table, where each process held 3 MB of
  * libdw's tables over an 8.5 MB image of its DWARF before).
  *
  * Entries are keyed by the file (device, inode, size, modification time)
