@@ -7,8 +7,10 @@
  * dwarf_getscopes and the scopes of its innermost DIE), at every pc of a
  * fixture built with inlined functions, and at pcs spread over libc's
  * debug file where libc6-dbg is installed (INLINE_TABLE_PCS of them,
- * default 20000; 0: every range start and the pc before it). Build and run
- * from the repository root:
+ * default 20000; 0: every line row's pc and the pcs either side). The
+ * fixture is built with the compiler the tests are built with (TEST_CC),
+ * and stripped with binutils' strip (TEST_TOOLS: its prefix,
+ * cross-compiling). Build and run from the repository root:
  *
  *   make $PWD/build/unit/test_inline_table && build/unit/test_inline_table
  */
@@ -28,6 +30,9 @@
 
 #ifndef TEST_CC
 #define TEST_CC     "gcc"
+#endif
+#ifndef TEST_TOOLS
+#define TEST_TOOLS  ""
 #endif
 
 #include <cmocka.h>
@@ -376,7 +381,8 @@ test_no_dwarf_no_table_and_truncated_refused(void **state)
     (void) state;
 
     snprintf(stripped, sizeof(stripped), "%s/stripped.so", tmpdir);
-    snprintf(cmd, sizeof(cmd), "strip -g -o %s %s", stripped, fixture_path);
+    snprintf(cmd, sizeof(cmd), "%sstrip -g -o %s %s", TEST_TOOLS, stripped,
+             fixture_path);
     assert_int_equal(system(cmd), 0);
 
     fd = open(stripped, O_RDONLY | O_CLOEXEC);
