@@ -160,18 +160,26 @@ FUZZ_ELF_SRCS = $(TOP)/shared/profiler/symbolizer.c \
                 $(TOP)/shared/profiler/symbol_table.c \
                 $(TOP)/shared/profiler/symbol_store.c \
                 $(TOP)/shared/profiler/dwarf_inlines.c \
+                $(TOP)/shared/profiler/inline_table.c \
                 $(TOP)/shared/profiler/debuginfod_symbols.c \
                 $(TOP)/shared/profiler/elf_file.c \
                 $(TOP)/shared/profiler/debug_info.c \
                 $(TOP)/shared/profiler/debuginfod.c \
                 $(TOP)/shared/profiler/thread.c $(TOP)/shared/common/io.c
 
+# (inline_table.h is the builder's header too)
+FUZZ_ELF_BUILD = $(TOP)/shared/profiler/inline_table_build.c \
+                 $(TOP)/shared/profiler/inline_table_image.h \
+                 $(TOP)/shared/common/intern.c $(TOP)/shared/common/intern.h
+
 $(FUZZER_ELF): $(TOP)/t/fuzz/fuzz_elf.c $(FUZZ_ELF_SRCS) \
-        $(FUZZ_ELF_SRCS:.c=.h) $(TOP)/shared/profiler/symbolizer_internal.h
+        $(FUZZ_ELF_SRCS:.c=.h) $(FUZZ_ELF_BUILD) \
+        $(TOP)/shared/profiler/symbolizer_internal.h
 	mkdir -p $(BUILD_DIR)/fuzz/elf-corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(TOP)/shared -o $@ $< \
-	    $(FUZZ_ELF_SRCS) -llzma -lz -ldw -lelf -luv -ldl
+	    $(FUZZ_ELF_SRCS) $(filter %.c,$(FUZZ_ELF_BUILD)) \
+	    -llzma -lz -ldw -lelf -luv -ldl
 
 FUZZ_UNWIND_SRCS = $(TOP)/shared/worker/unwind.c \
                    $(TOP)/shared/worker/unwind_build.c \

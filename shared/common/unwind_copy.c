@@ -47,10 +47,15 @@ prof_unwind_moved(uintptr_t p, uintptr_t remote, uintptr_t local,
 }
 
 
-/* An object's arrays moved into the copy and checked: 0, or -1. */
+/*
+ * An object's arrays moved into the copy and checked: 0, or -1. Arrays
+ * that lie in shared (a table this process maps where the other one does:
+ * the one it inherited, whose objects the other's table took whole) stay
+ * where they are, checked to lie all in it.
+ */
 static int
 prof_unwind_adopt_object(prof_unwind_object_t *o, uintptr_t remote,
-    uintptr_t local, size_t bytes)
+    uintptr_t local, size_t bytes, const prof_unwind_table_t *shared)
 {
     uint32_t   i;
     uintptr_t  rows, pages, sites, callouts;
@@ -63,6 +68,14 @@ prof_unwind_adopt_object(prof_unwind_object_t *o, uintptr_t remote,
     }
 
     page_count = ((o->end - o->start) >> PROF_UNWIND_PAGE_SHIFT) + 2;
+
+    if (shared != NULL
+        && prof_unwind_within((uintptr_t) o->rows, 0, 1, 1,
+                              (uintptr_t) shared->arena, shared->bytes))
+    {
+        remote = local = (uintptr_t) shared->arena;
+        bytes = shared->bytes;
+    }
 
     rows = prof_unwind_moved((uintptr_t) o->rows, remote, local, bytes);
     pages = prof_unwind_moved((uintptr_t) o->pages, remote, local, bytes);
@@ -138,6 +151,14 @@ prof_unwind_table_copy_bytes(const void *head, uintptr_t remote)
 prof_unwind_table_t *
 prof_unwind_table_adopt(void *copy, size_t size, uintptr_t remote)
 {
+    return prof_unwind_table_adopt_over(copy, size, remote, NULL);
+}
+
+
+prof_unwind_table_t *
+prof_unwind_table_adopt_over(void *copy, size_t size, uintptr_t remote,
+    const prof_unwind_table_t *shared)
+{
     unsigned              i;
     uintptr_t             local, cache, objects;
     prof_unwind_table_t  *t = copy;
@@ -167,8 +188,8 @@ prof_unwind_table_adopt(void *copy, size_t size, uintptr_t remote)
     t->objects = (prof_unwind_object_t *) objects;
 
     for (i = 0; i < t->object_count; i++) {
-        if (prof_unwind_adopt_object(&t->objects[i], remote, local, size)
-            != 0
+        if (prof_unwind_adopt_object(&t->objects[i], remote, local, size,
+                                     shared) != 0
             || (i > 0 && t->objects[i].start < t->objects[i - 1].end))
         {
             return NULL;

@@ -98,6 +98,14 @@ size_t prof_unwind_table_copy_bytes(const void *head, uintptr_t remote);
 prof_unwind_table_t *prof_unwind_table_adopt(void *copy, size_t size,
     uintptr_t remote);
 
+/*
+ * The same, for a table that may point into shared, a table this process
+ * maps at the address the other one does (the one it inherited from it):
+ * such arrays stay where they are, checked to lie in shared.
+ */
+prof_unwind_table_t *prof_unwind_table_adopt_over(void *copy, size_t size,
+    uintptr_t remote, const prof_unwind_table_t *shared);
+
 
 /*
  * The rows the last walk of a thread used, for its next walk (the signal

@@ -554,7 +554,7 @@ prof_aggregator_close(prof_aggregator_t *agg, const prof_batch_t *b,
 
     /* The DWARF no new address needed this period is not held. */
     if (agg->conf.symbolizer != NULL) {
-        (void) prof_symbolizer_release_dwarf(agg->conf.symbolizer, 0);
+        (void) prof_symbolizer_release_dwarf(agg->conf.symbolizer);
     }
 
     return rc;

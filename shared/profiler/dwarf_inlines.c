@@ -13,6 +13,9 @@
 #include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 #include "common/clock.h"
 #include "profiler/dwarf_inlines.h"
 #include "profiler/elf_file.h"
+#include "profiler/inline_table.h"
 #include "profiler/object_cache.h"
 #include "profiler/symbol_store.h"
 #include "profiler/symbolizer_internal.h"
@@ -100,38 +104,48 @@ prof_symbolizer_set_store(prof_symbolizer_t *sym, prof_symbol_store_t *store)
 
 
 /*
- * The DWARF of the file open at fd from the instance's symbol store: its
- * image, built by whichever profiler process asked first, mapped here.
+ * The inline table of the file open at fd from the instance's symbol
+ * store (inline_table.h): built from its DWARF by whichever profiler
+ * process asked first, mapped here; no libdw table is held.
  */
 static int
-prof_sym_dwarf_shared(prof_symbolizer_t *sym, prof_sym_object_t *o, int fd)
+prof_sym_inline_table(prof_symbolizer_t *sym, prof_sym_object_t *o, int fd)
 {
-    int      err;
-    void    *image;
-    size_t   len;
+    int                        err;
+    void                      *image;
+    size_t                     len;
+    prof_symbol_store_stats_t  before, after;
 
-    image = prof_symbol_store_dwarf(sym->store, fd, &len, &err);
+    prof_symbol_store_stats(sym->store, &before);
+
+    image = prof_symbol_store_get(sym->store, fd, PROF_STORE_INLINES,
+                                  prof_inline_table_build, NULL, &len, &err);
+
+#ifdef __GLIBC__
+    /*
+     * Built here: libdw's reading of the whole DWARF (megabytes for
+     * libc's) was freed; its pages go back to the system, once a table.
+     */
+    prof_symbol_store_stats(sym->store, &after);
+    if (after.built != before.built) {
+        (void) malloc_trim(0);
+    }
+#else
+    (void) after;
+#endif
+
     if (image == NULL) {
         return err;
     }
 
-    o->dwarf_elf = elf_memory(image, len);
-    if (o->dwarf_elf != NULL) {
-        o->dwarf = dwarf_begin_elf(o->dwarf_elf, DWARF_C_READ, NULL);
-    }
-
-    if (o->dwarf == NULL) {
-        if (o->dwarf_elf != NULL) {
-            (void) elf_end(o->dwarf_elf);
-            o->dwarf_elf = NULL;
-        }
+    if (!prof_inline_table_valid(image, len)) {
         prof_symbol_store_unmap(sym->store, image, len);
         return -ENOEXEC;
     }
 
-    o->dwarf_store = sym->store;
-    o->dwarf_image = image;
-    o->dwarf_image_len = len;
+    o->inline_table = image;
+    o->inline_table_len = len;
+    o->inline_store = sym->store;
 
     return 0;
 }
@@ -146,25 +160,21 @@ prof_sym_dwarf_end(prof_sym_object_t *o)
         o->dwarf = NULL;
     }
 
-    if (o->dwarf_elf != NULL) {
-        (void) elf_end(o->dwarf_elf);
-        o->dwarf_elf = NULL;
-    }
-
-    if (o->dwarf_image != NULL) {
-        prof_symbol_store_unmap(o->dwarf_store, o->dwarf_image,
-                                o->dwarf_image_len);
-        o->dwarf_image = NULL;
+    if (o->inline_table != NULL) {
+        prof_symbol_store_unmap(o->inline_store, (void *) o->inline_table,
+                                o->inline_table_len);
+        o->inline_table = NULL;
     }
 }
 
 
 /*
  * The DWARF of the file o's names came from, opened the first time it is
- * asked for: NULL when that file has none (or too much of it), or when
- * the names came from no such file.
+ * asked for: its inline table from the store, or libdw's reading of it
+ * (without a store, or past its bounds). -1 when that file has none (or
+ * too much of it), or when the names came from no such file.
  */
-static Dwarf *
+static int
 prof_sym_dwarf(prof_symbolizer_t *sym, prof_sym_object_t *o)
 {
     int          fd, rc;
@@ -174,14 +184,14 @@ prof_sym_dwarf(prof_symbolizer_t *sym, prof_sym_object_t *o)
     Elf64_Shdr  *sh, *info;
 
     if (o->dwarf_tried) {
-        return o->dwarf;
+        return (o->inline_table != NULL || o->dwarf != NULL) ? 0 : -1;
     }
 
-    /* Another process was building its image: asked again later. */
+    /* Another process was building its table: asked again later. */
     if (o->dwarf_retry_ns != 0
         && prof_clock_ns(CLOCK_MONOTONIC) < o->dwarf_retry_ns)
     {
-        return NULL;
+        return -1;
     }
 
     o->dwarf_tried = 1;
@@ -193,11 +203,11 @@ prof_sym_dwarf(prof_symbolizer_t *sym, prof_sym_object_t *o)
         fd = open(o->names_path, O_RDONLY | O_CLOEXEC);
 
     } else {
-        return NULL;
+        return -1;
     }
 
     if (fd < 0) {
-        return NULL;
+        return -1;
     }
 
     /* Bounded: an object whose .debug_info is larger is not read. */
@@ -217,28 +227,35 @@ prof_sym_dwarf(prof_symbolizer_t *sym, prof_sym_object_t *o)
     }
 
     /*
-     * From the store; while another process is still building the image
+     * From the store; while another process is still building the table
      * (a niced process on a busy machine), none for now rather than a
      * copy of its own.
      */
-    if (rc == 0 && sym->store != NULL
-        && prof_sym_dwarf_shared(sym, o, fd) == -ETIMEDOUT)
-    {
-        o->dwarf_tried = 0;
-        o->dwarf_retry_ns = prof_clock_ns(CLOCK_MONOTONIC)
-                            + PROF_SYM_DWARF_RETRY_NS;
-        close(fd);
-        return NULL;
+    if (rc == 0 && sym->store != NULL) {
+        rc = prof_sym_inline_table(sym, o, fd);
+
+        if (rc == -ETIMEDOUT) {
+            o->dwarf_tried = 0;
+            o->dwarf_retry_ns = prof_clock_ns(CLOCK_MONOTONIC)
+                                + PROF_SYM_DWARF_RETRY_NS;
+        }
+
+        if (rc == 0 || rc == -ETIMEDOUT || rc == -ENOENT) {
+            close(fd);
+            return rc;
+        }
+
+        rc = 0;
     }
 
     /* Without a store, or past its bounds: its own. */
-    if (rc == 0 && o->dwarf == NULL) {
+    if (rc == 0) {
         o->dwarf = dwarf_begin(fd, DWARF_C_READ);
     }
 
     if (o->dwarf == NULL) {
         close(fd);
-        return NULL;
+        return -1;
     }
 
     o->dwarf_fd = fd;
@@ -248,7 +265,7 @@ prof_sym_dwarf(prof_symbolizer_t *sym, prof_sym_object_t *o)
         o->names_fd = -1;
     }
 
-    return o->dwarf;
+    return 0;
 }
 
 
@@ -287,7 +304,7 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
     o = (prof_sym_object_t *) object;
     *line = 0;
 
-    if (!o->loaded || (dwarf = prof_sym_dwarf(sym, o)) == NULL) {
+    if (!o->loaded || prof_sym_dwarf(sym, o) != 0) {
         return 0;
     }
 
@@ -295,6 +312,13 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
     sym->stats.dwarf_lookups++;
 
     vaddr = pc - o->obj.load_bias;
+
+    if (o->inline_table != NULL) {
+        return prof_inline_table_lookup(o->inline_table, vaddr, frames, max,
+                                        line);
+    }
+
+    dwarf = o->dwarf;
 
     if (dwarf_addrdie(dwarf, vaddr, &cudie) == NULL) {
         return 0;
@@ -379,7 +403,7 @@ prof_symbolizer_inlines(prof_symbolizer_t *sym, const prof_object_t *object,
 
 
 unsigned
-prof_symbolizer_release_dwarf(prof_symbolizer_t *sym, int stored_only)
+prof_symbolizer_release_dwarf(prof_symbolizer_t *sym)
 {
     size_t              i;
     unsigned            released;
@@ -390,11 +414,12 @@ prof_symbolizer_release_dwarf(prof_symbolizer_t *sym, int stored_only)
     for (i = 0; i < sym->nobjects; i++) {
         o = sym->objects[i];
 
-        if (o->dwarf == NULL || (stored_only && o->dwarf_image == NULL)) {
+        /* An inline table is the store's pages: it stays mapped. */
+        if (o->dwarf == NULL) {
             continue;
         }
 
-        if (o->dwarf_used && !stored_only) {
+        if (o->dwarf_used) {
             o->dwarf_used = 0;
             continue;
         }

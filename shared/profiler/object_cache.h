@@ -48,12 +48,11 @@ typedef struct {
                                                from, when its DWARF may
                                                tell inlined functions */
     int                  names_fd;          /* or that file open: -1 */
-    Dwarf               *dwarf;             /* of that file, once asked */
+    const void          *inline_table;      /* of that file, from the */
+    size_t               inline_table_len;  /* symbol store, once asked */
+    prof_symbol_store_t *inline_store;      /* (inline_table.h), or */
+    Dwarf               *dwarf;             /* its DWARF, without a store */
     int                  dwarf_fd;
-    Elf                 *dwarf_elf;         /* its image, when the symbol */
-    void                *dwarf_image;       /* store holds it: NULL, or */
-    size_t               dwarf_image_len;   /* mapped from */
-    prof_symbol_store_t *dwarf_store;
     int64_t              dwarf_retry_ns;    /* not asked before: its
                                                image was being built */
     unsigned             dwarf_tried:1;

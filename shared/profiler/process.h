@@ -128,8 +128,6 @@ struct prof_process_s {
     uint64_t             maps_every_ms;         /* the wait for the next
                                                    read for such walks */
     int                  maps_read;
-    uint64_t             dwarf_lookups;         /* the symbolizer's, at */
-    uint64_t             dwarf_asked_ms;        /*   this uv_now */
     int                  identify_logged;       /* the line of
                                                    prof_identify() */
     prof_stalls_t        stalls;

@@ -9,12 +9,7 @@
 
 #include <uv.h>
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
-
 #include "profiler/queue_drain.h"
-#include "profiler/symbol_store.h"
 
 
 /* Reads of the worker's maps for walks that left its unwind tables: at
@@ -23,12 +18,6 @@
 #define PROF_MAPS_EVERY_MS      200
 #define PROF_MAPS_QUIET_MS      10000
 
-/* A DWARF image of the symbol store unused that long is given back. */
-#define PROF_STORE_IDLE_NS      (60 * 1000 * 1000 * 1000LL)
-
-/* libdw's tables of a stored DWARF no new address asked for that long
-   are given back. */
-#define PROF_DWARF_IDLE_MS      10000
 
 
 /*
@@ -146,31 +135,10 @@ prof_report_interval(prof_process_t *p)
 }
 
 
-/* Whether the DWARF held was asked for by no new address for a while. */
-static int
-prof_drain_dwarf_idle(prof_process_t *p)
-{
-    uint64_t                 now;
-    prof_symbolizer_stats_t  ss;
-
-    prof_symbolizer_stats(p->symbolizer, &ss);
-    now = uv_now(&p->loop);
-
-    if (ss.dwarf_lookups != p->dwarf_lookups) {
-        p->dwarf_lookups = ss.dwarf_lookups;
-        p->dwarf_asked_ms = now;
-        return 0;
-    }
-
-    return ss.dwarf_open > 0 && now - p->dwarf_asked_ms >= PROF_DWARF_IDLE_MS;
-}
-
-
 void
 prof_drain_queue(prof_process_t *p)
 {
     prof_batch_t            *b, *next;
-    unsigned                 closed, released;
     prof_labels_t           *l;
     prof_endpoint_counts_t  *counts;
 
@@ -187,13 +155,9 @@ prof_drain_queue(prof_process_t *p)
         prof_spsc_release(&p->channel->labels);
     }
 
-    closed = 0;
-    released = 0;
-
     for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
 
-        closed |= b->flush_after;
         counts = b->flush_after ? prof_close_periods(p, b->flush_period)
                                 : NULL;
 
@@ -209,40 +173,4 @@ prof_drain_queue(prof_process_t *p)
     /* Stalls, named now that their samples' addresses are. */
     prof_stalls_report(p);
     prof_report_interval(p);
-
-    /*
-     * The DWARF from the symbol store: libdw's tables of it (megabytes
-     * for glibc's) are given back once no new address asked for them for
-     * a while (built again, when one does, from the image every profiler
-     * process maps); a steady load's new addresses do not have them
-     * parsed again each drain.
-     */
-    if (prof_drain_dwarf_idle(p)
-        && prof_symbolizer_release_dwarf(p->symbolizer, 1) > 0)
-    {
-        released = 1;
-    }
-
-    /*
-     * A period closed: the DWARF images no process of the instance
-     * needed for a minute are given back, the store's whole (built again
-     * from the file when a new address asks).
-     */
-    if (closed && p->store != NULL) {
-        (void) prof_symbol_store_trim(p->store, PROF_STORE_IDLE_NS);
-    }
-
-#ifdef __GLIBC__
-    /*
-     * The pages of the DWARF released go back to the system. Not at each
-     * period's close: the next period's tables are built in the pages
-     * the last one freed (what a burst leaves free is returned as it is
-     * freed, process.c's M_TRIM_THRESHOLD).
-     */
-    if (released) {
-        (void) malloc_trim(0);
-    }
-#else
-    (void) released;
-#endif
 }

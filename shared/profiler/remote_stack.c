@@ -472,7 +472,12 @@ prof_remote_stack_table(prof_remote_stack_t *r, const prof_unwind_table_t **t)
         return -EAGAIN;
     }
 
-    copy = prof_unwind_table_adopt(r->table_copy, size, remote);
+    /*
+     * Its objects of the master's table (borrowed, never freed) point
+     * into that table, which this process inherited where it lies.
+     */
+    copy = prof_unwind_table_adopt_over(r->table_copy, size, remote,
+                                        s->borrowed);
     if (copy == NULL) {
         return -EINVAL;
     }

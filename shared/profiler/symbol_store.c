@@ -5,17 +5,15 @@
  * images it lists. The table is the file's first pages; each image starts
  * on a page of its own after them. Locks (fcntl record locks on the
  * file's first bytes, advisory; a process that dies holds none): byte 0
- * the table's; byte 1 + i entry i's, written while its image is built;
- * byte 1 + PROF_STORE_ENTRIES + i read-locked by every process that maps
- * entry i's image, which is trimmed only when none does.
+ * the table's; byte 1 + i entry i's, written while its image is built.
+ * The file grows by each image built, page-rounded: it holds what was
+ * built, nothing reserved.
  */
 
 #define _GNU_SOURCE
 
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -27,9 +25,8 @@
 #include "profiler/symbol_store.h"
 
 
-#define PROF_STORE_MAGIC        0x31737973666f7270ULL   /* "profsys1" */
+#define PROF_STORE_MAGIC        0x32737973666f7270ULL   /* "profsys2" */
 #define PROF_STORE_ENTRIES      256
-#define PROF_STORE_HOLES        32
 #define PROF_STORE_MAX_BYTES    (1ULL << 30)
 /*
  * How long a process waits for another's image (the builder, niced, may
@@ -43,7 +40,7 @@ typedef enum {
     PROF_STORE_FREE = 0,
     PROF_STORE_BUILDING,                    /* by the holder of its lock */
     PROF_STORE_READY,
-    PROF_STORE_NONE                         /* the file has no DWARF */
+    PROF_STORE_NONE                         /* the file has none */
 } prof_store_state_e;
 
 
@@ -56,16 +53,7 @@ typedef struct {
     uint32_t             kind;              /* of image: the key's too */
     uint64_t             off;               /* of its image, in the file */
     uint64_t             len;
-    int64_t              used_ns;           /* last mapped or unmapped,
-                                               CLOCK_MONOTONIC */
 } prof_store_entry_t;
-
-
-/* The pages of a trimmed image, given back, reused by the next. */
-typedef struct {
-    uint64_t             off;
-    uint64_t             len;               /* 0: none */
-} prof_store_hole_t;
 
 
 typedef struct {
@@ -73,7 +61,6 @@ typedef struct {
     uint64_t             used;              /* bytes of images, rounded */
     uint32_t             count;             /* entries in use or freed */
     uint32_t             images;
-    prof_store_hole_t    holes[PROF_STORE_HOLES];
     prof_store_entry_t   entries[PROF_STORE_ENTRIES];
 } prof_store_table_t;
 
@@ -203,11 +190,6 @@ prof_store_lock(prof_symbol_store_t *s, off_t byte, short type, int wait)
     (void) prof_store_lock(s, 0, F_UNLCK, 1)
 #define prof_store_entry_byte(s, e)                                         \
     ((off_t) (1 + ((e) - (s)->table->entries)))
-#define prof_store_users_byte(index)                                        \
-    ((off_t) (1 + PROF_STORE_ENTRIES + (index)))
-
-
-static void prof_store_release(prof_symbol_store_t *s, uint32_t index);
 
 
 static prof_store_entry_t *
@@ -267,176 +249,6 @@ prof_store_claim(prof_symbol_store_t *s, const struct stat *st,
 }
 
 
-/*
- * Whether a section goes into an image: what libdw reads for the
- * functions inlined at a pc and its line. Not the location lists of
- * variables, the call frame information, macros nor the name indexes
- * (a seventh of glibc's DWARF: .debug_loclists).
- */
-static int
-prof_store_keeps(const char *name)
-{
-    static const char  *skipped[] = {
-        ".debug_loc", ".debug_loclists", ".debug_frame", ".debug_macro",
-        ".debug_macinfo", ".debug_pubnames", ".debug_pubtypes",
-        ".debug_gnu_pubnames", ".debug_gnu_pubtypes", ".debug_names",
-        NULL
-    };
-    const char        **s;
-
-    if (strcmp(name, ".gnu_debugaltlink") == 0) {
-        return 1;
-    }
-
-    if (strncmp(name, ".debug_", 7) != 0) {
-        return 0;
-    }
-
-    for (s = skipped; *s != NULL; s++) {
-        if (strcmp(name, *s) == 0) {
-            return 0;
-        }
-    }
-
-    return 1;
-}
-
-
-#define prof_store_align(n)     (((n) + 15) & ~(uint64_t) 15)
-
-
-/*
- * The image of the DWARF of the file at fd, in memory of its own (malloc):
- * an ELF header, the file's .debug_* sections (decompressed) and
- * .gnu_debugaltlink, its section names, then the section headers. -ENOENT
- * when it has no .debug_info; -ENOEXEC when it is not a native 64-bit ELF
- * file.
- */
-static int
-prof_store_dwarf_image(int fd, void *unused, void **image, size_t *len)
-{
-    int          rc;
-    char        *name, *out;
-    size_t       shstrndx, n, i, kept;
-    uint64_t     total, off;
-    Elf         *elf;
-    Elf_Scn     *scn, **scns;
-    Elf_Data    *data, *strs;
-    Elf64_Ehdr  *ehdr, *oh;
-    Elf64_Shdr  *sh, *osh;
-
-    (void) elf_version(EV_CURRENT);
-
-    elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    if (elf == NULL) {
-        return -ENOEXEC;
-    }
-
-    rc = -ENOEXEC;
-    scns = NULL;
-
-    ehdr = elf64_getehdr(elf);
-    if (ehdr == NULL || ehdr->e_ident[EI_DATA] != ELFDATA2LSB
-        || elf_getshdrstrndx(elf, &shstrndx) != 0
-        || elf_getshdrnum(elf, &n) != 0
-        || (strs = elf_getdata(elf_getscn(elf, shstrndx), NULL)) == NULL)
-    {
-        goto done;
-    }
-
-    rc = -ENOMEM;
-    scns = calloc(n + 1, sizeof(Elf_Scn *));
-    if (scns == NULL) {
-        goto done;
-    }
-
-    /* The sections kept, decompressed; the size of the image. */
-    rc = -ENOENT;
-    kept = 0;
-    total = sizeof(Elf64_Ehdr) + prof_store_align(strs->d_size);
-
-    for (scn = elf_nextscn(elf, NULL); scn != NULL;
-         scn = elf_nextscn(elf, scn))
-    {
-        sh = elf64_getshdr(scn);
-        if (sh == NULL || sh->sh_type == SHT_NOBITS
-            || (name = elf_strptr(elf, shstrndx, sh->sh_name)) == NULL
-            || !prof_store_keeps(name))
-        {
-            continue;
-        }
-
-        if ((sh->sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0) {
-            continue;
-        }
-
-        data = elf_getdata(scn, NULL);
-        if (data == NULL || data->d_buf == NULL) {
-            continue;
-        }
-
-        if (strcmp(name, ".debug_info") == 0) {
-            rc = 0;
-        }
-
-        scns[kept++] = scn;
-        total += prof_store_align(data->d_size);
-    }
-
-    if (rc != 0) {
-        goto done;
-    }
-
-    total += (kept + 2) * sizeof(Elf64_Shdr);
-
-    out = calloc(1, total);
-    if (out == NULL) {
-        rc = -ENOMEM;
-        goto done;
-    }
-
-    /* Section 0 is null, 1 the names, then those kept in their order. */
-    oh = (Elf64_Ehdr *) out;
-    *oh = *ehdr;
-    oh->e_phoff = 0;
-    oh->e_phnum = 0;
-    oh->e_shentsize = sizeof(Elf64_Shdr);
-    oh->e_shnum = (Elf64_Half) (kept + 2);
-    oh->e_shstrndx = 1;
-    oh->e_shoff = total - (kept + 2) * sizeof(Elf64_Shdr);
-
-    osh = (Elf64_Shdr *) (out + oh->e_shoff);
-    off = sizeof(Elf64_Ehdr);
-
-    osh[1] = *elf64_getshdr(elf_getscn(elf, shstrndx));
-    osh[1].sh_offset = off;
-    osh[1].sh_size = strs->d_size;
-    memcpy(out + off, strs->d_buf, strs->d_size);
-    off += prof_store_align(strs->d_size);
-
-    for (i = 0; i < kept; i++) {
-        data = elf_getdata(scns[i], NULL);
-        osh[i + 2] = *elf64_getshdr(scns[i]);
-        osh[i + 2].sh_flags &= ~(uint64_t) SHF_COMPRESSED;
-        osh[i + 2].sh_offset = off;
-        osh[i + 2].sh_size = data->d_size;
-        osh[i + 2].sh_link = 0;
-        memcpy(out + off, data->d_buf, data->d_size);
-        off += prof_store_align(data->d_size);
-    }
-
-    *image = out;
-    *len = total;
-
-done:
-
-    free(scns);
-    (void) elf_end(elf);
-
-    return rc;
-}
-
-
 static int
 prof_store_write(int fd, const char *p, size_t len, uint64_t off)
 {
@@ -453,29 +265,6 @@ prof_store_write(int fd, const char *p, size_t len, uint64_t off)
         p += n;
         len -= (size_t) n;
         off += (uint64_t) n;
-    }
-
-    return 0;
-}
-
-
-/* Room for bytes (page-rounded) in a trimmed image's pages: 0, none. */
-static uint64_t
-prof_store_take_hole(prof_symbol_store_t *s, uint64_t bytes)
-{
-    uint64_t            off;
-    unsigned            i;
-    prof_store_hole_t  *h;
-
-    for (i = 0; i < PROF_STORE_HOLES; i++) {
-        h = &s->table->holes[i];
-
-        if (h->len >= bytes) {
-            off = h->off;
-            h->off += bytes;
-            h->len -= bytes;
-            return off;
-        }
     }
 
     return 0;
@@ -509,12 +298,7 @@ prof_store_build(prof_symbol_store_t *s, prof_store_entry_t *e, int fd,
     if (rc == 0) {
         rounded = (len + page - 1) & ~(uint64_t) (page - 1);
 
-        off = prof_store_take_hole(s, rounded);
-
-        if (off != 0) {
-            /* void */
-
-        } else if (s->table->used + rounded > PROF_STORE_MAX_BYTES) {
+        if (s->table->used + rounded > PROF_STORE_MAX_BYTES) {
             rc = -ENOSPC;
 
         } else {
@@ -562,15 +346,6 @@ prof_store_build(prof_symbol_store_t *s, prof_store_entry_t *e, int fd,
     (void) prof_store_lock(s, prof_store_entry_byte(s, e), F_UNLCK, 0);
 
     return rc;
-}
-
-
-void *
-prof_symbol_store_dwarf(prof_symbol_store_t *s, int fd, size_t *len,
-    int *err)
-{
-    return prof_symbol_store_get(s, fd, PROF_STORE_DWARF,
-                                 prof_store_dwarf_image, NULL, len, err);
 }
 
 
@@ -627,10 +402,7 @@ prof_symbol_store_get(prof_symbol_store_t *s, int fd, uint32_t kind,
         if (e->state == PROF_STORE_READY) {
             off = e->off;
             *len = e->len;
-            e->used_ns = prof_clock_ns(CLOCK_MONOTONIC);
             index = (uint32_t) (e - s->table->entries);
-            (void) prof_store_lock(s, prof_store_users_byte(index), F_RDLCK,
-                                   0);
             prof_store_unlock_table(s);
             break;
         }
@@ -682,43 +454,8 @@ prof_symbol_store_get(prof_symbol_store_t *s, int fd, uint32_t kind,
     }
 
     *err = (image == MAP_FAILED) ? -errno : -ENOSPC;
-    prof_store_release(s, index);
 
     return NULL;
-}
-
-
-/* Whether this process maps entry index's image. */
-static int
-prof_store_maps(prof_symbol_store_t *s, uint32_t index)
-{
-    unsigned  i;
-
-    for (i = 0; i < PROF_STORE_ENTRIES; i++) {
-        if (s->maps[i].image != NULL && s->maps[i].entry == index) {
-            return 1;
-        }
-    }
-
-    return 0;
-}
-
-
-/* A mapping of entry index less (the last one's read lock let go). */
-static void
-prof_store_release(prof_symbol_store_t *s, uint32_t index)
-{
-    if (prof_store_lock_table(s) != 0) {
-        return;
-    }
-
-    s->table->entries[index].used_ns = prof_clock_ns(CLOCK_MONOTONIC);
-
-    if (!prof_store_maps(s, index)) {
-        (void) prof_store_lock(s, prof_store_users_byte(index), F_UNLCK, 0);
-    }
-
-    prof_store_unlock_table(s);
 }
 
 
@@ -733,70 +470,9 @@ prof_symbol_store_unmap(prof_symbol_store_t *s, void *image, size_t len)
         if (s->maps[i].image == image) {
             s->maps[i].image = NULL;
             s->mapped--;
-            prof_store_release(s, s->maps[i].entry);
             return;
         }
     }
-}
-
-
-unsigned
-prof_symbol_store_trim(prof_symbol_store_t *s, int64_t idle_ns)
-{
-    int64_t              now;
-    uint32_t             i;
-    unsigned             trimmed, h;
-    uint64_t             rounded, page;
-    prof_store_entry_t  *e;
-
-    if (s == NULL || prof_store_lock_table(s) != 0) {
-        return 0;
-    }
-
-    now = prof_clock_ns(CLOCK_MONOTONIC);
-    page = (uint64_t) sysconf(_SC_PAGESIZE);
-    trimmed = 0;
-
-    for (i = 0; i < s->table->count && i < PROF_STORE_ENTRIES; i++) {
-        e = &s->table->entries[i];
-
-        if (e->kind != PROF_STORE_DWARF || e->state != PROF_STORE_READY
-            || now - e->used_ns < idle_ns || prof_store_maps(s, i))
-        {
-            continue;
-        }
-
-        /* Mapped by another process: its read lock is held. */
-        if (prof_store_lock(s, prof_store_users_byte(i), F_WRLCK, 0) != 0) {
-            continue;
-        }
-
-        (void) prof_store_lock(s, prof_store_users_byte(i), F_UNLCK, 0);
-
-        /* Its pages given back: where a hole can be kept for the next. */
-        for (h = 0; h < PROF_STORE_HOLES && s->table->holes[h].len > 0; h++) {
-            /* void */
-        }
-
-        rounded = (e->len + page - 1) & ~(page - 1);
-
-        if (h == PROF_STORE_HOLES
-            || fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                         (off_t) e->off, (off_t) rounded) == -1)
-        {
-            continue;
-        }
-
-        s->table->holes[h].off = e->off;
-        s->table->holes[h].len = rounded;
-        e->state = PROF_STORE_FREE;
-        s->table->images--;
-        trimmed++;
-    }
-
-    prof_store_unlock_table(s);
-
-    return trimmed;
 }
 
 
@@ -804,9 +480,6 @@ void
 prof_symbol_store_stats(prof_symbol_store_t *s,
     prof_symbol_store_stats_t *stats)
 {
-    unsigned  i;
-    uint64_t  hole;
-
     memset(stats, 0, sizeof(*stats));
 
     if (s == NULL) {
@@ -815,11 +488,6 @@ prof_symbol_store_stats(prof_symbol_store_t *s,
 
     /* Without the lock: figures, each read whole. */
     stats->bytes = __atomic_load_n(&s->table->used, __ATOMIC_RELAXED);
-
-    for (i = 0; i < PROF_STORE_HOLES; i++) {
-        hole = __atomic_load_n(&s->table->holes[i].len, __ATOMIC_RELAXED);
-        stats->bytes -= (hole <= stats->bytes) ? hole : stats->bytes;
-    }
 
     stats->images = __atomic_load_n(&s->table->images, __ATOMIC_RELAXED);
     stats->built = s->built;

@@ -113,8 +113,9 @@ void prof_symbolizer_set_debuginfod(prof_symbolizer_t *sym,
 
 /*
  * The instance's symbol store (symbol_store.h; NULL: none, the default):
- * the DWARF of the files read for inlined functions comes from there,
- * built once for all the profiler processes, when it has room.
+ * the inline tables of the files read for inlined functions come from
+ * there (inline_table.h), built once for all the profiler processes, when
+ * it has room.
  */
 void prof_symbolizer_set_store(prof_symbolizer_t *sym,
     prof_symbol_store_t *store);
@@ -151,18 +152,16 @@ size_t prof_symbolizer_inlines(prof_symbolizer_t *sym,
     size_t max, uint32_t *line);
 
 /*
- * Releases the DWARF of the objects no prof_symbolizer_inlines() asked
- * since the last call (libdw's copy of its sections, decompressed, and
- * its mapping of the file: megabytes for libc's debug file), keeping the
- * file open to read it again when asked. At a period's close: what is
- * read only for the new addresses of a burst is not held once they are
- * named. stored_only: every DWARF whose image the symbol store holds
- * (set_store), asked or not, which costs no file read nor decompression
- * to open again, only libdw's parsing: after each drain. How many were
- * released.
+ * Releases the DWARF libdw read for the objects no
+ * prof_symbolizer_inlines() asked since the last call (its copy of the
+ * sections, decompressed, and its tables: megabytes for libc's debug
+ * file), keeping the file open to read it again when asked. At a
+ * period's close: what is read only for the new addresses of a burst is
+ * not held once they are named. Only without a symbol store, or past its
+ * bounds: an inline table from the store (set_store) holds no libdw
+ * table, and stays mapped. How many were released.
  */
-unsigned prof_symbolizer_release_dwarf(prof_symbolizer_t *sym,
-    int stored_only);
+unsigned prof_symbolizer_release_dwarf(prof_symbolizer_t *sym);
 
 /*
  * The debug files fetched since the last call become the names of their

@@ -495,7 +495,8 @@ prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns)
         return;
     }
 
-    t = prof_unwind_table_build();
+    /* The master's objects taken from its table, which stays. */
+    t = prof_unwind_table_build_over(s->borrowed);
     if (t == NULL) {
         return;
     }

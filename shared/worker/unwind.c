@@ -30,14 +30,53 @@
 #define PROF_BUILD_ATTEMPTS  4
 
 
-/* Sizes found by the first pass. */
+/* Sizes found by the first pass; of the objects shared (see below). */
 typedef struct {
     size_t             objects;
     size_t             fdes;
     size_t             pages;
     size_t             code;        /* bytes */
     int                sparse;      /* an object without unwind tables */
+    const prof_unwind_table_t  *shared;
+    size_t             shared_fdes;
+    size_t             shared_pages;
+    size_t             shared_code;
 } prof_sizes_t;
+
+
+/*
+ * The object of table t (NULL: none) built from the same loaded image:
+ * its load bias and code the same. Its arrays are then the new table's
+ * too. Allocates nothing (inside dl_iterate_phdr).
+ */
+static const prof_unwind_object_t *
+prof_shared_object(const prof_unwind_table_t *t, const prof_unwind_image_t *im)
+{
+    unsigned                     lo, hi, mid;
+    const prof_unwind_object_t  *o;
+
+    if (t == NULL) {
+        return NULL;
+    }
+
+    lo = 0;
+    hi = t->object_count;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        if (t->objects[mid].start < im->code_low) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+
+    o = (lo < t->object_count) ? &t->objects[lo] : NULL;
+
+    return (o != NULL && o->start == im->code_low && o->end == im->code_high
+            && o->base == im->base)
+           ? o : NULL;
+}
 
 
 /*
@@ -144,6 +183,13 @@ prof_size_object(struct dl_phdr_info *info, size_t size, void *data)
         sizes->sparse = 1;
     }
 
+    if (prof_shared_object(sizes->shared, &im) != NULL) {
+        sizes->shared_fdes += n;
+        sizes->shared_pages += ((im.code_high - im.code_low)
+                                >> PROF_UNWIND_PAGE_SHIFT) + 2;
+        sizes->shared_code += im.code_high - im.code_low;
+    }
+
     return 0;
 }
 
@@ -164,12 +210,19 @@ prof_note_generation(prof_unwind_table_t *t, struct dl_phdr_info *info,
 static int
 prof_parse_object(struct dl_phdr_info *info, size_t size, void *data)
 {
-    prof_unwind_image_t     im;
-    prof_unwind_builder_t  *b = data;
+    prof_unwind_image_t          im;
+    prof_unwind_builder_t       *b = data;
+    const prof_unwind_object_t  *o;
 
     prof_note_generation(b->t, info, size);
 
     if (prof_image_of(info, &im) != 0) {
+        return 0;
+    }
+
+    o = prof_shared_object(b->shared, &im);
+
+    if (o != NULL && prof_unwind_builder_add_object(b, o) == 0) {
         return 0;
     }
 
@@ -187,6 +240,13 @@ prof_parse_object(struct dl_phdr_info *info, size_t size, void *data)
 prof_unwind_table_t *
 prof_unwind_table_build(void)
 {
+    return prof_unwind_table_build_over(NULL);
+}
+
+
+prof_unwind_table_t *
+prof_unwind_table_build_over(const prof_unwind_table_t *shared)
+{
     int                    attempt;
     size_t                 rows, scale;
     prof_sizes_t           sizes;
@@ -198,7 +258,22 @@ prof_unwind_table_build(void)
     {
         /* Measured again each time: objects loaded meanwhile count. */
         memset(&sizes, 0, sizeof(sizes));
+        sizes.shared = shared;
         (void) dl_iterate_phdr(prof_size_object, &sizes);
+
+        /*
+         * The objects of the shared table take no room: their arrays are
+         * its. Not when the call-outs differ (an object without unwind
+         * tables loaded since, or gone): every object is parsed again.
+         */
+        if (shared != NULL && shared->callouts == sizes.sparse) {
+            sizes.fdes -= sizes.shared_fdes;
+            sizes.pages -= sizes.shared_pages;
+            sizes.code -= sizes.shared_code;
+
+        } else {
+            sizes.shared = NULL;
+        }
 
         rows = (sizes.fdes * PROF_ROWS_PER_FDE + 4096) * scale;
 
@@ -219,6 +294,7 @@ prof_unwind_table_build(void)
         }
 
         b.callouts = sizes.sparse;
+        b.shared = sizes.shared;
         b.entry = (uintptr_t) getauxval(AT_ENTRY);
         t->callouts = sizes.sparse;
 

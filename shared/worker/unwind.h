@@ -32,6 +32,17 @@
 
 /* The objects loaded now (dl_iterate_phdr). NULL when out of memory. */
 prof_unwind_table_t *prof_unwind_table_build(void);
+
+/*
+ * The same, taking from shared (a table built earlier in this address
+ * space, the master's, which must outlive the new one) the objects still
+ * loaded where they were: the new table points into shared's arrays for
+ * them, and holds only the rows of the objects loaded since (a worker's:
+ * the modules the name service loads as it starts, kilobytes instead of a
+ * copy of megabytes). Every object parsed anew when the call-outs differ.
+ */
+prof_unwind_table_t *prof_unwind_table_build_over(
+    const prof_unwind_table_t *shared);
 void prof_unwind_table_free(prof_unwind_table_t *t);
 
 /* Bytes the table holds, how many objects it covers and left out. */

@@ -558,6 +558,31 @@ prof_unwind_table_create(size_t size, size_t objects,
 }
 
 
+int
+prof_unwind_builder_add_object(prof_unwind_builder_t *b,
+    const prof_unwind_object_t *o)
+{
+    prof_unwind_table_t  *t = b->t;
+
+    if (t->object_count == b->object_capacity) {
+        return -1;
+    }
+
+    t->objects[t->object_count] = *o;
+
+    if (t->object_count == 0 || o->start < t->code_low) {
+        t->code_low = o->start;
+    }
+    if (o->end > t->code_high) {
+        t->code_high = o->end;
+    }
+
+    t->object_count++;
+
+    return 0;
+}
+
+
 void
 prof_unwind_table_finish(prof_unwind_table_t *t, prof_unwind_builder_t *b)
 {

@@ -78,6 +78,8 @@ typedef struct {
     uintptr_t              code_low;
     uintptr_t              code_high;
     int                    callouts; /* make call-outs (unwind_table.h) */
+    const prof_unwind_table_t *shared; /* whose objects may be taken
+                                          whole, or NULL */
     uintptr_t              entry;    /* the program's entry point, or 0 */
     int                    full;     /* rows did not fit: start again */
 } prof_unwind_builder_t;
@@ -105,6 +107,15 @@ uint64_t prof_unwind_image_fdes(const prof_unwind_image_t *im,
  */
 int prof_unwind_builder_add_image(prof_unwind_builder_t *b,
     const prof_unwind_image_t *im);
+
+/*
+ * The next object of the table is o, an object of another table (b->shared)
+ * built from the same image, which outlives this one: its descriptor
+ * copied, its arrays left where they are. 0, or -1 when the table has no
+ * room for another object.
+ */
+int prof_unwind_builder_add_object(prof_unwind_builder_t *b,
+    const prof_unwind_object_t *o);
 
 /* Sorts the objects and gives back the pages the build did not use. */
 void prof_unwind_table_finish(prof_unwind_table_t *t,

@@ -40,6 +40,7 @@
 
 #include <cmocka.h>
 
+#include "profiler/inline_table.h"
 #include "profiler/symbol_store.h"
 #include "profiler/symbolizer.h"
 
@@ -310,41 +311,42 @@ test_dwarf_released_when_idle_and_read_again(void **state)
     assert_true(line > 0);
 
     /* Asked since the last release: kept; then idle: released. */
-    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 0);
-    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 1);
-    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 1);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
 
     n = prof_symbolizer_inlines(*state, obj, pc, frames, PROF_INLINES_MAX,
                                 &again);
     assert_int_equal(n, 0);
     assert_int_equal(again, line);
 
-    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 0);
-    assert_int_equal(prof_symbolizer_release_dwarf(*state, 0), 1);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(*state), 1);
 }
 
 
 /*
- * With the instance's symbol store, an object's symbol table and DWARF
- * come from images the first process built: the same name and lines as
- * without it; a released object unmaps its DWARF; another process (a
- * fork, as profiler processes are) maps the same images without building
- * them; a file without DWARF is remembered as such.
+ * With the instance's symbol store, an object's symbol table and inline
+ * table come from images the first process built: the same name and
+ * lines as without it, and no libdw table held (none to release);
+ * another process (a fork, as profiler processes are) maps the same
+ * images without building them; a file without DWARF is remembered as
+ * such.
  */
 static void
-test_symbols_and_dwarf_from_the_symbol_store(void **state)
+test_symbols_and_inlines_from_the_symbol_store(void **state)
 {
-    int                         fd, err, status, exe, ready[2], go[2];
-    char                        c;
+    int                         fd, err, status, exe;
     pid_t                       child;
     size_t                      n, len;
     uint32_t                    line, stored;
-    uint64_t                    pc, bytes;
+    uint64_t                    pc;
     const char                 *function;
     prof_inline_t               frames[PROF_INLINES_MAX];
     prof_symbolizer_t          *other;
     prof_symbol_store_t        *store;
     const prof_object_t        *obj;
+    prof_symbolizer_stats_t     ss;
     prof_symbol_store_stats_t   st;
 
     pc = (uintptr_t) test_target_function + 1;
@@ -372,22 +374,19 @@ test_symbols_and_dwarf_from_the_symbol_store(void **state)
     assert_int_equal(n, 0);
     assert_int_equal(stored, line);
 
-    /* The symbol table, then the DWARF. */
+    /* The symbol table, then the inline table; no libdw table held. */
     prof_symbol_store_stats(store, &st);
     assert_int_equal(st.images, 2);
     assert_int_equal(st.built, 2);
     assert_int_equal(st.mapped, 2);
     assert_true(st.bytes > 0);
-
-    /* Stored: released even though asked, and asked again the same. */
-    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
-    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 0);
-    prof_symbol_store_stats(store, &st);
-    assert_int_equal(st.mapped, 1);
+    prof_symbolizer_stats(other, &ss);
+    assert_int_equal(ss.dwarf_open, 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(other), 0);
+    assert_int_equal(prof_symbolizer_release_dwarf(other), 0);
     n = prof_symbolizer_inlines(other, obj, pc, frames, PROF_INLINES_MAX,
                                 &stored);
     assert_int_equal(stored, line);
-    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
 
     child = fork();
     assert_true(child >= 0);
@@ -423,72 +422,18 @@ test_symbols_and_dwarf_from_the_symbol_store(void **state)
     /* A file without DWARF (this machine's true(1)): none, remembered. */
     exe = open("/bin/true", O_RDONLY | O_CLOEXEC);
     assert_true(exe >= 0);
-    assert_null(prof_symbol_store_dwarf(store, exe, &len, &err));
+    assert_null(prof_symbol_store_get(store, exe, PROF_STORE_INLINES,
+                                      prof_inline_table_build, NULL, &len,
+                                      &err));
     assert_int_equal(err, -ENOENT);
-    assert_null(prof_symbol_store_dwarf(store, exe, &len, &err));
+    assert_null(prof_symbol_store_get(store, exe, PROF_STORE_INLINES,
+                                      prof_inline_table_build, NULL, &len,
+                                      &err));
     assert_int_equal(err, -ENOENT);
     prof_symbol_store_stats(store, &st);
     assert_int_equal(st.images, 2);
     assert_int_equal(st.built, 2);
     (void) close(exe);
-
-    /*
-     * Trimmed: not while a process maps it, then its pages given back
-     * (the symbol table stays) and taken again by the image built anew.
-     */
-    n = prof_symbolizer_inlines(other, obj, pc, frames, PROF_INLINES_MAX,
-                                &stored);
-    assert_int_equal(prof_symbol_store_trim(store, 0), 0);
-    assert_int_equal(prof_symbolizer_release_dwarf(other, 1), 1);
-
-    /* Mapped by another process: kept while it lives, not after. */
-    assert_int_equal(pipe(ready), 0);
-    assert_int_equal(pipe(go), 0);
-    child = fork();
-    assert_true(child >= 0);
-
-    if (child == 0) {
-        prof_symbol_store_t  *s;
-        prof_symbolizer_t    *sym;
-
-        s = prof_symbol_store_open(fd);
-        sym = prof_symbolizer_create();
-        if (s == NULL || sym == NULL) {
-            _exit(10);
-        }
-        prof_symbolizer_set_store(sym, s);
-        obj = prof_symbolize(sym, pc, &function);
-        (void) prof_symbolizer_inlines(sym, obj, pc, frames,
-                                       PROF_INLINES_MAX, &stored);
-        if (write(ready[1], "x", 1) != 1 || read(go[0], &c, 1) != 1) {
-            _exit(11);
-        }
-        _exit(0);
-    }
-
-    assert_int_equal(read(ready[0], &c, 1), 1);
-    assert_int_equal(prof_symbol_store_trim(store, 0), 0);
-    assert_int_equal(write(go[1], "x", 1), 1);
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    (void) close(ready[0]);
-    (void) close(ready[1]);
-    (void) close(go[0]);
-    (void) close(go[1]);
-
-    prof_symbol_store_stats(store, &st);
-    bytes = st.bytes;
-    assert_int_equal(prof_symbol_store_trim(store, 0), 1);
-    prof_symbol_store_stats(store, &st);
-    assert_int_equal(st.images, 1);
-    assert_true(st.bytes < bytes);
-    n = prof_symbolizer_inlines(other, obj, pc, frames, PROF_INLINES_MAX,
-                                &stored);
-    assert_int_equal(stored, line);
-    prof_symbol_store_stats(store, &st);
-    assert_int_equal(st.images, 2);
-    assert_int_equal(st.built, 3);
-    assert_int_equal(st.bytes, bytes);
 
     prof_symbolizer_destroy(other);
     prof_symbol_store_close(store);
@@ -1849,7 +1794,7 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_resolves_libc_function_via_dynsym,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(test_symbols_and_dwarf_from_the_symbol_store,
+        cmocka_unit_test_setup_teardown(test_symbols_and_inlines_from_the_symbol_store,
                                         setup, teardown),
         cmocka_unit_test(test_another_process_and_its_exit),
         cmocka_unit_test_setup_teardown(

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <stdarg.h>
@@ -1132,12 +1133,104 @@ test_return_addresses_signed(void **state)
 #endif
 
 
+/*
+ * A table built over another (a worker's over the master's): the objects
+ * loaded in both are the other's, their arrays shared, not copied; an
+ * object loaded since has rows of its own; the new table is the size of
+ * those only. Copied from another process, the new table is adopted over
+ * the one this process shares with it, and not without it.
+ */
+static void
+test_table_over_another_shares_its_objects(void **state)
+{
+    unsigned                     i, j, shared, own;
+    size_t                       bytes;
+    void                        *lib, *copy;
+    const char                  *name;
+    prof_unwind_table_t         *over, *adopted;
+    const prof_unwind_object_t  *o;
+    static const char           *candidates[] = {
+        "libnss_files.so.2", "libresolv.so.2", "libnss_dns.so.2", NULL
+    };
+
+    table = prof_unwind_table_build();
+    assert_non_null(table);
+
+    /* A library not loaded yet. */
+    lib = NULL;
+    for (i = 0; candidates[i] != NULL && lib == NULL; i++) {
+        name = candidates[i];
+        if (dlopen(name, RTLD_NOW | RTLD_NOLOAD) == NULL) {
+            lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+        }
+    }
+    if (lib == NULL) {
+        prof_unwind_table_free(table);
+        skip();
+    }
+
+    over = prof_unwind_table_build_over(table);
+    assert_non_null(over);
+    assert_true(prof_unwind_table_generation(over)
+                > prof_unwind_table_generation(table));
+    assert_true(prof_unwind_table_objects(over)
+                > prof_unwind_table_objects(table));
+
+    shared = own = 0;
+
+    for (i = 0; i < over->object_count; i++) {
+        o = &over->objects[i];
+        for (j = 0; j < table->object_count; j++) {
+            if (table->objects[j].start == o->start) {
+                break;
+            }
+        }
+        if (j < table->object_count) {
+            assert_memory_equal(o, &table->objects[j], sizeof(*o));
+            shared++;
+        } else {
+            assert_true((unsigned char *) o->rows >= over->arena
+                        && (unsigned char *) o->rows
+                           < over->arena + over->bytes);
+            own++;
+        }
+    }
+
+    assert_int_equal(shared, table->object_count);
+    assert_true(own >= 1);
+    print_message("over a table of %zu bytes: %zu bytes (%u objects of "
+                  "its own)\n", prof_unwind_table_bytes(table),
+                  prof_unwind_table_bytes(over), own);
+    assert_true(prof_unwind_table_bytes(over)
+                < prof_unwind_table_bytes(table) / 4);
+
+    /* As the profiler process copies it from the worker. */
+    bytes = over->bytes;
+    copy = aligned_alloc(64, (bytes + 63) & ~(size_t) 63);
+    assert_non_null(copy);
+    memcpy(copy, over->arena, bytes);
+    assert_null(prof_unwind_table_adopt(copy, bytes,
+                                        (uintptr_t) over->arena));
+    memcpy(copy, over->arena, bytes);
+    adopted = prof_unwind_table_adopt_over(copy, bytes,
+                                           (uintptr_t) over->arena, table);
+    assert_non_null(adopted);
+    assert_int_equal(adopted->object_count, over->object_count);
+    free(copy);
+
+    prof_unwind_table_free(over);
+    prof_unwind_table_free(table);
+    dlclose(lib);
+}
+
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_libunwind),
         cmocka_unit_test(test_bounds_and_unknown_code),
+        cmocka_unit_test(test_table_over_another_shares_its_objects),
 #if defined(__x86_64__)
         cmocka_unit_test(test_scan_steps_over_unknown_code),
         cmocka_unit_test(test_code_without_tables),
