@@ -232,9 +232,12 @@ prof_blocked_watch_turn(prof_ring_drain_t *drain, uint64_t turn,
 /*
  * A look at the sampled thread (when one is due), and when the next is.
  *
- * Waiting in its event wait: the next look PROF_WATCH_IDLE_NS later
- * (the sampler thread sleeps meanwhile, until the wait ends:
- * prof_ring_drain_sleep_idle).
+ * Waiting in its event wait: the next look a look distance later (a
+ * turn that begins meanwhile passes the threshold no sooner); in the
+ * same wait at two looks, it is idle: the sampler thread sleeps until
+ * the wait ends (prof_ring_drain_sleep_idle). A busy worker's short
+ * waits so cost it no wake-up of the sampler thread (a system call in
+ * prof_wait_end) and the sampler thread no look of their own.
  *
  * In a turn of its loop: the next look when the turn will have lasted
  * the look distance (its start read from the TSC word the wait's end
@@ -264,18 +267,23 @@ prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns)
     turn = __atomic_load_n(&s->sampled.turn_start, __ATOMIC_RELAXED);
     index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
 
+    /* In the same wait as at the last look: idle (the sampler thread
+       sleeps until the wait ends, prof_ring_drain_sleep_idle). */
+    drain->watch_idle = waiting && drain->watch_waiting
+                        && waits == drain->watch_waits;
     drain->watch_waits = waits;
     drain->watch_waiting = waiting;
 
+    look_ns = prof_ring_drain_look_ns(s);
+
     if (waiting) {
         drain->watch_ns = now_ns;
-        drain->watch_next_ns = now_ns + PROF_WATCH_IDLE_NS;
+        drain->watch_next_ns = now_ns + look_ns;
         drain->watch_turn = 0;
         drain->watch_cpu_ns = -1;
         return;
     }
 
-    look_ns = prof_ring_drain_look_ns(s);
     cpu_ns = prof_clock_ns(s->process_clock);
     now_tsc = prof_arch_ticks();
     age_ns = prof_ticks_ns(&s->sampled, now_tsc - turn, now_ns, now_tsc);

@@ -560,10 +560,11 @@ prof_stall_mailbox_take(prof_stall_mailbox_t *m, prof_stall_report_t *r,
 
 
 /*
- * Sleeps until woken while the sampled thread is in the wait the last
- * look found it in: nothing to look at until the wait ends, which wakes
- * this thread (prof_wait_end), as a sample, a flush, a stall or the stop
- * do; the next look then at once. 1: it slept.
+ * Sleeps until woken while the sampled thread is in the wait the last two
+ * looks found it in (idle a look distance at least): nothing to look at
+ * until the wait ends, which wakes this thread (prof_wait_end), as a
+ * sample, a flush, a stall or the stop do; the next look then at once.
+ * 1: it slept.
  */
 static int
 prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
@@ -571,7 +572,7 @@ prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
 {
     prof_sampler_t  *s = drain->sampler;
 
-    if (!drain->watch_waiting
+    if (!drain->watch_idle
         || !__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
         || __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED)
            != drain->watch_waits)
@@ -599,6 +600,7 @@ prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
 
     /* A look at once: the turn that began has its own deadline. */
     drain->watch_next_ns = 0;
+    drain->watch_idle = 0;
 
     return 1;
 }

@@ -22,14 +22,13 @@
 
 
 /*
- * When the sampler thread looks at the sampled thread: out of its event
- * wait, once a turn of its loop lasted PROF_WATCH_BUSY_NS (or the stall
- * threshold, when shorter), then that often while the turn lasts (to
- * find it blocked outside its event loop, or stalled); after a look found
- * it waiting, PROF_WATCH_IDLE_NS later.
+ * When the sampler thread looks at the sampled thread (the look
+ * distance): out of its event wait, once a turn of its loop lasted
+ * PROF_WATCH_BUSY_NS (or the stall threshold, when shorter), then that
+ * often while the turn lasts (to find it blocked outside its event loop,
+ * or stalled); after a look found it waiting, as long later.
  */
 #define PROF_WATCH_BUSY_NS        (100 * 1000 * 1000LL)
-#define PROF_WATCH_IDLE_NS        (250 * 1000 * 1000LL)
 
 /* How often walks that left the unwind tables are told, at most. */
 #define PROF_UNKNOWN_TOLD_NS      (200 * 1000 * 1000LL)
@@ -50,6 +49,8 @@ struct prof_ring_drain_s {
     uint32_t                 watch_index;
     uint64_t                 watch_waits;
     int                      watch_waiting;     /* at the last look */
+    int                      watch_idle;        /*   in the same wait as
+                                                   at the one before */
     int64_t                  watch_cpu_ns;
     uint64_t                 tables_told;       /* unwind tables built,
                                                    told to conf.notify */
