@@ -9,7 +9,9 @@
  * (remote_stack.h), else asked for with a queued SIGPROF, which the
  * handler serves as a PROF_SLOT_STACK slot, and which ends a sleep or a
  * poll the thread is in early (EINTR): the signal only where the thread
- * is not in a system call (it runs) or the read is refused.
+ * is blocked outside a system call (a page fault, a stop) or the read is
+ * refused. A thread that runs, or waits for a CPU, is left to its own
+ * CPU samples.
  */
 
 #define _GNU_SOURCE
@@ -21,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/arch.h"
 #include "common/clock.h"
 #include "common/futex.h"
 #include "profiler/ring_drain_internal.h"
@@ -98,9 +101,10 @@ prof_blocked_watch_ask(prof_sampler_t *s)
 
 /*
  * The sampled thread's stack read from outside, its time accounted, and
- * taken in order with the slots and flushes: 0, or -1 when the signal is
- * to ask for it (the thread is not blocked in a system call, or the read
- * failed). A refusal is counted and told once (the loop thread logs it).
+ * taken in order with the slots and flushes: 0; -EAGAIN when the thread
+ * runs (on a CPU, or waiting for one), or -1 when it is blocked outside
+ * a system call or the read failed: the signal is to ask for it then. A
+ * refusal is counted and told once (the loop thread logs it).
  */
 static int
 prof_blocked_watch_read(prof_ring_drain_t *drain, int64_t now_ns)
@@ -133,6 +137,9 @@ prof_blocked_watch_read(prof_ring_drain_t *drain, int64_t now_ns)
     case -EBUSY:
         return 0;                   /* it ran and accounted meanwhile */
 
+    case -EAGAIN:
+        return -EAGAIN;             /* it runs, or it moved meanwhile */
+
     case -EPERM:
     case -EACCES:
         prof_counter_add(d->stack_reads_refused, 1);
@@ -152,112 +159,160 @@ prof_blocked_watch_read(prof_ring_drain_t *drain, int64_t now_ns)
 }
 
 
-/* The sampled thread's stack, to account the time it was blocked. */
-static void
+/*
+ * The sampled thread's stack, to account the time it was blocked: read
+ * from outside, else asked for with the signal. 1: not taken, it runs
+ * (on a CPU, or waiting for one): its own CPU samples account its time
+ * and name its code; a signal would be served no sooner.
+ */
+static int
 prof_blocked_watch_take(prof_ring_drain_t *drain, int64_t now_ns)
 {
-    if (prof_blocked_watch_read(drain, now_ns) != 0) {
-        prof_blocked_watch_ask(drain->sampler);
+    int  rc;
+
+    rc = prof_blocked_watch_read(drain, now_ns);
+
+    if (rc == 0) {
+        return 0;
     }
+
+    if (rc == -EAGAIN) {
+        return 1;
+    }
+
+    prof_blocked_watch_ask(drain->sampler);
+
+    return 0;
 }
 
 
-/* How often a thread out of its event wait is looked at: a stall's
-   stack is asked for within half its threshold of it (10 ms at least). */
+/* The shortest look distance. */
 #define PROF_WATCH_BUSY_MIN_NS    (10 * 1000 * 1000LL)
 
 int64_t
-prof_ring_drain_busy_ns(prof_sampler_t *s)
+prof_ring_drain_look_ns(prof_sampler_t *s)
 {
-    int64_t  half;
+    int64_t  stall_ns;
 
-    half = s->sampled.stall_ns / 2;
+    stall_ns = s->sampled.stall_ns;
 
-    if (half <= 0 || half >= PROF_WATCH_BUSY_NS) {
+    if (stall_ns <= 0 || stall_ns >= PROF_WATCH_BUSY_NS) {
         return PROF_WATCH_BUSY_NS;
     }
 
-    return (half > PROF_WATCH_BUSY_MIN_NS) ? half : PROF_WATCH_BUSY_MIN_NS;
+    return (stall_ns > PROF_WATCH_BUSY_MIN_NS) ? stall_ns
+                                               : PROF_WATCH_BUSY_MIN_NS;
 }
 
 
 /*
- * A turn running past the stall threshold with no sample past it (no CPU
- * time passes: blocked in a system call): its stack asked for, once.
+ * A turn running past the stall threshold (age_ns into it) with no
+ * sample past it: its stack taken, once; while the thread runs, its own
+ * CPU samples are awaited (a read when it blocks, at a later look).
  */
 static void
-prof_blocked_watch_turn(prof_ring_drain_t *drain, int64_t now_ns)
+prof_blocked_watch_turn(prof_ring_drain_t *drain, uint64_t turn,
+    int64_t age_ns, int64_t now_ns)
 {
-    uint64_t         turn;
     prof_sampler_t  *s = drain->sampler;
 
-    if (s->sampled.stall_ns <= 0) {
-        return;
-    }
-
-    turn = __atomic_load_n(&s->sampled.turn_start, __ATOMIC_RELAXED);
-
-    if (__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)) {
-        drain->watch_turn = 0;
-        return;
-    }
-
-    if (turn != drain->watch_turn) {
-        drain->watch_turn = turn;
-        drain->watch_turn_ns = now_ns;
-        return;
-    }
-
-    if (now_ns - drain->watch_turn_ns >= s->sampled.stall_ns
-        && turn != drain->turn_asked
-        && !(drain->turn == turn && drain->turn_past))
+    if (s->sampled.stall_ns <= 0 || age_ns < s->sampled.stall_ns
+        || turn == drain->turn_asked
+        || (drain->turn == turn && drain->turn_past))
     {
+        return;
+    }
+
+    if (prof_blocked_watch_take(drain, now_ns) == 0) {
         drain->turn_asked = turn;
-        prof_blocked_watch_take(drain, now_ns);
     }
 }
 
 
 /*
- * A thread that neither waited in its event loop nor filled a slot since
- * the last look, and used less than half the time on CPU, is blocked
- * outside the loop: its stack is asked for, to account the time there.
+ * A look at the sampled thread (when one is due), and when the next is.
+ *
+ * Waiting in its event wait: the next look a look distance later (a
+ * turn that begins meanwhile passes the threshold no sooner); in the
+ * same wait at two looks, it is idle: the sampler thread sleeps until
+ * the wait ends (prof_ring_drain_sleep_idle). A busy worker's short
+ * waits so cost it no wake-up of the sampler thread (a system call in
+ * prof_wait_end) and the sampler thread no look of their own.
+ *
+ * In a turn of its loop: the next look when the turn will have lasted
+ * the look distance (its start read from the TSC word the wait's end
+ * left), so turns that end sooner, a busy worker's, cost no look of
+ * their own: a look a distance, not two; its CPU samples name their
+ * code. A turn found at two looks, in which the thread filled no slot
+ * and used less than half the time on CPU, is blocked outside the loop:
+ * its stack is taken, to account the time there. A turn past the stall
+ * threshold without a sample past it gets its stack taken once.
  */
 void
 prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns)
 {
     int              waiting;
-    int64_t          cpu_ns;
+    int64_t          cpu_ns, look_ns, age_ns;
     uint32_t         index;
-    uint64_t         waits;
+    uint64_t         waits, turn, now_tsc;
     prof_sampler_t  *s = drain->sampler;
 
-    waiting = __atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED);
-
-    if (now_ns - drain->watch_ns < (waiting ? PROF_WATCH_IDLE_NS
-                                            : prof_ring_drain_busy_ns(s)))
-    {
+    if (now_ns < drain->watch_next_ns) {
         return;
     }
 
-    /* A new wait has a new start. */
+    /* A new wait has a new start, and a new turn too. */
+    waiting = __atomic_load_n(&s->sampled.waiting, __ATOMIC_ACQUIRE);
     waits = __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED);
+    turn = __atomic_load_n(&s->sampled.turn_start, __ATOMIC_RELAXED);
     index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);
-    cpu_ns = waiting ? -1 : prof_clock_ns(s->process_clock);
 
-    if (!waiting && cpu_ns >= 0 && drain->watch_cpu_ns >= 0
-        && waits == drain->watch_waits && index == drain->watch_index
-        && cpu_ns - drain->watch_cpu_ns < (now_ns - drain->watch_ns) / 2)
-    {
-        prof_blocked_watch_take(drain, now_ns);
+    /* In the same wait as at the last look: idle (the sampler thread
+       sleeps until the wait ends, prof_ring_drain_sleep_idle). */
+    drain->watch_idle = waiting && drain->watch_waiting
+                        && waits == drain->watch_waits;
+    drain->watch_waits = waits;
+    drain->watch_waiting = waiting;
+
+    look_ns = prof_ring_drain_look_ns(s);
+
+    if (waiting) {
+        drain->watch_ns = now_ns;
+        drain->watch_next_ns = now_ns + look_ns;
+        drain->watch_turn = 0;
+        drain->watch_cpu_ns = -1;
+        return;
+    }
+
+    cpu_ns = prof_clock_ns(s->process_clock);
+    now_tsc = prof_arch_ticks();
+    age_ns = prof_ticks_ns(&s->sampled, now_tsc - turn, now_ns, now_tsc);
+
+    if (turn == drain->watch_turn) {
+        /* (Its start not known in ns yet: from when it was first seen.) */
+        if (age_ns < now_ns - drain->watch_turn_ns) {
+            age_ns = now_ns - drain->watch_turn_ns;
+        }
+
+        if (index == drain->watch_index && cpu_ns >= 0
+            && drain->watch_cpu_ns >= 0
+            && cpu_ns - drain->watch_cpu_ns < (now_ns - drain->watch_ns) / 2)
+        {
+            (void) prof_blocked_watch_take(drain, now_ns);
+
+        } else {
+            prof_blocked_watch_turn(drain, turn, age_ns, now_ns);
+        }
 
     } else {
-        prof_blocked_watch_turn(drain, now_ns);
+        drain->watch_turn = turn;
+        drain->watch_turn_ns = now_ns;
+        prof_blocked_watch_turn(drain, turn, age_ns, now_ns);
     }
 
     drain->watch_ns = now_ns;
-    drain->watch_waits = waits;
-    drain->watch_waiting = waiting;
+    drain->watch_next_ns = now_ns + ((age_ns < look_ns) ? look_ns - age_ns
+                                                        : look_ns);
     drain->watch_index = index;
     drain->watch_cpu_ns = cpu_ns;
 }

@@ -560,10 +560,11 @@ prof_stall_mailbox_take(prof_stall_mailbox_t *m, prof_stall_report_t *r,
 
 
 /*
- * Sleeps until woken while the sampled thread is in the wait it was in at
- * the last look too (idle at least PROF_WATCH_IDLE_NS): nothing to look at
+ * Sleeps until woken while the sampled thread is in the wait the last two
+ * looks found it in (idle a look distance at least): nothing to look at
  * until the wait ends, which wakes this thread (prof_wait_end), as a
- * sample, a flush, a stall or the stop do. 1: it slept.
+ * sample, a flush, a stall or the stop do; the next look then at once.
+ * 1: it slept.
  */
 static int
 prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
@@ -571,7 +572,7 @@ prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
 {
     prof_sampler_t  *s = drain->sampler;
 
-    if (!drain->watch_waiting
+    if (!drain->watch_idle
         || !__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
         || __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED)
            != drain->watch_waits)
@@ -596,6 +597,10 @@ prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
     }
 
     __atomic_store_n(&s->sampled.watcher_asleep, 0, __ATOMIC_RELAXED);
+
+    /* A look at once: the turn that began has its own deadline. */
+    drain->watch_next_ns = 0;
+    drain->watch_idle = 0;
 
     return 1;
 }
@@ -661,10 +666,8 @@ prof_ring_drain_main(void *arg)
             continue;
         }
 
-        /* The next look: when prof_ring_drain_watch() will take it */
-        next_ns = drain->watch_ns
-                  + (__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
-                     ? PROF_WATCH_IDLE_NS : prof_ring_drain_busy_ns(s));
+        /* The next look, as the last one set it. */
+        next_ns = drain->watch_next_ns;
 
         if (drain->batch != NULL && drain->batch->sample_count > 0) {
             if (now_ns - drain->last_push_ns >= drain->conf.push_every_ns) {

@@ -2,11 +2,14 @@
 
 /*
  * The sampler thread: the profiler process's side of a worker's sampler
- * (channel/sampler_state.h). It wakes a few times a second while the
- * sampled thread is busy, and not at all while it waits in its event loop
- * (the wait's end wakes it): it drains the ring's slots into batches for
- * the queue, in order with the flushes the sampled thread asked for (each
- * closes a profile with a barrier batch), and, when the sampled thread
+ * (channel/sampler_state.h). It wakes once a turn of the sampled
+ * thread's loop lasted the look distance (ring_drain_internal.h: 100 ms,
+ * or the stall threshold when shorter; a busy thread's turns are
+ * shorter: a wake a distance), and not at all while it waits in its
+ * event loop once two looks found it in the same wait (the wait's end
+ * wakes it): it drains the ring's slots into batches for the queue, in
+ * order with the flushes the sampled thread asked for (each closes a
+ * profile with a barrier batch), and, when the sampled thread
  * neither waited in its event loop nor burned CPU for a while (blocked
  * outside it), or a turn of its loop ran past the stall threshold with no
  * sample, takes its stack to account the blocked time: read from outside

@@ -22,11 +22,13 @@
 
 
 /*
- * How often the sampler thread looks at the sampled thread: while it runs
- * (to find it blocked outside its event loop), and while it waits there.
+ * When the sampler thread looks at the sampled thread (the look
+ * distance): out of its event wait, once a turn of its loop lasted
+ * PROF_WATCH_BUSY_NS (or the stall threshold, when shorter), then that
+ * often while the turn lasts (to find it blocked outside its event loop,
+ * or stalled); after a look found it waiting, as long later.
  */
 #define PROF_WATCH_BUSY_NS        (100 * 1000 * 1000LL)
-#define PROF_WATCH_IDLE_NS        (250 * 1000 * 1000LL)
 
 /* How often walks that left the unwind tables are told, at most. */
 #define PROF_UNKNOWN_TOLD_NS      (200 * 1000 * 1000LL)
@@ -43,9 +45,12 @@ struct prof_ring_drain_s {
     unsigned                 last_frame_count;  /* of the last CPU sample */
     uint64_t                *last_frames;
     int64_t                  watch_ns;          /* the watchdog's last look */
+    int64_t                  watch_next_ns;     /*   and its next */
     uint32_t                 watch_index;
     uint64_t                 watch_waits;
     int                      watch_waiting;     /* at the last look */
+    int                      watch_idle;        /*   in the same wait as
+                                                   at the one before */
     int64_t                  watch_cpu_ns;
     uint64_t                 tables_told;       /* unwind tables built,
                                                    told to conf.notify */
@@ -102,12 +107,12 @@ void prof_ring_drain_take_stack(prof_ring_drain_t *drain, prof_slot_t *slot,
 
 /* blocked_watch.c */
 
-/* How long the watch waits between looks at a thread out of its wait. */
-int64_t prof_ring_drain_busy_ns(prof_sampler_t *s);
+/* How long a turn of the sampled thread's loop lasts before a look. */
+int64_t prof_ring_drain_look_ns(prof_sampler_t *s);
 
-/* A look at the sampled thread, when one is due: its stack read or asked
-   for when it is blocked outside its event wait, or a stall no sample
-   caught. */
+/* A look at the sampled thread, when one is due (watch_next_ns): its
+   stack read or asked for when it is blocked outside its event wait, or
+   a stall no sample caught; and when the next look is (watch_next_ns). */
 void prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns);
 
 
