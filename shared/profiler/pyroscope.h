@@ -59,6 +59,9 @@ typedef struct {
                                                with no valid name */
     size_t               samples_dropped;   /* a sample alone over the
                                                size bound */
+    size_t               rank_comparisons;  /* the endpoints' ranking: at
+                                               most some 2 n log2(k) for n
+                                               endpoints past a bound k */
 } prof_pyroscope_info_t;
 
 

@@ -575,6 +575,62 @@ test_pyroscope_folds_endpoints_past_the_bound(void **state)
 }
 
 
+/* Many endpoints a period: the bound's worth of most time named, found
+   in O(n log k) comparisons (n^2 took seconds on the loop thread); none
+   ranked when they are fewer than the bound. */
+static void
+test_pyroscope_ranks_many_endpoints_in_n_log_k(void **state)
+{
+    char                    name[32];
+    size_t                  i, j, n = 60000, k = 10;
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, n, n);        /* /e<i>: i + 1 ns, the last the most */
+
+    c.max_endpoints = k;
+    c.max_samples = 2000;           /* within the reader's tables */
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(read_push(&out, s, 4), 2);
+
+    assert_int_equal(info.endpoints_folded, n - k);
+    assert_int_equal(s[0].nendpoints, k + 1);
+    for (i = n - k; i < n; i++) {
+        snprintf(name, sizeof(name), "GET /e%zu", i);
+        for (j = 0; j < s[0].nendpoints; j++) {
+            if (strcmp(s[0].endpoints[j], name) == 0) {
+                break;
+            }
+        }
+        assert_true(j < s[0].nendpoints);
+    }
+    assert_int_equal(s[0].sum[0], (int64_t) n * (n + 1) / 2);
+
+    /* each of the n - k entering the heap: two comparisons a level */
+    assert_true(info.rank_comparisons > 0);
+    assert_true(info.rank_comparisons <= 2 * n * 5);     /* log2(10) < 4 */
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 100, 100);
+
+    c.max_endpoints = 1000;
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(info.endpoints_folded, 0);
+    assert_int_equal(info.rank_comparisons, 0);
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
 static void
 test_pyroscope_series_labels_are_valid_sorted_and_bounded(void **state)
 {
@@ -701,6 +757,7 @@ main(void)
         cmocka_unit_test(
             test_pyroscope_labels_spans_with_the_local_root_in_hex),
         cmocka_unit_test(test_pyroscope_folds_endpoints_past_the_bound),
+        cmocka_unit_test(test_pyroscope_ranks_many_endpoints_in_n_log_k),
         cmocka_unit_test(
             test_pyroscope_series_labels_are_valid_sorted_and_bounded),
         cmocka_unit_test(
