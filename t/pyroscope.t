@@ -372,14 +372,17 @@ subtest 'nginx -t names the directive and the bad value' => sub {
     print $f "tok\n";
     close($f);
 
+    my $with = 'profiling_pyroscope_url http://pyroscope:4040;';
     for my $ok ('profiling_pyroscope_url off;',
                 'profiling_pyroscope_url http://pyroscope:4040;',
                 'profiling_pyroscope_url https://profiles.example.net/p/;',
-                'profiling_pyroscope_endpoints 0;',
-                'profiling_pyroscope_endpoints 1000;',
-                "profiling_pyroscope_bearer_token file:$secret_file;",
-                'profiling_pyroscope_tenant t1;',
-                'profiling_pyroscope_header X-A b;')
+                "$with profiling_pyroscope_endpoints 0;",
+                "$with profiling_pyroscope_endpoints 1000;",
+                "$with profiling_pyroscope_bearer_token file:$secret_file;",
+                "$with profiling_pyroscope_tenant t1;",
+                "$with profiling_pyroscope_header X-A b;",
+                "$with profiling_pyroscope_header Authorization "
+                . "file:$secret_file; profiling_pyroscope_tenant t1;")
     {
         $t->write_config("profiling on;\n$ok\n"
                          . "server { listen 127.0.0.1:%%PORT%%; }\n");
@@ -388,8 +391,13 @@ subtest 'nginx -t names the directive and the bad value' => sub {
     }
 
     my $url = qr/in "profiling_pyroscope_url" directive/;
+    my $both = qr/header that "profiling_pyroscope_\w+" set already: give one of them/;
+    my $own = qr/in "profiling_pyroscope_header" directive: the pushes set it themselves/;
     for my $bad (
-        [ 'profiling_pyroscope_url ftp://x;', qr/invalid value "ftp:\/\/x" $url/ ],
+        [ 'profiling_pyroscope_url ftp://x;',
+          qr/invalid value "ftp:\/\/x" $url \(the scheme must be http:\/\/ or https:\/\/\)/ ],
+        [ 'profiling_pyroscope_url http://h/p?x=1;',
+          qr/invalid value "http:\/\/h\/p\?x=1" $url \(a URL has no query or fragment\)/ ],
         [ 'profiling_pyroscope_url unix:/run/p.sock;',
           qr/invalid value "unix:\/run\/p.sock" $url \(the scheme must be http:\/\/ or https:\/\/\)/ ],
         [ 'profiling_pyroscope_url http://u:pw@host;',
@@ -411,6 +419,33 @@ subtest 'nginx -t names the directive and the bad value' => sub {
           qr/invalid header name "Bad Name" in "profiling_pyroscope_header"/ ],
         [ 'profiling_pyroscope_url off; profiling_pyroscope_url off;',
           qr/"profiling_pyroscope_url" directive is duplicate/ ],
+        [ "$with profiling_pyroscope_basic_auth u file:$secret_file; "
+          . "profiling_pyroscope_bearer_token file:$secret_file;",
+          qr/"profiling_pyroscope_bearer_token file:\S+" sets the "Authorization" $both/ ],
+        [ "$with profiling_pyroscope_basic_auth u file:$secret_file; "
+          . 'profiling_pyroscope_header Authorization "Token x";',
+          qr/"profiling_pyroscope_header Authorization" sets the "Authorization" $both/ ],
+        [ "$with profiling_pyroscope_header authorization env:HOME; "
+          . "profiling_pyroscope_basic_auth u file:$secret_file;",
+          qr/"profiling_pyroscope_basic_auth u" sets the "authorization" header that "profiling_pyroscope_header" set already/ ],
+        [ "$with profiling_pyroscope_tenant t1; profiling_pyroscope_tenant t2;",
+          qr/"profiling_pyroscope_tenant t2" sets the "X-Scope-OrgID" $both/ ],
+        [ "$with profiling_pyroscope_tenant t1; "
+          . 'profiling_pyroscope_header X-Scope-OrgID t2;',
+          qr/"profiling_pyroscope_header X-Scope-OrgID" sets the "X-Scope-OrgID" $both/ ],
+        [ "$with profiling_pyroscope_header X-A b; profiling_pyroscope_header x-a c;",
+          qr/"profiling_pyroscope_header x-a" sets the "X-A" $both/ ],
+        (map { [ "$with profiling_pyroscope_header $_ x;",
+                 qr/invalid header name "$_" $own/ ] }
+             qw(Content-Type content-length Host Content-Encoding)),
+        [ 'profiling_pyroscope_tenant t1;',
+          qr/"profiling_pyroscope_tenant" is set but "profiling_pyroscope_url" is not: nothing is pushed/ ],
+        [ "profiling_pyroscope_bearer_token file:$secret_file;",
+          qr/"profiling_pyroscope_bearer_token" is set but "profiling_pyroscope_url" is not/ ],
+        [ 'profiling_pyroscope_url off; profiling_pyroscope_endpoints 5;',
+          qr/"profiling_pyroscope_endpoints" is set but "profiling_pyroscope_url" is off/ ],
+        [ 'profiling_pyroscope_header X-A b;',
+          qr/"profiling_pyroscope_header" is set but "profiling_pyroscope_url" is not/ ],
     ) {
         my ($line, $re) = @$bad;
         $t->write_config("profiling on;\n$line\n"
