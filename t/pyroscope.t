@@ -21,7 +21,7 @@ use ProfAgent;
 use ProfEnv;
 use ProfFiles qw(slurp);
 use ProfHTTP;
-use ProfLog qw(last_exit_counters log_lines);
+use ProfLog qw(exit_counters last_exit_counters log_lines);
 use ProfNginx;
 use ProfPprof;
 use ProfPyroscope;
@@ -529,6 +529,56 @@ failing_pyroscope_test('a hanging Pyroscope: timeouts, nginx unaffected',
         ok(wait_until(sub { counters($t)->{pyroscope_dropped} >= 1 }, 15),
            'profiles ready meanwhile dropped, counted');
     });
+
+# Beside the agent, a Pyroscope that hangs: at a reload and at the stop
+# the agent's uploader closes first and Pyroscope's push ends after it,
+# at the close deadline; each profiler process ends with its exit line
+# (under AddressSanitizer: no report, ci/test).
+subtest 'the agent and a hanging Pyroscope: reload and stop end cleanly'
+    => sub {
+    my $port = ProfHTTP::free_port();
+    my $r = start_pyroscope("127.0.0.1:$port", mode => 'hang');
+    my $agent_port = ProfHTTP::free_port();
+    my $agent = start_agent("127.0.0.1:$agent_port");
+
+    my $t = ProfNginx->new(workers => 1);
+    $t->write_config(<<"EOF2");
+    profiling on;
+    profiling_agent_url http://127.0.0.1:$agent_port;
+    profiling_pyroscope_url http://127.0.0.1:$port;
+    profiling_upload_timeout 1s;
+    profiling_period 1s;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / { profiling_burn 2ms; }
+        location = /status { profiling_status; }
+    }
+EOF2
+    $t->run;
+    ok(wait_until(sub { (counters($t)->{uploads_succeeded} // 0) >= 1 }, 15),
+       'the agent takes profiles');
+    ProfWorkload::drive($t, '/', 1, 0.01);
+    $t->reload;
+    ok(wait_until(sub { exit_counters($t->error_log) >= 1 }, 15),
+       'the old worker\'s profiler process ended after the reload')
+        or diag($t->error_log);
+    ProfWorkload::drive($t, '/', 1, 0.01);
+    ok($t->stop(timeout => 15), 'nginx stopped');
+
+    my @exits = exit_counters($t->error_log);
+    is(scalar @exits, 2, 'both profiler processes logged their exit line')
+        or diag($t->error_log);
+    for my $c (@exits) {
+        ok($c->{pyroscope_dropped} >= 1,
+           'a push still hanging at the close deadline: dropped, counted');
+    }
+    unlike($t->error_log, qr/exited on signal|AddressSanitizer/,
+           'no process crashed');
+
+    stop_pyroscope($r);
+    stop_agent($agent);
+};
+
 
 subtest 'nobody listening: connection failures counted' => sub {
     my $port = ProfHTTP::free_port();
