@@ -529,14 +529,18 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 }
 
 
-/* A name Pyroscope takes, [a-zA-Z_][a-zA-Z0-9_]*, of a tag's key. */
+/*
+ * A name Pyroscope takes, [a-zA-Z_][a-zA-Z0-9_]* of at most
+ * PROF_PYROSCOPE_MAX_NAME bytes, of a tag's key; NULL: none (reserved,
+ * too long, or no memory).
+ */
 static char *
 prof_push_label_name(const char *key, size_t length)
 {
     char    *name, c;
     size_t   i;
 
-    if (length == 0) {
+    if (length == 0 || length > PROF_PYROSCOPE_MAX_NAME) {
         return NULL;
     }
 

@@ -35,6 +35,7 @@
 #define PROF_PYROSCOPE_MAX_SAMPLES     16000
 #define PROF_PYROSCOPE_MAX_BYTES       (4 * 1024 * 1024)
 #define PROF_PYROSCOPE_MAX_LABELS      30       /* names a series */
+#define PROF_PYROSCOPE_MAX_NAME        1024     /* bytes a label name */
 #define PROF_PYROSCOPE_MAX_VALUE       2048     /* bytes a label value */
 #define PROF_PYROSCOPE_OTHER_ENDPOINT  "other"
 
@@ -56,7 +57,8 @@ typedef struct {
     size_t               samples;
     size_t               endpoints_folded;  /* distinct, into "other" */
     size_t               tags_dropped;      /* past the label bound, or
-                                               with no valid name */
+                                               with no valid name (over
+                                               PROF_PYROSCOPE_MAX_NAME) */
     size_t               samples_dropped;   /* a sample alone over the
                                                size bound */
     size_t               rank_comparisons;  /* the endpoints' ranking: at

@@ -747,6 +747,48 @@ test_pyroscope_label_values_are_valid_utf8_and_bounded(void **state)
 }
 
 
+/* A tag's name over Pyroscope's 1,024 bytes would have every push
+   refused: the tag is dropped, counted; one of 1,024 is kept. */
+static void
+test_pyroscope_drops_tags_named_past_the_name_limit(void **state)
+{
+    char                    longest[1024 + 3], over[1025 + 3];
+    const char             *tags[3];
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 1, 0);
+
+    memset(longest, 'k', 1024);
+    memcpy(longest + 1024, ":v", 3);
+    memset(over, 'o', 1025);
+    memcpy(over + 1025, ":v", 3);
+
+    tags[0] = over;
+    tags[1] = longest;
+    tags[2] = "team:edge";
+
+    c.tags = tags;
+    c.tag_count = 3;
+
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(read_push(&out, s, 4), 2);
+
+    assert_int_equal(info.tags_dropped, 1);
+    assert_null(strstr(s[0].labels, "ooo"));
+    assert_non_null(strstr(s[0].labels, "kkk"));   /* names read cut */
+    assert_non_null(strstr(s[0].labels, ";team=edge;"));
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
 int
 main(void)
 {
@@ -762,6 +804,8 @@ main(void)
             test_pyroscope_series_labels_are_valid_sorted_and_bounded),
         cmocka_unit_test(
             test_pyroscope_label_values_are_valid_utf8_and_bounded),
+        cmocka_unit_test(
+            test_pyroscope_drops_tags_named_past_the_name_limit),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
