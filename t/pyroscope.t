@@ -655,6 +655,18 @@ subtest 'the stand-in refuses what Pyroscope refuses' => sub {
                                           1 .. 101) . " }\n"));
     is($res->{status}, 400, '101 labels on a sample: refused');
 
+    # A sample label named as a series label: the series' wins.
+    $res = $http->post("http://127.0.0.1:$port/ingest?format=pprof"
+                       . '&name=limits{endpoint=series}',
+                       { content => $pprof->($head
+                           . qq{string_table: "endpoint"\n}
+                           . qq{string_table: "GET /a"\n}
+                           . "sample { value: 1 label { key: 3 str: 4 } }\n")
+                       });
+    is($res->{status}, 200,
+       'a sample label named as a series label: accepted')
+        or diag($res->{content});
+
     my $old_ns = $now_ns - 2 * 3600 * 1e9;
     $res = $ingest->($pprof->($head =~ s/time_nanos: \d+/time_nanos: $old_ns/r
                               . "sample { value: 1 }\n"));

@@ -529,6 +529,13 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 }
 
 
+/* Names the samples' labels take: a series label of one of them would
+   meet them in every sample. */
+static const char  *prof_push_sample_label_names[] = {
+    "endpoint", "span_id", "trace_id", NULL
+};
+
+
 /*
  * A name Pyroscope takes, [a-zA-Z_][a-zA-Z0-9_]* of at most
  * PROF_PYROSCOPE_MAX_NAME bytes, of a tag's key; NULL: none (reserved,
@@ -537,8 +544,9 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 static char *
 prof_push_label_name(const char *key, size_t length)
 {
-    char    *name, c;
-    size_t   i;
+    char         *name, c;
+    size_t        i;
+    const char  **taken;
 
     if (length == 0 || length > PROF_PYROSCOPE_MAX_NAME) {
         return NULL;
@@ -561,6 +569,13 @@ prof_push_label_name(const char *key, size_t length)
     if (name[0] == '_' && name[1] == '_') {
         free(name);                     /* reserved */
         return NULL;
+    }
+
+    for (taken = prof_push_sample_label_names; *taken != NULL; taken++) {
+        if (strcmp(name, *taken) == 0) {
+            free(name);
+            return NULL;
+        }
     }
 
     return name;

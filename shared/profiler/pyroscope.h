@@ -6,7 +6,8 @@
  * cpu/nanoseconds and samples/count, period cpu/nanoseconds) and wall
  * time (__name__ wall: wall/nanoseconds and samples/count), each labelled
  * with service_name, environment, version and the user's tags (values
- * valid UTF-8 of at most PROF_PYROSCOPE_MAX_VALUE bytes), and each
+ * valid UTF-8 of at most PROF_PYROSCOPE_MAX_VALUE bytes; a tag named as
+ * a sample label, endpoint, span_id or trace_id, dropped), and each
  * a pprof or several: split so that none has more than
  * PROF_PYROSCOPE_MAX_SAMPLES samples or PROF_PYROSCOPE_MAX_BYTES bytes
  * before compression (Pyroscope's default limits, over which it rejects
@@ -57,8 +58,9 @@ typedef struct {
     size_t               samples;
     size_t               endpoints_folded;  /* distinct, into "other" */
     size_t               tags_dropped;      /* past the label bound, or
-                                               with no valid name (over
-                                               PROF_PYROSCOPE_MAX_NAME) */
+                                               with no valid name: over
+                                               PROF_PYROSCOPE_MAX_NAME, or
+                                               a sample label's */
     size_t               samples_dropped;   /* a sample alone over the
                                                size bound */
     size_t               rank_comparisons;  /* the endpoints' ranking: at

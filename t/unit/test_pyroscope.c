@@ -789,6 +789,45 @@ test_pyroscope_drops_tags_named_past_the_name_limit(void **state)
 }
 
 
+/* A tag named as a sample label would meet it in every sample: not a
+   series label, dropped, counted. */
+static void
+test_pyroscope_drops_tags_named_as_sample_labels(void **state)
+{
+    const char             *tags[4];
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 10, 2);
+
+    tags[0] = "endpoint:forged";
+    tags[1] = "span_id:forged";
+    tags[2] = "trace_id:forged";
+    tags[3] = "team:edge";
+
+    c.tags = tags;
+    c.tag_count = 4;
+    c.max_endpoints = 5;
+
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(read_push(&out, s, 4), 2);
+
+    assert_int_equal(info.tags_dropped, 3);
+    assert_string_equal(s[0].labels, "__name__=process_cpu;"
+                        "service_name=checkout;team=edge;");
+    assert_int_equal(s[0].nendpoints, 2);           /* the samples' own */
+    assert_int_equal(s[0].labelled_span, 10);
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
 int
 main(void)
 {
@@ -806,6 +845,7 @@ main(void)
             test_pyroscope_label_values_are_valid_utf8_and_bounded),
         cmocka_unit_test(
             test_pyroscope_drops_tags_named_past_the_name_limit),
+        cmocka_unit_test(test_pyroscope_drops_tags_named_as_sample_labels),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
