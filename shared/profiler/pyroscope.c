@@ -447,13 +447,14 @@ prof_push_raw_sample(prof_buffer_t *series, const prof_buffer_t *pprof)
 /*
  * The pprofs of one series (style s) into series: the merged samples
  * with a value of its own, at most max_samples a pprof, and halved while
- * one is over max_bytes (a sample alone over it is dropped, counted).
+ * one is over max_bytes (a sample alone over it is dropped, counted);
+ * the next ones start from the last size that fitted.
  */
 static int
 prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 {
     int                  rc;
-    size_t               n, i, j, chunk;
+    size_t               n, i, j, chunk, fitted;
     uint32_t            *keys;
     const int64_t       *v;
     prof_buffer_t        pprof = { NULL, 0, 0 };
@@ -479,6 +480,7 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 
     rc = 0;
     chunk = ps->max_samples;
+    fitted = chunk;                 /* the last size under max_bytes */
     i = 0;
 
     /* A series has a pprof even with no sample: the period is known. */
@@ -506,7 +508,7 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 
             ps->info->samples_dropped++;
             i++;
-            chunk = ps->max_samples;
+            chunk = fitted;
             continue;
         }
 
@@ -518,7 +520,8 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
         ps->info->profiles++;
         ps->info->samples += info.samples;
         i += chunk;
-        chunk = ps->max_samples;
+        fitted = chunk;             /* the next ones alike: not halved
+                                       from the bound again */
 
     } while (i < n);
 

@@ -517,6 +517,35 @@ test_pyroscope_halves_profiles_over_the_byte_limit(void **state)
 }
 
 
+/* Once halved to a size that fits, the next pprofs take that size, not
+   the whole bound halved again: every pprof but the last as full. */
+static void
+test_pyroscope_keeps_the_size_that_fitted_after_a_split(void **state)
+{
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 5000, 0);
+
+    c.max_bytes = 16 * 1024;
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+
+    assert_int_equal(read_push(&out, s, 4), 2);
+    assert_int_equal(s[0].samples, 5000);
+    assert_true(s[0].max_bytes <= 16 * 1024);
+    assert_int_equal(s[0].nprofiles,
+                     (5000 + s[0].max_samples - 1) / s[0].max_samples);
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
 static void
 test_pyroscope_labels_spans_with_the_local_root_in_hex(void **state)
 {
@@ -835,6 +864,8 @@ main(void)
         cmocka_unit_test(
             test_pyroscope_splits_profiles_over_the_sample_limit),
         cmocka_unit_test(test_pyroscope_halves_profiles_over_the_byte_limit),
+        cmocka_unit_test(
+            test_pyroscope_keeps_the_size_that_fitted_after_a_split),
         cmocka_unit_test(
             test_pyroscope_labels_spans_with_the_local_root_in_hex),
         cmocka_unit_test(test_pyroscope_folds_endpoints_past_the_bound),
