@@ -366,11 +366,13 @@ ngx_http_profiling_tags(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 
 /*
- * An agent address as nginx's URL parser sees it: NULL when valid, else
- * why not. http://host[:port][/path], https://..., unix:/path.
+ * A server's address as nginx's URL parser sees it: NULL when valid, else
+ * why not. http://host[:port][/path], https://..., and unix:/path when
+ * unix_ok (the agent's, not Pyroscope's).
  */
 const char *
-ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url)
+ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url,
+    ngx_uint_t unix_ok)
 {
     u_char     *p, *last;
     ngx_url_t   u;
@@ -385,7 +387,8 @@ ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url)
 
     ngx_memzero(&u, sizeof(ngx_url_t));
 
-    if (url->len >= 5 && ngx_strncmp(url->data, "unix:", 5) == 0) {
+    if (unix_ok && url->len >= 5 && ngx_strncmp(url->data, "unix:", 5) == 0)
+    {
         u.url = *url;
 
         if (ngx_parse_url(pool, &u) != NGX_OK) {
@@ -405,7 +408,8 @@ ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url)
         u.default_port = 443;
 
     } else {
-        return "the scheme must be http://, https:// or unix:";
+        return unix_ok ? "the scheme must be http://, https:// or unix:"
+                       : "the scheme must be http:// or https://";
     }
 
     u.url.len = last - u.url.data;
@@ -431,7 +435,7 @@ ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url)
     if (ngx_strlchr(u.uri.data, u.uri.data + u.uri.len, '?') != NULL
         || ngx_strlchr(u.uri.data, u.uri.data + u.uri.len, '#') != NULL)
     {
-        return "an agent URL has no query or fragment";
+        return "a URL has no query or fragment";
     }
 
     return NULL;
@@ -453,7 +457,7 @@ ngx_http_profiling_agent_url(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     value = cf->args->elts;
 
     if (ngx_strcmp(value[1].data, "off") != 0) {
-        err = ngx_http_profiling_check_url(cf->pool, &value[1]);
+        err = ngx_http_profiling_check_url(cf->pool, &value[1], 1);
 
         if (err != NULL) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

@@ -272,7 +272,7 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
             }
         }
 
-        err = ngx_http_profiling_check_url(cf->pool, url);
+        err = ngx_http_profiling_check_url(cf->pool, url, 1);
         if (err != NULL) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid value \"%s\" in the "
@@ -338,7 +338,7 @@ ngx_http_profiling_default_agent(ngx_conf_t *cf, ngx_str_t *url)
                    - url->data;
     }
 
-    err = ngx_http_profiling_check_url(cf->pool, url);
+    err = ngx_http_profiling_check_url(cf->pool, url, 1);
     if (err != NULL) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid agent address \"%V\" from the "

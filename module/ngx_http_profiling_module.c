@@ -367,6 +367,10 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_msec_value(pmcf->upload_timeout, 10000);
     ngx_conf_init_value(pmcf->pyroscope_endpoints, 0);
     ngx_conf_init_value(pmcf->timeline, 1);
+
+    if (ngx_http_profiling_pyroscope_check(cf, pmcf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
     ngx_conf_init_value(pmcf->lua, 1);
 
     /* The directives' values win over the environment and a tracer's. */

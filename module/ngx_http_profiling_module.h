@@ -72,6 +72,10 @@ typedef struct {
     ngx_str_t      pyroscope_url;       /* unset, "off": none */
     ngx_array_t   *pyroscope_headers;   /* of ngx_str_t "Name: value",
                                            NUL-terminated (secrets) */
+    ngx_array_t   *pyroscope_header_directives;     /* of ngx_str_t: the
+                                           directive that set each */
+    ngx_str_t      pyroscope_needs_url; /* the first directive set that
+                                           needs pyroscope_url */
     ngx_int_t      pyroscope_endpoints; /* 0: no endpoint label */
     ngx_msec_t     upload_timeout;
     ngx_flag_t     timeline;
@@ -197,9 +201,13 @@ char *ngx_http_profiling_pyroscope_tenant(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 char *ngx_http_profiling_pyroscope_header(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_pyroscope_check(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf);
 
-/* An agent's URL: NULL when valid, else why not. */
-const char *ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url);
+/* A server's URL (http, https, and unix: when unix_ok): NULL when valid,
+   else why not. */
+const char *ngx_http_profiling_check_url(ngx_pool_t *pool, ngx_str_t *url,
+    ngx_uint_t unix_ok);
 
 
 /*

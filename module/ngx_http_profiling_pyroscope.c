@@ -18,14 +18,62 @@
 #define NGX_HTTP_PROFILING_PYROSCOPE_ENDPOINTS_MAX  1000
 
 
-/* A header "Name: value" added to the pushes' (values never logged). */
+/* Headers the uploader writes itself, or curl does. */
+static const char  *ngx_http_profiling_push_own_headers[] = {
+    "Content-Type", "Content-Length", "Content-Encoding",
+    "Transfer-Encoding", "Host", NULL
+};
+
+
+/*
+ * Whether a directive (cmd, its first argument arg) may set the header
+ * name: not when another one set it already (one Authorization: basic
+ * auth, a bearer token or a header; one X-Scope-OrgID). NGX_CONF_OK, or
+ * NGX_CONF_ERROR logged naming both directives.
+ */
+static char *
+ngx_http_profiling_push_header_free(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf, ngx_command_t *cmd, ngx_str_t *arg,
+    const char *name)
+{
+    size_t      len;
+    ngx_uint_t  i;
+    ngx_str_t  *h, *by;
+
+    if (pmcf->pyroscope_headers == NULL) {
+        return NGX_CONF_OK;
+    }
+
+    len = ngx_strlen(name);
+    h = pmcf->pyroscope_headers->elts;
+    by = pmcf->pyroscope_header_directives->elts;
+
+    for (i = 0; i < pmcf->pyroscope_headers->nelts; i++) {
+        if (h[i].len > len && h[i].data[len] == ':'
+            && ngx_strncasecmp(h[i].data, (u_char *) name, len) == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V %V\" sets the "
+                               "\"%*s\" header that \"%V\" set already: "
+                               "give one of them", &cmd->name, arg, len,
+                               h[i].data, &by[i]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* A header "Name: value" added to the pushes' (values never logged), and
+   the directive that set it. */
 static char *
 ngx_http_profiling_push_header(ngx_conf_t *cf,
-    ngx_http_profiling_main_conf_t *pmcf, const char *name, ngx_str_t *value)
+    ngx_http_profiling_main_conf_t *pmcf, ngx_command_t *cmd,
+    const char *name, ngx_str_t *value)
 {
     u_char     *p;
     size_t      len;
-    ngx_str_t  *h;
+    ngx_str_t  *h, *by;
 
     for (p = value->data; p < value->data + value->len; p++) {
         if (*p == '\r' || *p == '\n' || *p == '\0') {
@@ -36,15 +84,22 @@ ngx_http_profiling_push_header(ngx_conf_t *cf,
     if (pmcf->pyroscope_headers == NULL) {
         pmcf->pyroscope_headers = ngx_array_create(cf->pool, 4,
                                                    sizeof(ngx_str_t));
-        if (pmcf->pyroscope_headers == NULL) {
+        pmcf->pyroscope_header_directives = ngx_array_create(cf->pool, 4,
+                                                   sizeof(ngx_str_t));
+        if (pmcf->pyroscope_headers == NULL
+            || pmcf->pyroscope_header_directives == NULL)
+        {
             return NGX_CONF_ERROR;
         }
     }
 
     h = ngx_array_push(pmcf->pyroscope_headers);
-    if (h == NULL) {
+    by = ngx_array_push(pmcf->pyroscope_header_directives);
+    if (h == NULL || by == NULL) {
         return NGX_CONF_ERROR;
     }
+
+    *by = cmd->name;
 
     len = ngx_strlen(name) + 2 + value->len;
     h->data = ngx_pnalloc(cf->pool, len + 1);
@@ -55,6 +110,11 @@ ngx_http_profiling_push_header(ngx_conf_t *cf,
     p = ngx_sprintf(h->data, "%s: %V", name, value);
     *p = '\0';
     h->len = len;
+
+    /* Each of them needs the URL (checked once the block is read). */
+    if (pmcf->pyroscope_needs_url.data == NULL) {
+        pmcf->pyroscope_needs_url = cmd->name;
+    }
 
     return NGX_CONF_OK;
 }
@@ -165,19 +225,13 @@ ngx_http_profiling_pyroscope_url(ngx_conf_t *cf, ngx_command_t *cmd,
     value = cf->args->elts;
 
     if (ngx_strcmp(value[1].data, "off") != 0) {
-        if (value[1].len >= 5
-            && ngx_strncmp(value[1].data, "unix:", 5) == 0)
-        {
-            err = "the scheme must be http:// or https://";
-
-        } else if (ngx_strlchr(value[1].data, value[1].data + value[1].len,
-                               '@')
-                   != NULL)
+        if (ngx_strlchr(value[1].data, value[1].data + value[1].len, '@')
+            != NULL)
         {
             err = "credentials go in profiling_pyroscope_basic_auth";
 
         } else {
-            err = ngx_http_profiling_check_url(cf->pool, &value[1]);
+            err = ngx_http_profiling_check_url(cf->pool, &value[1], 0);
         }
 
         if (err != NULL) {
@@ -225,6 +279,10 @@ ngx_http_profiling_pyroscope_endpoints(ngx_conf_t *cf, ngx_command_t *cmd,
 
     pmcf->pyroscope_endpoints = n;
 
+    if (pmcf->pyroscope_needs_url.data == NULL) {
+        pmcf->pyroscope_needs_url = cmd->name;
+    }
+
     return NGX_CONF_OK;
 }
 
@@ -251,7 +309,11 @@ ngx_http_profiling_pyroscope_basic_auth(ngx_conf_t *cf, ngx_command_t *cmd,
         return NGX_CONF_ERROR;
     }
 
-    if (ngx_http_profiling_secret(cf, &value[2], &secret) != NGX_CONF_OK) {
+    if (ngx_http_profiling_push_header_free(cf, pmcf, cmd, &value[1],
+                                            "Authorization")
+        != NGX_CONF_OK
+        || ngx_http_profiling_secret(cf, &value[2], &secret) != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
 
@@ -273,7 +335,7 @@ ngx_http_profiling_pyroscope_basic_auth(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_encode_base64(&secret, &plain);
     encoded.len = (p - encoded.data) + secret.len;
 
-    return ngx_http_profiling_push_header(cf, pmcf, "Authorization",
+    return ngx_http_profiling_push_header(cf, pmcf, cmd, "Authorization",
                                           &encoded);
 }
 
@@ -290,7 +352,11 @@ ngx_http_profiling_pyroscope_bearer_token(ngx_conf_t *cf,
 
     value = cf->args->elts;
 
-    if (ngx_http_profiling_secret(cf, &value[1], &secret) != NGX_CONF_OK) {
+    if (ngx_http_profiling_push_header_free(cf, pmcf, cmd, &value[1],
+                                            "Authorization")
+        != NGX_CONF_OK
+        || ngx_http_profiling_secret(cf, &value[1], &secret) != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
 
@@ -303,7 +369,7 @@ ngx_http_profiling_pyroscope_bearer_token(ngx_conf_t *cf,
     p = ngx_cpymem(header.data, "Bearer ", sizeof("Bearer ") - 1);
     ngx_memcpy(p, secret.data, secret.len);
 
-    return ngx_http_profiling_push_header(cf, pmcf, "Authorization",
+    return ngx_http_profiling_push_header(cf, pmcf, cmd, "Authorization",
                                           &header);
 }
 
@@ -320,7 +386,14 @@ ngx_http_profiling_pyroscope_tenant(ngx_conf_t *cf, ngx_command_t *cmd,
 
     value = cf->args->elts;
 
-    rv = ngx_http_profiling_push_header(cf, pmcf, "X-Scope-OrgID",
+    if (ngx_http_profiling_push_header_free(cf, pmcf, cmd, &value[1],
+                                            "X-Scope-OrgID")
+        != NGX_CONF_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    rv = ngx_http_profiling_push_header(cf, pmcf, cmd, "X-Scope-OrgID",
                                         &value[1]);
     if (rv != NGX_CONF_OK && rv != NGX_CONF_ERROR) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value \"%V\" in "
@@ -343,9 +416,10 @@ ngx_http_profiling_pyroscope_header(ngx_conf_t *cf, ngx_command_t *cmd,
 {
     ngx_http_profiling_main_conf_t  *pmcf = conf;
 
-    u_char     *p;
-    char       *rv;
-    ngx_str_t  *value, header;
+    u_char       *p;
+    char         *rv;
+    ngx_str_t    *value, header;
+    const char  **own;
 
     value = cf->args->elts;
 
@@ -362,6 +436,25 @@ ngx_http_profiling_pyroscope_header(ngx_conf_t *cf, ngx_command_t *cmd,
         return NGX_CONF_ERROR;
     }
 
+    for (own = ngx_http_profiling_push_own_headers; *own != NULL; own++) {
+        if (value[1].len == ngx_strlen(*own)
+            && ngx_strncasecmp(value[1].data, (u_char *) *own, value[1].len)
+               == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid header name "
+                               "\"%V\" in \"%V\" directive: the pushes "
+                               "set it themselves", &value[1], &cmd->name);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    if (ngx_http_profiling_push_header_free(cf, pmcf, cmd, &value[1],
+                                            (char *) value[1].data)
+        != NGX_CONF_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
     header = value[2];
 
     if ((value[2].len > 4 && ngx_strncmp(value[2].data, "env:", 4) == 0)
@@ -374,8 +467,8 @@ ngx_http_profiling_pyroscope_header(ngx_conf_t *cf, ngx_command_t *cmd,
         }
     }
 
-    rv = ngx_http_profiling_push_header(cf, pmcf, (char *) value[1].data,
-                                        &header);
+    rv = ngx_http_profiling_push_header(cf, pmcf, cmd,
+                                        (char *) value[1].data, &header);
     if (rv != NGX_CONF_OK && rv != NGX_CONF_ERROR) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value in \"%V\" "
                            "directive for the header \"%V\": %s",
@@ -384,4 +477,25 @@ ngx_http_profiling_pyroscope_header(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     return rv;
+}
+
+
+/* The Pyroscope directives but the URL need it: refused without it. */
+char *
+ngx_http_profiling_pyroscope_check(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf)
+{
+    if (pmcf->pyroscope_needs_url.data == NULL
+        || (pmcf->pyroscope_url.data != NULL
+            && ngx_strcmp(pmcf->pyroscope_url.data, "off") != 0))
+    {
+        return NGX_CONF_OK;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\" is set but "
+                       "\"profiling_pyroscope_url\" is %s: nothing is "
+                       "pushed to Pyroscope", &pmcf->pyroscope_needs_url,
+                       pmcf->pyroscope_url.data == NULL ? "not" : "off");
+
+    return NGX_CONF_ERROR;
 }

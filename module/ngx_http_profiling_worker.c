@@ -121,6 +121,18 @@ ngx_http_profiling_cstr(ngx_pool_t *pool, ngx_str_t *s)
 }
 
 
+/* The configuration could not be copied: the worker serves without the
+   profiler, and says so. */
+static ngx_int_t
+ngx_http_profiling_no_memory(ngx_cycle_t *cycle, const char *what)
+{
+    ngx_log_error(NGX_LOG_ALERT, cycle->log, 0, "profiling: no memory for "
+                  "%s, profiling is disabled in this process", what);
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_profiling_start(ngx_cycle_t *cycle)
 {
@@ -146,14 +158,14 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     if (pmcf->tags != NULL && pmcf->tags->nelts > 0) {
         tags = ngx_pcalloc(cycle->pool, pmcf->tags->nelts * sizeof(char *));
         if (tags == NULL) {
-            return NGX_OK;
+            return ngx_http_profiling_no_memory(cycle, "the tags");
         }
 
         tag = pmcf->tags->elts;
         for (i = 0; i < pmcf->tags->nelts; i++) {
             tags[i] = ngx_http_profiling_cstr(cycle->pool, &tag[i]);
             if (tags[i] == NULL) {
-                return NGX_OK;
+                return ngx_http_profiling_no_memory(cycle, "the tags");
             }
         }
 
@@ -241,7 +253,8 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
             headers = ngx_pcalloc(cycle->pool, pmcf->pyroscope_headers->nelts
                                                * sizeof(char *));
             if (headers == NULL) {
-                return NGX_OK;
+                return ngx_http_profiling_no_memory(cycle,
+                                                    "Pyroscope's headers");
             }
 
             tag = pmcf->pyroscope_headers->elts;

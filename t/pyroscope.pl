@@ -16,7 +16,8 @@
 # location or function id 0; no '-' in a sample type; time_nanos within
 # an hour before and ten minutes after now), and the series its string
 # sample labels make (every one but span_id, trace_id and profile_id
-# becomes a series label) judged again. A request breaking a rule is
+# becomes a series label, unless the series has one of that name: the
+# series' wins) judged again. A request breaking a rule is
 # answered 400 with Connect's JSON error and the reason, as Pyroscope
 # does; one that keeps them 200 with an empty PushResponse.
 #
@@ -344,16 +345,20 @@ sub check_profile {
     return undef;
 }
 
-# The series a profile makes once split by its string sample labels.
+# The series a profile makes once split by its string sample labels (a
+# sample label named as one of the series' is left out, as Pyroscope
+# does: the series' wins).
 sub split_series {
     my ($p, $labels) = @_;
     my %series;
+    my %named = map { $_->[0] => 1 } @$labels;
     for my $s (@{ $p->{sample} }) {
         my @l = @$labels;
         for my $lb (@{ $s->{label} }) {
             next unless $lb->{str};
             my $k = $p->{string_table}[ $lb->{key} ] // '';
             next if $k eq 'span_id' || $k eq 'trace_id' || $k eq 'profile_id';
+            next if $named{$k};         # the series' own wins
             push @l, [$k, $p->{string_table}[ $lb->{str} ] // ''];
         }
         my $key = join(',', map { "$_->[0]=$_->[1]" }

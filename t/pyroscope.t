@@ -21,7 +21,7 @@ use ProfAgent;
 use ProfEnv;
 use ProfFiles qw(slurp);
 use ProfHTTP;
-use ProfLog qw(last_exit_counters log_lines);
+use ProfLog qw(exit_counters last_exit_counters log_lines);
 use ProfNginx;
 use ProfPprof;
 use ProfPyroscope;
@@ -372,14 +372,17 @@ subtest 'nginx -t names the directive and the bad value' => sub {
     print $f "tok\n";
     close($f);
 
+    my $with = 'profiling_pyroscope_url http://pyroscope:4040;';
     for my $ok ('profiling_pyroscope_url off;',
                 'profiling_pyroscope_url http://pyroscope:4040;',
                 'profiling_pyroscope_url https://profiles.example.net/p/;',
-                'profiling_pyroscope_endpoints 0;',
-                'profiling_pyroscope_endpoints 1000;',
-                "profiling_pyroscope_bearer_token file:$secret_file;",
-                'profiling_pyroscope_tenant t1;',
-                'profiling_pyroscope_header X-A b;')
+                "$with profiling_pyroscope_endpoints 0;",
+                "$with profiling_pyroscope_endpoints 1000;",
+                "$with profiling_pyroscope_bearer_token file:$secret_file;",
+                "$with profiling_pyroscope_tenant t1;",
+                "$with profiling_pyroscope_header X-A b;",
+                "$with profiling_pyroscope_header Authorization "
+                . "file:$secret_file; profiling_pyroscope_tenant t1;")
     {
         $t->write_config("profiling on;\n$ok\n"
                          . "server { listen 127.0.0.1:%%PORT%%; }\n");
@@ -388,8 +391,13 @@ subtest 'nginx -t names the directive and the bad value' => sub {
     }
 
     my $url = qr/in "profiling_pyroscope_url" directive/;
+    my $both = qr/header that "profiling_pyroscope_\w+" set already: give one of them/;
+    my $own = qr/in "profiling_pyroscope_header" directive: the pushes set it themselves/;
     for my $bad (
-        [ 'profiling_pyroscope_url ftp://x;', qr/invalid value "ftp:\/\/x" $url/ ],
+        [ 'profiling_pyroscope_url ftp://x;',
+          qr/invalid value "ftp:\/\/x" $url \(the scheme must be http:\/\/ or https:\/\/\)/ ],
+        [ 'profiling_pyroscope_url http://h/p?x=1;',
+          qr/invalid value "http:\/\/h\/p\?x=1" $url \(a URL has no query or fragment\)/ ],
         [ 'profiling_pyroscope_url unix:/run/p.sock;',
           qr/invalid value "unix:\/run\/p.sock" $url \(the scheme must be http:\/\/ or https:\/\/\)/ ],
         [ 'profiling_pyroscope_url http://u:pw@host;',
@@ -411,6 +419,33 @@ subtest 'nginx -t names the directive and the bad value' => sub {
           qr/invalid header name "Bad Name" in "profiling_pyroscope_header"/ ],
         [ 'profiling_pyroscope_url off; profiling_pyroscope_url off;',
           qr/"profiling_pyroscope_url" directive is duplicate/ ],
+        [ "$with profiling_pyroscope_basic_auth u file:$secret_file; "
+          . "profiling_pyroscope_bearer_token file:$secret_file;",
+          qr/"profiling_pyroscope_bearer_token file:\S+" sets the "Authorization" $both/ ],
+        [ "$with profiling_pyroscope_basic_auth u file:$secret_file; "
+          . 'profiling_pyroscope_header Authorization "Token x";',
+          qr/"profiling_pyroscope_header Authorization" sets the "Authorization" $both/ ],
+        [ "$with profiling_pyroscope_header authorization env:HOME; "
+          . "profiling_pyroscope_basic_auth u file:$secret_file;",
+          qr/"profiling_pyroscope_basic_auth u" sets the "authorization" header that "profiling_pyroscope_header" set already/ ],
+        [ "$with profiling_pyroscope_tenant t1; profiling_pyroscope_tenant t2;",
+          qr/"profiling_pyroscope_tenant t2" sets the "X-Scope-OrgID" $both/ ],
+        [ "$with profiling_pyroscope_tenant t1; "
+          . 'profiling_pyroscope_header X-Scope-OrgID t2;',
+          qr/"profiling_pyroscope_header X-Scope-OrgID" sets the "X-Scope-OrgID" $both/ ],
+        [ "$with profiling_pyroscope_header X-A b; profiling_pyroscope_header x-a c;",
+          qr/"profiling_pyroscope_header x-a" sets the "X-A" $both/ ],
+        (map { [ "$with profiling_pyroscope_header $_ x;",
+                 qr/invalid header name "$_" $own/ ] }
+             qw(Content-Type content-length Host Content-Encoding)),
+        [ 'profiling_pyroscope_tenant t1;',
+          qr/"profiling_pyroscope_tenant" is set but "profiling_pyroscope_url" is not: nothing is pushed/ ],
+        [ "profiling_pyroscope_bearer_token file:$secret_file;",
+          qr/"profiling_pyroscope_bearer_token" is set but "profiling_pyroscope_url" is not/ ],
+        [ 'profiling_pyroscope_url off; profiling_pyroscope_endpoints 5;',
+          qr/"profiling_pyroscope_endpoints" is set but "profiling_pyroscope_url" is off/ ],
+        [ 'profiling_pyroscope_header X-A b;',
+          qr/"profiling_pyroscope_header" is set but "profiling_pyroscope_url" is not/ ],
     ) {
         my ($line, $re) = @$bad;
         $t->write_config("profiling on;\n$line\n"
@@ -495,6 +530,56 @@ failing_pyroscope_test('a hanging Pyroscope: timeouts, nginx unaffected',
            'profiles ready meanwhile dropped, counted');
     });
 
+# Beside the agent, a Pyroscope that hangs: at a reload and at the stop
+# the agent's uploader closes first and Pyroscope's push ends after it,
+# at the close deadline; each profiler process ends with its exit line
+# (under AddressSanitizer: no report, ci/test).
+subtest 'the agent and a hanging Pyroscope: reload and stop end cleanly'
+    => sub {
+    my $port = ProfHTTP::free_port();
+    my $r = start_pyroscope("127.0.0.1:$port", mode => 'hang');
+    my $agent_port = ProfHTTP::free_port();
+    my $agent = start_agent("127.0.0.1:$agent_port");
+
+    my $t = ProfNginx->new(workers => 1);
+    $t->write_config(<<"EOF2");
+    profiling on;
+    profiling_agent_url http://127.0.0.1:$agent_port;
+    profiling_pyroscope_url http://127.0.0.1:$port;
+    profiling_upload_timeout 1s;
+    profiling_period 1s;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / { profiling_burn 2ms; }
+        location = /status { profiling_status; }
+    }
+EOF2
+    $t->run;
+    ok(wait_until(sub { (counters($t)->{uploads_succeeded} // 0) >= 1 }, 15),
+       'the agent takes profiles');
+    ProfWorkload::drive($t, '/', 1, 0.01);
+    $t->reload;
+    ok(wait_until(sub { exit_counters($t->error_log) >= 1 }, 15),
+       'the old worker\'s profiler process ended after the reload')
+        or diag($t->error_log);
+    ProfWorkload::drive($t, '/', 1, 0.01);
+    ok($t->stop(timeout => 15), 'nginx stopped');
+
+    my @exits = exit_counters($t->error_log);
+    is(scalar @exits, 2, 'both profiler processes logged their exit line')
+        or diag($t->error_log);
+    for my $c (@exits) {
+        ok($c->{pyroscope_dropped} >= 1,
+           'a push still hanging at the close deadline: dropped, counted');
+    }
+    unlike($t->error_log, qr/exited on signal|AddressSanitizer/,
+           'no process crashed');
+
+    stop_pyroscope($r);
+    stop_agent($agent);
+};
+
+
 subtest 'nobody listening: connection failures counted' => sub {
     my $port = ProfHTTP::free_port();
     my $t = ProfNginx->new(workers => 1);
@@ -569,6 +654,18 @@ subtest 'the stand-in refuses what Pyroscope refuses' => sub {
                               . join(' ', map { "label { key: 1 num: $_ }" }
                                           1 .. 101) . " }\n"));
     is($res->{status}, 400, '101 labels on a sample: refused');
+
+    # A sample label named as a series label: the series' wins.
+    $res = $http->post("http://127.0.0.1:$port/ingest?format=pprof"
+                       . '&name=limits{endpoint=series}',
+                       { content => $pprof->($head
+                           . qq{string_table: "endpoint"\n}
+                           . qq{string_table: "GET /a"\n}
+                           . "sample { value: 1 label { key: 3 str: 4 } }\n")
+                       });
+    is($res->{status}, 200,
+       'a sample label named as a series label: accepted')
+        or diag($res->{content});
 
     my $old_ns = $now_ns - 2 * 3600 * 1e9;
     $res = $ingest->($pprof->($head =~ s/time_nanos: \d+/time_nanos: $old_ns/r

@@ -56,6 +56,7 @@ enum {
     PROF_CAUSE_PUSH_OTHER,
     PROF_CAUSE_PUSH_DROPPED,
     PROF_CAUSE_PUSH_FOLDED,         /* endpoints past the bound */
+    PROF_CAUSE_PUSH_TAGS,           /* tags no series label */
     PROF_CAUSES
 };
 

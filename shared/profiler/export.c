@@ -150,6 +150,15 @@ prof_push(prof_process_t *p, prof_profile_t *profile)
                          info.endpoints_folded);
     }
 
+    if (info.tags_dropped > 0) {
+        prof_log_limited(&p->log, PROF_CAUSE_PUSH_TAGS, PROF_LOG_NOTICE,
+                         "profiling: %zu of the tags are no Pyroscope "
+                         "label (a name taken, reserved or over %d bytes, "
+                         "or past the %d labels a series)",
+                         info.tags_dropped, PROF_PYROSCOPE_MAX_NAME,
+                         PROF_PYROSCOPE_MAX_LABELS);
+    }
+
     if (info.samples_dropped > 0) {
         prof_counter_add(d->pyroscope_samples_dropped, info.samples_dropped);
     }

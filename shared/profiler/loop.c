@@ -117,12 +117,11 @@ prof_on_push_outcome(void *data, const char *text)
 }
 
 
+/* Once both uploaders are closed: the loop's own handles. */
 static void
-prof_close_loop_handles(void *data)
+prof_close_loop_handles(prof_process_t *p)
 {
-    prof_process_t  *p = data;
-
-    if (p->uploaders_open > 0 && --p->uploaders_open > 0) {
+    if (p->uploader != NULL || p->pyroscope != NULL) {
         return;                         /* the other uploader still runs */
     }
 
@@ -134,10 +133,30 @@ prof_close_loop_handles(void *data)
         uv_close((uv_handle_t *) &p->status_timer, NULL);
     }
 
-    p->uploader = NULL;
-    p->pyroscope = NULL;
     uv_close((uv_handle_t *) &p->batches_ready, NULL);
     uv_close((uv_handle_t *) &p->stop_requested, NULL);
+}
+
+
+/* Each uploader, freed once closed, is no longer named from then on: the
+   other one's outcomes, still to come, read what is left. */
+static void
+prof_on_uploader_closed(void *data)
+{
+    prof_process_t  *p = data;
+
+    p->uploader = NULL;
+    prof_close_loop_handles(p);
+}
+
+
+static void
+prof_on_pyroscope_closed(void *data)
+{
+    prof_process_t  *p = data;
+
+    p->pyroscope = NULL;
+    prof_close_loop_handles(p);
 }
 
 
@@ -163,16 +182,16 @@ prof_on_stop_requested(uv_async_t *handle)
                    - __atomic_load_n(&p->stop_started_ns, __ATOMIC_ACQUIRE))
                   / 1000000;
 
-    p->uploaders_open = (p->uploader != NULL) + (p->pyroscope != NULL);
-
+    /* (Their closed callbacks run on a later turn of the loop, never
+       from prof_uploader_close.) */
     if (p->uploader != NULL) {
         prof_uploader_close(p->uploader, upload_ms > 0 ? upload_ms : 0,
-                            prof_close_loop_handles, p);
+                            prof_on_uploader_closed, p);
     }
 
     if (p->pyroscope != NULL) {
         prof_uploader_close(p->pyroscope, upload_ms > 0 ? upload_ms : 0,
-                            prof_close_loop_handles, p);
+                            prof_on_pyroscope_closed, p);
     }
 }
 

@@ -115,9 +115,8 @@ struct prof_process_s {
     prof_symbolizer_t   *symbolizer;
     prof_symbol_store_t *store;                 /* NULL: none */
     prof_aggregator_t   *aggregator;
-    prof_uploader_t     *uploader;
-    prof_uploader_t     *pyroscope;             /* NULL: none */
-    unsigned             uploaders_open;        /* closing: not closed */
+    prof_uploader_t     *uploader;              /* NULL: none, or closed */
+    prof_uploader_t     *pyroscope;             /* NULL: none, or closed */
     uint64_t             open_period;           /* not closed yet */
     uint64_t             maps_tables;           /* unwind tables the worker
                                                    had built at the last

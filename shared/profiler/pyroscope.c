@@ -124,6 +124,87 @@ prof_push_bytes(prof_buffer_t *b, unsigned field, const void *data,
 }
 
 
+/* Whether endpoint a ranks below b: less time, or as much and later. */
+static int
+prof_push_ranks_below(const int64_t *total, size_t a, size_t b,
+    prof_pyroscope_info_t *info)
+{
+    info->rank_comparisons++;
+
+    return total[a] < total[b] || (total[a] == total[b] && a > b);
+}
+
+
+/* The heap's entry at i moved down to its place (its lowest at 0). */
+static void
+prof_push_sift_down(size_t *heap, size_t count, size_t i,
+    const int64_t *total, prof_pyroscope_info_t *info)
+{
+    size_t  low, child, swap;
+
+    for ( ;; ) {
+        low = i;
+
+        for (child = 2 * i + 1; child <= 2 * i + 2; child++) {
+            if (child < count
+                && prof_push_ranks_below(total, heap[child], heap[low], info))
+            {
+                low = child;
+            }
+        }
+
+        if (low == i) {
+            return;
+        }
+
+        swap = heap[i];
+        heap[i] = heap[low];
+        heap[low] = swap;
+        i = low;
+    }
+}
+
+
+/*
+ * The k endpoints of most time (ties: the first), marked in top: a heap
+ * of the k best so far, its lowest on top, O(n log k) comparisons.
+ */
+static int
+prof_push_top_endpoints(const int64_t *total, size_t n, size_t k,
+    unsigned char *top, prof_pyroscope_info_t *info)
+{
+    size_t   i, j, *heap;
+
+    heap = malloc(k * sizeof(size_t));
+    if (heap == NULL) {
+        return -ENOMEM;
+    }
+
+    for (i = 0; i < k; i++) {
+        heap[i] = i;
+    }
+
+    for (j = k / 2; j-- > 0; ) {
+        prof_push_sift_down(heap, k, j, total, info);
+    }
+
+    for (i = k; i < n; i++) {
+        if (prof_push_ranks_below(total, heap[0], i, info)) {
+            heap[0] = i;
+            prof_push_sift_down(heap, k, 0, total, info);
+        }
+    }
+
+    for (i = 0; i < k; i++) {
+        top[heap[i]] = 1;
+    }
+
+    free(heap);
+
+    return 0;
+}
+
+
 /*
  * The endpoints a label may name: the max_endpoints of most time (CPU and
  * wall), every other folded into one name, and counted.
@@ -132,8 +213,9 @@ static int
 prof_push_fold_endpoints(prof_push_t *ps)
 {
     int                      inserted;
-    size_t                   n, i, k, length, rank, *order;
+    size_t                   n, i, k, length;
     int64_t                 *total, index;
+    unsigned char           *top;
     const void              *name;
     const int64_t           *v;
     const prof_profile_t    *p = ps->profile;
@@ -146,38 +228,42 @@ prof_push_fold_endpoints(prof_push_t *ps)
 
     ps->folded = calloc(n, sizeof(uint32_t));
     total = calloc(n, sizeof(int64_t));
-    order = calloc(n, sizeof(size_t));
+    top = malloc(n);
 
-    if (ps->folded == NULL || total == NULL || order == NULL) {
+    if (ps->folded == NULL || total == NULL || top == NULL) {
         free(total);
-        free(order);
+        free(top);
         return -ENOMEM;
     }
 
-    for (k = 0; k < p->keys.count; k++) {
-        key = prof_intern_key(&p->keys, k, NULL);
-        v = &p->values[k * PROF_VALUE_COUNT];
+    /* As many endpoints as the bound, or fewer: all named, none ranked. */
+    if (n <= ps->conf->max_endpoints) {
+        memset(top, 1, n);
 
-        if (key->endpoint != 0) {
-            total[key->endpoint - 1] += v[PROF_VALUE_CPU_TIME]
-                                        + v[PROF_VALUE_WALL_TIME];
-        }
-    }
+    } else {
+        memset(top, 0, n);
 
-    /* Each endpoint's rank: how many have more time, or as much and
-       come first. n is small (the endpoints sampled in a period). */
-    for (i = 0; i < n; i++) {
-        rank = 0;
-        for (k = 0; k < n; k++) {
-            if (total[k] > total[i] || (total[k] == total[i] && k < i)) {
-                rank++;
+        for (k = 0; k < p->keys.count; k++) {
+            key = prof_intern_key(&p->keys, k, NULL);
+            v = &p->values[k * PROF_VALUE_COUNT];
+
+            if (key->endpoint != 0) {
+                total[key->endpoint - 1] += v[PROF_VALUE_CPU_TIME]
+                                            + v[PROF_VALUE_WALL_TIME];
             }
         }
-        order[i] = rank;
+
+        if (prof_push_top_endpoints(total, n, ps->conf->max_endpoints, top,
+                                    ps->info) != 0)
+        {
+            free(total);
+            free(top);
+            return -ENOMEM;
+        }
     }
 
     for (i = 0; i < n; i++) {
-        if (order[i] < ps->conf->max_endpoints) {
+        if (top[i]) {
             name = prof_intern_key(&p->endpoints, i, &length);
 
         } else {
@@ -189,7 +275,7 @@ prof_push_fold_endpoints(prof_push_t *ps)
         index = prof_intern(&ps->endpoints, name, length, &inserted);
         if (index < 0) {
             free(total);
-            free(order);
+            free(top);
             return -ENOMEM;
         }
 
@@ -197,7 +283,7 @@ prof_push_fold_endpoints(prof_push_t *ps)
     }
 
     free(total);
-    free(order);
+    free(top);
 
     return 0;
 }
@@ -361,13 +447,14 @@ prof_push_raw_sample(prof_buffer_t *series, const prof_buffer_t *pprof)
 /*
  * The pprofs of one series (style s) into series: the merged samples
  * with a value of its own, at most max_samples a pprof, and halved while
- * one is over max_bytes (a sample alone over it is dropped, counted).
+ * one is over max_bytes (a sample alone over it is dropped, counted);
+ * the next ones start from the last size that fitted.
  */
 static int
 prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 {
     int                  rc;
-    size_t               n, i, j, chunk;
+    size_t               n, i, j, chunk, fitted;
     uint32_t            *keys;
     const int64_t       *v;
     prof_buffer_t        pprof = { NULL, 0, 0 };
@@ -393,6 +480,7 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 
     rc = 0;
     chunk = ps->max_samples;
+    fitted = chunk;                 /* the last size under max_bytes */
     i = 0;
 
     /* A series has a pprof even with no sample: the period is known. */
@@ -420,7 +508,7 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 
             ps->info->samples_dropped++;
             i++;
-            chunk = ps->max_samples;
+            chunk = fitted;
             continue;
         }
 
@@ -432,7 +520,8 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
         ps->info->profiles++;
         ps->info->samples += info.samples;
         i += chunk;
-        chunk = ps->max_samples;
+        fitted = chunk;             /* the next ones alike: not halved
+                                       from the bound again */
 
     } while (i < n);
 
@@ -443,14 +532,26 @@ prof_push_series_profiles(prof_push_t *ps, unsigned s, prof_buffer_t *series)
 }
 
 
-/* A name Pyroscope takes, [a-zA-Z_][a-zA-Z0-9_]*, of a tag's key. */
+/* Names the samples' labels take: a series label of one of them would
+   meet them in every sample. */
+static const char  *prof_push_sample_label_names[] = {
+    "endpoint", "span_id", "trace_id", NULL
+};
+
+
+/*
+ * A name Pyroscope takes, [a-zA-Z_][a-zA-Z0-9_]* of at most
+ * PROF_PYROSCOPE_MAX_NAME bytes, of a tag's key; NULL: none (reserved,
+ * too long, or no memory).
+ */
 static char *
 prof_push_label_name(const char *key, size_t length)
 {
-    char    *name, c;
-    size_t   i;
+    char         *name, c;
+    size_t        i;
+    const char  **taken;
 
-    if (length == 0) {
+    if (length == 0 || length > PROF_PYROSCOPE_MAX_NAME) {
         return NULL;
     }
 
@@ -471,6 +572,13 @@ prof_push_label_name(const char *key, size_t length)
     if (name[0] == '_' && name[1] == '_') {
         free(name);                     /* reserved */
         return NULL;
+    }
+
+    for (taken = prof_push_sample_label_names; *taken != NULL; taken++) {
+        if (strcmp(name, *taken) == 0) {
+            free(name);
+            return NULL;
+        }
     }
 
     return name;

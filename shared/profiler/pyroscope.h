@@ -6,7 +6,8 @@
  * cpu/nanoseconds and samples/count, period cpu/nanoseconds) and wall
  * time (__name__ wall: wall/nanoseconds and samples/count), each labelled
  * with service_name, environment, version and the user's tags (values
- * valid UTF-8 of at most PROF_PYROSCOPE_MAX_VALUE bytes), and each
+ * valid UTF-8 of at most PROF_PYROSCOPE_MAX_VALUE bytes; a tag named as
+ * a sample label, endpoint, span_id or trace_id, dropped), and each
  * a pprof or several: split so that none has more than
  * PROF_PYROSCOPE_MAX_SAMPLES samples or PROF_PYROSCOPE_MAX_BYTES bytes
  * before compression (Pyroscope's default limits, over which it rejects
@@ -35,6 +36,7 @@
 #define PROF_PYROSCOPE_MAX_SAMPLES     16000
 #define PROF_PYROSCOPE_MAX_BYTES       (4 * 1024 * 1024)
 #define PROF_PYROSCOPE_MAX_LABELS      30       /* names a series */
+#define PROF_PYROSCOPE_MAX_NAME        1024     /* bytes a label name */
 #define PROF_PYROSCOPE_MAX_VALUE       2048     /* bytes a label value */
 #define PROF_PYROSCOPE_OTHER_ENDPOINT  "other"
 
@@ -56,9 +58,14 @@ typedef struct {
     size_t               samples;
     size_t               endpoints_folded;  /* distinct, into "other" */
     size_t               tags_dropped;      /* past the label bound, or
-                                               with no valid name */
+                                               with no valid name: over
+                                               PROF_PYROSCOPE_MAX_NAME, or
+                                               a sample label's */
     size_t               samples_dropped;   /* a sample alone over the
                                                size bound */
+    size_t               rank_comparisons;  /* the endpoints' ranking: at
+                                               most some 2 n log2(k) for n
+                                               endpoints past a bound k */
 } prof_pyroscope_info_t;
 
 

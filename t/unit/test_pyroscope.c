@@ -517,6 +517,35 @@ test_pyroscope_halves_profiles_over_the_byte_limit(void **state)
 }
 
 
+/* Once halved to a size that fits, the next pprofs take that size, not
+   the whole bound halved again: every pprof but the last as full. */
+static void
+test_pyroscope_keeps_the_size_that_fitted_after_a_split(void **state)
+{
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 5000, 0);
+
+    c.max_bytes = 16 * 1024;
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+
+    assert_int_equal(read_push(&out, s, 4), 2);
+    assert_int_equal(s[0].samples, 5000);
+    assert_true(s[0].max_bytes <= 16 * 1024);
+    assert_int_equal(s[0].nprofiles,
+                     (5000 + s[0].max_samples - 1) / s[0].max_samples);
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
 static void
 test_pyroscope_labels_spans_with_the_local_root_in_hex(void **state)
 {
@@ -569,6 +598,62 @@ test_pyroscope_folds_endpoints_past_the_bound(void **state)
                     || strcmp(s[0].endpoints[i], "other") == 0);
     }
     assert_int_equal(s[0].sum[0], 100 * 101 / 2);
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
+/* Many endpoints a period: the bound's worth of most time named, found
+   in O(n log k) comparisons (n^2 took seconds on the loop thread); none
+   ranked when they are fewer than the bound. */
+static void
+test_pyroscope_ranks_many_endpoints_in_n_log_k(void **state)
+{
+    char                    name[32];
+    size_t                  i, j, n = 60000, k = 10;
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, n, n);        /* /e<i>: i + 1 ns, the last the most */
+
+    c.max_endpoints = k;
+    c.max_samples = 2000;           /* within the reader's tables */
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(read_push(&out, s, 4), 2);
+
+    assert_int_equal(info.endpoints_folded, n - k);
+    assert_int_equal(s[0].nendpoints, k + 1);
+    for (i = n - k; i < n; i++) {
+        snprintf(name, sizeof(name), "GET /e%zu", i);
+        for (j = 0; j < s[0].nendpoints; j++) {
+            if (strcmp(s[0].endpoints[j], name) == 0) {
+                break;
+            }
+        }
+        assert_true(j < s[0].nendpoints);
+    }
+    assert_int_equal(s[0].sum[0], (int64_t) n * (n + 1) / 2);
+
+    /* each of the n - k entering the heap: two comparisons a level */
+    assert_true(info.rank_comparisons > 0);
+    assert_true(info.rank_comparisons <= 2 * n * 5);     /* log2(10) < 4 */
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 100, 100);
+
+    c.max_endpoints = 1000;
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(info.endpoints_folded, 0);
+    assert_int_equal(info.rank_comparisons, 0);
 
     prof_buffer_free(&out);
     unit_agg_destroy(u);
@@ -691,6 +776,87 @@ test_pyroscope_label_values_are_valid_utf8_and_bounded(void **state)
 }
 
 
+/* A tag's name over Pyroscope's 1,024 bytes would have every push
+   refused: the tag is dropped, counted; one of 1,024 is kept. */
+static void
+test_pyroscope_drops_tags_named_past_the_name_limit(void **state)
+{
+    char                    longest[1024 + 3], over[1025 + 3];
+    const char             *tags[3];
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 1, 0);
+
+    memset(longest, 'k', 1024);
+    memcpy(longest + 1024, ":v", 3);
+    memset(over, 'o', 1025);
+    memcpy(over + 1025, ":v", 3);
+
+    tags[0] = over;
+    tags[1] = longest;
+    tags[2] = "team:edge";
+
+    c.tags = tags;
+    c.tag_count = 3;
+
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(read_push(&out, s, 4), 2);
+
+    assert_int_equal(info.tags_dropped, 1);
+    assert_null(strstr(s[0].labels, "ooo"));
+    assert_non_null(strstr(s[0].labels, "kkk"));   /* names read cut */
+    assert_non_null(strstr(s[0].labels, ";team=edge;"));
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
+/* A tag named as a sample label would meet it in every sample: not a
+   series label, dropped, counted. */
+static void
+test_pyroscope_drops_tags_named_as_sample_labels(void **state)
+{
+    const char             *tags[4];
+    series_t                s[4];
+    unit_agg_t             *u;
+    prof_buffer_t           out = { NULL, 0, 0 };
+    prof_profile_t         *p;
+    prof_pyroscope_conf_t   c = conf_of();
+    prof_pyroscope_info_t   info;
+
+    u = unit_agg_create(0);
+    p = profile_of(u, 10, 2);
+
+    tags[0] = "endpoint:forged";
+    tags[1] = "span_id:forged";
+    tags[2] = "trace_id:forged";
+    tags[3] = "team:edge";
+
+    c.tags = tags;
+    c.tag_count = 4;
+    c.max_endpoints = 5;
+
+    assert_int_equal(prof_pyroscope_encode(p, u->agg, &c, &out, &info), 0);
+    assert_int_equal(read_push(&out, s, 4), 2);
+
+    assert_int_equal(info.tags_dropped, 3);
+    assert_string_equal(s[0].labels, "__name__=process_cpu;"
+                        "service_name=checkout;team=edge;");
+    assert_int_equal(s[0].nendpoints, 2);           /* the samples' own */
+    assert_int_equal(s[0].labelled_span, 10);
+
+    prof_buffer_free(&out);
+    unit_agg_destroy(u);
+}
+
+
 int
 main(void)
 {
@@ -699,12 +865,18 @@ main(void)
             test_pyroscope_splits_profiles_over_the_sample_limit),
         cmocka_unit_test(test_pyroscope_halves_profiles_over_the_byte_limit),
         cmocka_unit_test(
+            test_pyroscope_keeps_the_size_that_fitted_after_a_split),
+        cmocka_unit_test(
             test_pyroscope_labels_spans_with_the_local_root_in_hex),
         cmocka_unit_test(test_pyroscope_folds_endpoints_past_the_bound),
+        cmocka_unit_test(test_pyroscope_ranks_many_endpoints_in_n_log_k),
         cmocka_unit_test(
             test_pyroscope_series_labels_are_valid_sorted_and_bounded),
         cmocka_unit_test(
             test_pyroscope_label_values_are_valid_utf8_and_bounded),
+        cmocka_unit_test(
+            test_pyroscope_drops_tags_named_past_the_name_limit),
+        cmocka_unit_test(test_pyroscope_drops_tags_named_as_sample_labels),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
