@@ -139,10 +139,10 @@ EOF
     my $st = $t->get('/status');
     like($st->{content}, qr/"pyroscope_succeeded":[1-9]/,
          'the status page counts the pushes');
-    my $w = decode_json($st->{content})->{workers}[0];
-    like($w->{last_push}{outcome} // '', qr/^uploaded \(HTTP 200\)$/,
+    my $slot = decode_json($st->{content})->{workers}[0];
+    like($slot->{last_push}{outcome} // '', qr/^uploaded \(HTTP 200\)$/,
          'and says what the last push became');
-    is($w->{last_upload}, undef, 'no agent: no last upload');
+    is($slot->{last_upload}, undef, 'no agent: no last upload');
 
     $t->stop;
     my $counters = last_exit_counters($t->error_log);
