@@ -53,8 +53,12 @@ static int                  ngx_http_profiling_nevents;
  * debug level, none of which is looked at again for each event; a turn
  * is plain too only when nginx does not hold the accept mutex (no
  * NGX_POST_EVENTS).
+ * ngx_http_profiling_plain_sampled: the sampler's shared words from the
+ * first turn on when turns may be plain, else NULL (one word to look at
+ * before a plain turn).
  */
-static ngx_uint_t  ngx_http_profiling_plain;
+static ngx_uint_t              ngx_http_profiling_plain;
+static prof_sampled_thread_t  *ngx_http_profiling_plain_sampled;
 
 
 /* Never called: it stands for nginx's HTTP log handler until learned. */
@@ -517,7 +521,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
 {
     ngx_int_t   rc;
     uint64_t    turn;
-    ngx_msec_t  left, timers_due;
+    ngx_msec_t  now, left, timers_due;
 
     /* What nginx ran after the last turn (OpenResty's delayed posted
        events, timers due meanwhile) may have published a request: in a
@@ -535,7 +539,8 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
      * one more node in nginx's timer tree is a few more comparisons for
      * every timer a request sets. The wait ends in time for it.
      */
-    left = ngx_http_profiling_flush_at - ngx_current_msec;
+    now = ngx_current_msec;
+    left = ngx_http_profiling_flush_at - now;
 
     if ((ngx_msec_int_t) left <= 0) {
         /* What nginx ran after the last turn (OpenResty's delayed posted
@@ -544,8 +549,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
         ngx_http_profiling_request_stop(w);
 
         prof_flush(w->profiler);
-        ngx_http_profiling_flush_at = ngx_current_msec
-                                      + ngx_http_profiling_period;
+        ngx_http_profiling_flush_at = now + ngx_http_profiling_period;
         left = ngx_http_profiling_period;
     }
 
@@ -558,7 +562,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
      * NGX_UPDATE_TIME: the clock moves by signal, and the timeout may be
      * the accept mutex's delay). nginx's clock never goes back.
      */
-    timers_due = ngx_current_msec;
+    timers_due = now;
 
     if (flags & NGX_UPDATE_TIME) {
         timers_due += timer;
@@ -602,9 +606,20 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
 
     ngx_http_profiling_run_posted(w, sampled, &ngx_posted_events, plain);
 
-    /* What nginx runs after us (events those handlers posted) is no
-       request's that we know of. */
-    ngx_http_profiling_publish_plain(w, sampled, NULL, NULL, NULL, plain);
+    /*
+     * What nginx runs after us (events those handlers posted) is no
+     * request's that we know of. In a plain turn a tag pending is left to
+     * the next publication that looks (the next event's, the profile's
+     * close, the log phase of the request it names): nothing is tagged
+     * meanwhile, and what it names stays alive or is checked then.
+     */
+    if (plain) {
+        prof_publish(sampled, NULL, NULL, NULL);
+
+    } else {
+        ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);
+    }
+
     prof_turn_phase(sampled, PROF_PHASE_NGINX);
 
     return rc;
@@ -632,6 +647,21 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_http_profiling_worker_t  *w;
 
     w = ngx_http_profiling_events_worker;
+    sampled = ngx_http_profiling_plain_sampled;
+
+    if (sampled != NULL) {
+        /* Each with its flags known: nginx updates its clock itself (no
+           timer_resolution), or the wait is left to the alarm. */
+        if (flags == NGX_UPDATE_TIME) {
+            return ngx_http_profiling_turn(cycle, w, sampled, timer,
+                                           NGX_UPDATE_TIME, 1);
+        }
+
+        if (flags == 0) {
+            return ngx_http_profiling_turn(cycle, w, sampled, timer, 0, 1);
+        }
+    }
+
     sampled = ngx_http_profiling_loop_sampled;
 
     if (sampled == NULL) {
@@ -652,10 +682,10 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
            action for SIGPROF or SIGSEGV over the profiler's. */
         prof_take_tracer_identity(w->profiler);
         prof_sampler_retake_signals(w->sampler);
-    }
 
-    if (ngx_http_profiling_plain && !(flags & NGX_POST_EVENTS)) {
-        return ngx_http_profiling_turn(cycle, w, sampled, timer, flags, 1);
+        if (ngx_http_profiling_plain) {
+            ngx_http_profiling_plain_sampled = sampled;
+        }
     }
 
     return ngx_http_profiling_turn(cycle, w, sampled, timer, flags, 0);
@@ -751,6 +781,7 @@ ngx_http_profiling_events_start(ngx_cycle_t *cycle,
     ngx_http_profiling_period = period;
     w->http_log = ngx_http_profiling_no_log_handler;
     ngx_http_profiling_loop_sampled = NULL;
+    ngx_http_profiling_plain_sampled = NULL;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
 
 #if (NGX_HAVE_EPOLL)
@@ -787,6 +818,7 @@ void
 ngx_http_profiling_events_stop(void)
 {
     ngx_http_profiling_loop_sampled = NULL;
+    ngx_http_profiling_plain_sampled = NULL;
     ngx_http_profiling_plain = 0;
 
 #if (NGX_HAVE_EPOLL)
