@@ -203,15 +203,15 @@ void prof_sampler_wake_watcher(prof_sampled_thread_t *h);
 static inline uint64_t
 prof_wait_begin(prof_sampled_thread_t *h)
 {
-    uint64_t   now, turn, *bucket;
+    uint64_t   now, turn;
 
     now = prof_arch_ticks();
     turn = now - h->turn_start;
 
-    /* One writer (this thread); the profiler process reads it. */
-    bucket = &h->turns[63 - __builtin_clzll(turn | 1)];
-    __atomic_store_n(bucket, __atomic_load_n(bucket, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELAXED);
+    /* One writer (this thread), an aligned word the profiler process
+       reads whole: a plain add to memory, where a relaxed load and store
+       took four instructions more. */
+    h->turns[63 - __builtin_clzll(turn | 1)]++;
 
     __atomic_store_n(&h->wait_start, now, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
