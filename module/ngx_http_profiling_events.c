@@ -27,6 +27,13 @@ static ngx_http_profiling_worker_t  *ngx_http_profiling_events_worker;
 /* The sampler's shared words, from the first turn of the loop on. */
 static prof_sampled_thread_t        *ngx_http_profiling_loop_sampled;
 
+/*
+ * nginx's HTTP log handler, as w->http_log (learned, or
+ * ngx_http_profiling_no_log_handler): a word of its own that each event's
+ * dispatch reads without reloading w first.
+ */
+static ngx_log_handler_pt            ngx_http_profiling_http_log;
+
 /* When the next profile closes, and how often (nginx's clock). */
 static ngx_msec_t  ngx_http_profiling_flush_at;
 static ngx_msec_t  ngx_http_profiling_period;
@@ -97,6 +104,7 @@ ngx_http_profiling_learn(ngx_http_profiling_worker_t *w, ngx_event_t *ev,
     }
 
     w->http_log = log->handler;
+    ngx_http_profiling_http_log = log->handler;
 
     return 1;
 }
@@ -137,8 +145,9 @@ ngx_http_profiling_dispatch(ngx_http_profiling_worker_t *w,
     r = NULL;
 
     if (log != NULL
-        && (log->handler == w->http_log
-            || (w->http_log == ngx_http_profiling_no_log_handler
+        && (log->handler == ngx_http_profiling_http_log
+            || (ngx_http_profiling_http_log
+                == ngx_http_profiling_no_log_handler
                 && ngx_http_profiling_learn(w, ev, log))))
     {
         r = ((ngx_http_log_ctx_t *) log->data)->request;
@@ -780,6 +789,7 @@ ngx_http_profiling_events_start(ngx_cycle_t *cycle,
     ngx_http_profiling_events_worker = w;
     ngx_http_profiling_period = period;
     w->http_log = ngx_http_profiling_no_log_handler;
+    ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
     ngx_http_profiling_loop_sampled = NULL;
     ngx_http_profiling_plain_sampled = NULL;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
