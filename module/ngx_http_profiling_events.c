@@ -577,6 +577,10 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
         timers_due += timer;
     }
 
+    /* Kept as one word across the wait (not as now and timer apart, two
+       more to keep). */
+    __asm__ ("" : "+r" (timers_due));
+
 #if (NGX_HAVE_EPOLL)
     if (plain || ngx_http_profiling_ep != -1) {
         rc = ngx_http_profiling_epoll(cycle, w, sampled, ngx_min(timer, left),
