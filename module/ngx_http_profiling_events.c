@@ -144,8 +144,10 @@ ngx_http_profiling_dispatch(ngx_http_profiling_worker_t *w,
     log = ev->log;
     r = NULL;
 
+    /* An HTTP connection's or request's event, the common case: laid out
+       to fall through (else a jump more an event). */
     if (log != NULL
-        && (log->handler == ngx_http_profiling_http_log
+        && (__builtin_expect(log->handler == ngx_http_profiling_http_log, 1)
             || (ngx_http_profiling_http_log
                 == ngx_http_profiling_no_log_handler
                 && ngx_http_profiling_learn(w, ev, log))))
