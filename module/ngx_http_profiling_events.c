@@ -27,6 +27,13 @@ static ngx_http_profiling_worker_t  *ngx_http_profiling_events_worker;
 /* The sampler's shared words, from the first turn of the loop on. */
 static prof_sampled_thread_t        *ngx_http_profiling_loop_sampled;
 
+/*
+ * nginx's HTTP log handler, as w->http_log (learned, or
+ * ngx_http_profiling_no_log_handler): a word of its own that each event's
+ * dispatch reads without reloading w first.
+ */
+static ngx_log_handler_pt            ngx_http_profiling_http_log;
+
 /* When the next profile closes, and how often (nginx's clock). */
 static ngx_msec_t  ngx_http_profiling_flush_at;
 static ngx_msec_t  ngx_http_profiling_period;
@@ -53,8 +60,12 @@ static int                  ngx_http_profiling_nevents;
  * debug level, none of which is looked at again for each event; a turn
  * is plain too only when nginx does not hold the accept mutex (no
  * NGX_POST_EVENTS).
+ * ngx_http_profiling_plain_sampled: the sampler's shared words from the
+ * first turn on when turns may be plain, else NULL (one word to look at
+ * before a plain turn).
  */
-static ngx_uint_t  ngx_http_profiling_plain;
+static ngx_uint_t              ngx_http_profiling_plain;
+static prof_sampled_thread_t  *ngx_http_profiling_plain_sampled;
 
 
 /* Never called: it stands for nginx's HTTP log handler until learned. */
@@ -93,6 +104,7 @@ ngx_http_profiling_learn(ngx_http_profiling_worker_t *w, ngx_event_t *ev,
     }
 
     w->http_log = log->handler;
+    ngx_http_profiling_http_log = log->handler;
 
     return 1;
 }
@@ -132,9 +144,12 @@ ngx_http_profiling_dispatch(ngx_http_profiling_worker_t *w,
     log = ev->log;
     r = NULL;
 
+    /* An HTTP connection's or request's event, the common case: laid out
+       to fall through (else a jump more an event). */
     if (log != NULL
-        && (log->handler == w->http_log
-            || (w->http_log == ngx_http_profiling_no_log_handler
+        && (__builtin_expect(log->handler == ngx_http_profiling_http_log, 1)
+            || (ngx_http_profiling_http_log
+                == ngx_http_profiling_no_log_handler
                 && ngx_http_profiling_learn(w, ev, log))))
     {
         r = ((ngx_http_log_ctx_t *) log->data)->request;
@@ -517,7 +532,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
 {
     ngx_int_t   rc;
     uint64_t    turn;
-    ngx_msec_t  left, timers_due;
+    ngx_msec_t  now, left, timers_due;
 
     /* What nginx ran after the last turn (OpenResty's delayed posted
        events, timers due meanwhile) may have published a request: in a
@@ -535,7 +550,8 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
      * one more node in nginx's timer tree is a few more comparisons for
      * every timer a request sets. The wait ends in time for it.
      */
-    left = ngx_http_profiling_flush_at - ngx_current_msec;
+    now = ngx_current_msec;
+    left = ngx_http_profiling_flush_at - now;
 
     if ((ngx_msec_int_t) left <= 0) {
         /* What nginx ran after the last turn (OpenResty's delayed posted
@@ -544,8 +560,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
         ngx_http_profiling_request_stop(w);
 
         prof_flush(w->profiler);
-        ngx_http_profiling_flush_at = ngx_current_msec
-                                      + ngx_http_profiling_period;
+        ngx_http_profiling_flush_at = now + ngx_http_profiling_period;
         left = ngx_http_profiling_period;
     }
 
@@ -558,11 +573,15 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
      * NGX_UPDATE_TIME: the clock moves by signal, and the timeout may be
      * the accept mutex's delay). nginx's clock never goes back.
      */
-    timers_due = ngx_current_msec;
+    timers_due = now;
 
     if (flags & NGX_UPDATE_TIME) {
         timers_due += timer;
     }
+
+    /* Kept as one word across the wait (not as now and timer apart, two
+       more to keep). */
+    __asm__ ("" : "+r" (timers_due));
 
 #if (NGX_HAVE_EPOLL)
     if (plain || ngx_http_profiling_ep != -1) {
@@ -602,9 +621,20 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
 
     ngx_http_profiling_run_posted(w, sampled, &ngx_posted_events, plain);
 
-    /* What nginx runs after us (events those handlers posted) is no
-       request's that we know of. */
-    ngx_http_profiling_publish_plain(w, sampled, NULL, NULL, NULL, plain);
+    /*
+     * What nginx runs after us (events those handlers posted) is no
+     * request's that we know of. In a plain turn a tag pending is left to
+     * the next publication that looks (the next event's, the profile's
+     * close, the log phase of the request it names): nothing is tagged
+     * meanwhile, and what it names stays alive or is checked then.
+     */
+    if (plain) {
+        prof_publish(sampled, NULL, NULL, NULL);
+
+    } else {
+        ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);
+    }
+
     prof_turn_phase(sampled, PROF_PHASE_NGINX);
 
     return rc;
@@ -632,6 +662,21 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_http_profiling_worker_t  *w;
 
     w = ngx_http_profiling_events_worker;
+    sampled = ngx_http_profiling_plain_sampled;
+
+    if (sampled != NULL) {
+        /* Each with its flags known: nginx updates its clock itself (no
+           timer_resolution), or the wait is left to the alarm. */
+        if (flags == NGX_UPDATE_TIME) {
+            return ngx_http_profiling_turn(cycle, w, sampled, timer,
+                                           NGX_UPDATE_TIME, 1);
+        }
+
+        if (flags == 0) {
+            return ngx_http_profiling_turn(cycle, w, sampled, timer, 0, 1);
+        }
+    }
+
     sampled = ngx_http_profiling_loop_sampled;
 
     if (sampled == NULL) {
@@ -652,10 +697,10 @@ ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
            action for SIGPROF or SIGSEGV over the profiler's. */
         prof_take_tracer_identity(w->profiler);
         prof_sampler_retake_signals(w->sampler);
-    }
 
-    if (ngx_http_profiling_plain && !(flags & NGX_POST_EVENTS)) {
-        return ngx_http_profiling_turn(cycle, w, sampled, timer, flags, 1);
+        if (ngx_http_profiling_plain) {
+            ngx_http_profiling_plain_sampled = sampled;
+        }
     }
 
     return ngx_http_profiling_turn(cycle, w, sampled, timer, flags, 0);
@@ -750,7 +795,9 @@ ngx_http_profiling_events_start(ngx_cycle_t *cycle,
     ngx_http_profiling_events_worker = w;
     ngx_http_profiling_period = period;
     w->http_log = ngx_http_profiling_no_log_handler;
+    ngx_http_profiling_http_log = ngx_http_profiling_no_log_handler;
     ngx_http_profiling_loop_sampled = NULL;
+    ngx_http_profiling_plain_sampled = NULL;
     ngx_http_profiling_flush_at = ngx_current_msec + period;
 
 #if (NGX_HAVE_EPOLL)
@@ -787,6 +834,7 @@ void
 ngx_http_profiling_events_stop(void)
 {
     ngx_http_profiling_loop_sampled = NULL;
+    ngx_http_profiling_plain_sampled = NULL;
     ngx_http_profiling_plain = 0;
 
 #if (NGX_HAVE_EPOLL)

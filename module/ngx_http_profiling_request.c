@@ -337,15 +337,20 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
         return NGX_OK;
     }
 
-    /* What runs after it in this event is no request's. */
     if (sampled->running.request == (uintptr_t) r) {
+        /*
+         * What runs after it in this event is no request's. A tag pending
+         * is resolved by the publication, r's while it lives: one taken
+         * for the words before r's (its connection's) was resolved when
+         * r was published.
+         */
         ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);
-    }
 
-    if (prof_pending_tag(sampled) != 0
-        && (sampled->pending.request == (uintptr_t) r
-            || (sampled->pending.request == 0
-                && sampled->pending.log == (uintptr_t) r->connection->log)))
+    } else if (prof_pending_tag(sampled) != 0
+               && (sampled->pending.request == (uintptr_t) r
+                   || (sampled->pending.request == 0
+                       && sampled->pending.log
+                          == (uintptr_t) r->connection->log)))
     {
         ngx_http_profiling_resolve_pending(w, r);
     }

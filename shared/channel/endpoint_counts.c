@@ -14,8 +14,7 @@
 
 void
 prof_endpoint_table_insert(prof_endpoint_table_t *t, uint64_t hash,
-    prof_endpoint_slot_t *slot, const void *a, size_t alen, const void *b,
-    size_t blen)
+    uint32_t i, const void *a, size_t alen, const void *b, size_t blen)
 {
     char    *name;
     size_t   n;
@@ -48,10 +47,10 @@ prof_endpoint_table_insert(prof_endpoint_table_t *t, uint64_t hash,
 
     memcpy(name, b, blen);
 
-    slot->name = t->names_used;
-    slot->length = (uint32_t) n;
-    slot->count = 1;
-    slot->hash = hash;
+    t->slot_names[i].offset = t->names_used;
+    t->slot_names[i].length = (uint32_t) n;
+    t->counts[i] = 1;
+    t->hashes[i] = hash;
 
     t->names_used += (uint32_t) n;
     t->used++;
@@ -70,27 +69,30 @@ int
 prof_endpoint_table_take(prof_endpoint_table_t *t, uint64_t period,
     prof_endpoint_counts_t *c)
 {
-    size_t                 i;
-    prof_endpoint_slot_t  *slot;
+    size_t  i;
 
     if (__atomic_load_n(&t->period, __ATOMIC_ACQUIRE) != period) {
         return -1;
     }
 
     for (i = 0; t->used > 0 && i < PROF_ENDPOINT_SLOTS; i++) {
-        slot = &t->slots[i];
-
-        if (slot->hash == 0) {
+        if (t->hashes[i] == 0) {
             continue;
         }
 
         if (c != NULL) {
-            (void) prof_endpoint_counts_add_n(c, t->names + slot->name,
-                                              slot->length, slot->count);
+            (void) prof_endpoint_counts_add_n(c,
+                                          t->names + t->slot_names[i].offset,
+                                          t->slot_names[i].length,
+                                          t->counts[i]);
         }
 
-        /* Only the slots used are touched: the others stay unmapped. */
-        memset(slot, 0, sizeof(prof_endpoint_slot_t));
+        /* Only the slots used are written: the other pages of counts and
+           names stay unmapped (hashes is read whole). */
+        t->hashes[i] = 0;
+        t->counts[i] = 0;
+        t->slot_names[i].offset = 0;
+        t->slot_names[i].length = 0;
         t->used--;
     }
 

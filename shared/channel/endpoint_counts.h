@@ -56,19 +56,24 @@ struct prof_endpoint_counts_s {
 #define PROF_ENDPOINT_NAME_BYTES  (PROF_ENDPOINT_COUNTS_MAX * 64)
 
 typedef struct {
-    uint64_t        hash;           /* 0: empty */
-    uint64_t        count;
-    uint32_t        name;           /* offset in names */
+    uint32_t        offset;         /* in names */
     uint32_t        length;
-} prof_endpoint_slot_t;
+} prof_endpoint_name_t;
 
+/*
+ * A slot i is hashes[i] (0: empty), counts[i] and slot_names[i], in
+ * arrays apart: a request's probe reads a word of hashes and adds to a
+ * word of counts, each an index scaled by 8.
+ */
 typedef struct {
     uint64_t        period;         /* the period it counts; the profiler
                                        process stores it, release */
     uint32_t        used;           /* slots */
     uint32_t        names_used;
     uint64_t        dropped;        /* requests not counted: full */
-    prof_endpoint_slot_t  slots[PROF_ENDPOINT_SLOTS];
+    uint64_t        hashes[PROF_ENDPOINT_SLOTS];
+    uint64_t        counts[PROF_ENDPOINT_SLOTS];
+    prof_endpoint_name_t  slot_names[PROF_ENDPOINT_SLOTS];
     char            names[PROF_ENDPOINT_NAME_BYTES];
 } prof_endpoint_table_t;
 
@@ -118,7 +123,9 @@ prof_endpoint_hash_bytes(uint64_t h, const unsigned char *p, size_t n)
  * PROF_ENDPOINT_MAX bytes (the name is cut shorter: two ways to the same
  * name give two slots, merged by name when taken). A caller that knows a
  * by a number (seed, not 0: the same seed for the same a, always) saves
- * hashing it; its name is still copied from a.
+ * hashing it; its name is still copied from a. A seed starts the hash as
+ * its product by an odd constant (distinct seeds, distinct words spread
+ * over all 64 bits, which b's first word is mixed with).
  */
 static inline uint64_t
 prof_endpoint_hash(uint64_t seed, const void *a, size_t alen, const void *b,
@@ -126,9 +133,8 @@ prof_endpoint_hash(uint64_t seed, const void *a, size_t alen, const void *b,
 {
     uint64_t  h;
 
-    h = 0x2545f4914f6cdd1dULL;
-    h = (seed != 0) ? prof_endpoint_mix(h, seed)
-                    : prof_endpoint_hash_bytes(h, a,
+    h = (seed != 0) ? seed * 0xbf58476d1ce4e5b9ULL
+                    : prof_endpoint_hash_bytes(0x2545f4914f6cdd1dULL, a,
                                       (alen < PROF_ENDPOINT_MAX) ? alen
                                                          : PROF_ENDPOINT_MAX);
     h = prof_endpoint_hash_bytes(h, b, (blen < PROF_ENDPOINT_MAX) ? blen
@@ -138,10 +144,10 @@ prof_endpoint_hash(uint64_t seed, const void *a, size_t alen, const void *b,
 }
 
 
-/* A name not in the table yet: copied, or dropped when it is full. */
+/* A name not in the table yet, for the empty slot i: copied, or dropped
+   when the table is full. */
 void prof_endpoint_table_insert(prof_endpoint_table_t *t, uint64_t hash,
-    prof_endpoint_slot_t *slot, const void *a, size_t alen, const void *b,
-    size_t blen);
+    uint32_t i, const void *a, size_t alen, const void *b, size_t blen);
 
 
 /*
@@ -152,22 +158,22 @@ static inline void
 prof_endpoint_table_count(prof_endpoint_table_t *t, uint64_t seed,
     const void *a, size_t alen, const void *b, size_t blen)
 {
-    uint64_t               h;
-    uint32_t               i;
-    prof_endpoint_slot_t  *slot;
+    uint64_t  h;
+    uint32_t  i;
 
     h = prof_endpoint_hash(seed, a, alen, b, blen);
 
     for (i = (uint32_t) h; /* void */ ; i++) {
-        slot = &t->slots[i & (PROF_ENDPOINT_SLOTS - 1)];
+        i &= PROF_ENDPOINT_SLOTS - 1;
 
-        if (slot->hash == h) {
-            __atomic_store_n(&slot->count, slot->count + 1, __ATOMIC_RELAXED);
+        if (t->hashes[i] == h) {
+            /* The profiler process reads it once the period is closed. */
+            t->counts[i]++;
             return;
         }
 
-        if (slot->hash == 0) {
-            prof_endpoint_table_insert(t, h, slot, a, alen, b, blen);
+        if (t->hashes[i] == 0) {
+            prof_endpoint_table_insert(t, h, i, a, alen, b, blen);
             return;
         }
     }

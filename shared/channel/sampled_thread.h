@@ -80,6 +80,12 @@ typedef struct {
  *   last one, written by the handler while stall_ns is set.
  */
 typedef struct {
+    /* First: its address is the struct's (a wait's end exchanges it
+       without an address of its own to keep across the wait). */
+    uint32_t       waiting;         /* in the event wait */
+    uint32_t       watcher_asleep;  /* the sampler thread sleeps until the
+                                       wait ends (prof_wait_end wakes
+                                       it) */
     prof_running_t running;
     prof_running_t pending;
     uint64_t       pending_stamp;   /* the object's stamp, 0: not known */
@@ -89,10 +95,6 @@ typedef struct {
     uint64_t       objects_end;
     uint64_t       object_size;
     uint64_t       stamp_offset;
-    uint32_t       waiting;         /* in the event wait */
-    uint32_t       watcher_asleep;  /* the sampler thread sleeps until the
-                                       wait ends (prof_wait_end wakes
-                                       it) */
     uint64_t       wait_start;      /* TSC when the wait began */
     uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
     uint32_t       unknown_pcs;     /* walks that left the unwind table */

@@ -152,9 +152,11 @@ static inline void
 prof_publish(prof_sampled_thread_t *h, const void *request, const void *log,
     const void *object)
 {
-    h->running.request = (uint64_t) (uintptr_t) request;
-    h->running.log = (uint64_t) (uintptr_t) log;
-    h->running.object = (uint64_t) (uintptr_t) object;
+    /* A store of a word each, as the handler reads them (volatile: not
+       packed into a vector register first, two instructions more). */
+    *(volatile uint64_t *) &h->running.request = (uintptr_t) request;
+    *(volatile uint64_t *) &h->running.log = (uintptr_t) log;
+    *(volatile uint64_t *) &h->running.object = (uintptr_t) object;
 
     /* Before the caller looks at what is pending: a sample after this
        cannot name what was published before. */
@@ -203,15 +205,15 @@ void prof_sampler_wake_watcher(prof_sampled_thread_t *h);
 static inline uint64_t
 prof_wait_begin(prof_sampled_thread_t *h)
 {
-    uint64_t   now, turn, *bucket;
+    uint64_t   now, turn;
 
     now = prof_arch_ticks();
     turn = now - h->turn_start;
 
-    /* One writer (this thread); the profiler process reads it. */
-    bucket = &h->turns[63 - __builtin_clzll(turn | 1)];
-    __atomic_store_n(bucket, __atomic_load_n(bucket, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELAXED);
+    /* One writer (this thread), an aligned word the profiler process
+       reads whole: a plain add to memory, where a relaxed load and store
+       took four instructions more. */
+    h->turns[63 - __builtin_clzll(turn | 1)]++;
 
     __atomic_store_n(&h->wait_start, now, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
