@@ -136,8 +136,9 @@ PROF_SIGNAL_TEXT static void
 prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     int max)
 {
-    int                   n, count, scans, called;
-    uintptr_t             pc, sp;
+    int                   n, count, scans, called, from, astray, at;
+    int                   trace, cf_known, jumps;
+    uintptr_t             pc, sp, cf;
     prof_lua_t           *lua;
     prof_unwind_regs_t    regs;
     prof_unwind_table_t  *t;
@@ -195,15 +196,72 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             regs.caller = 1;
         }
 
+        /* The running activation's C frame, until the walk passed it
+           (signal_lua.h): read once the walk meets Lua or stops. */
+        cf = 0;
+        trace = 0;
+        cf_known = (lua == NULL);
+        jumps = 0;
+
         for ( ;; ) {
             if (lua != NULL) {
                 regs.where = (uintptr_t *) &where[n];
             }
 
+            from = n;
             status = prof_unwind_recent(t, &regs, &s->recent,
                                         (void **) slot->frames + n,
                                         max + 1 - n, &count);
             n += count;
+
+            if (!cf_known
+                && ((status != PROF_UNWIND_END && status != PROF_UNWIND_FULL)
+                    || prof_lua_may_run(lua, slot->frames + from,
+                                        where + from, n - from)))
+            {
+                cf = prof_lua_cframe(lua, sp, s->stack_low, s->stack_high,
+                                     &trace);
+                cf_known = 1;
+            }
+
+            /* Past an activation's C frame: the next one's on. */
+            astray = -1;
+            while (cf != 0) {
+                astray = prof_lua_astray(lua, slot->frames, where, from, n,
+                                         cf, &at);
+                if (at < 0) {
+                    break;
+                }
+                from = at + 1;
+                cf = prof_lua_cframe_prev(cf, s->stack_high);
+                trace = 0;      /* the state tells of the running one's */
+            }
+
+            /*
+             * Astray below the running activation's C frame, or stopped
+             * below it in code no object holds (a trace's machine code),
+             * under a trace, or at a frame the walk cannot step: on from
+             * that C frame, the frames astray dropped, no scan
+             * (signal_lua.h). Code without rules stopped at where no
+             * trace runs is scanned past as before (C code the
+             * interpreter called), and what the scan finds checked
+             * likewise.
+             */
+            if (cf != 0 && jumps < PROF_LUA_ACTIVATIONS
+                && (astray >= 0
+                    || (status != PROF_UNWIND_FULL
+                        && (status != PROF_UNWIND_NO_RULE || trace))))
+            {
+                if (astray >= 0) {
+                    n = astray;
+                }
+                if (n > max) {
+                    break;
+                }
+                prof_lua_cframe_regs(lua, cf, &regs);
+                jumps++;
+                continue;
+            }
 
             if (status == PROF_UNWIND_END || status == PROF_UNWIND_FULL) {
                 break;

@@ -24,6 +24,20 @@
 
 
 /*
+ * The frame pointer of the VM's frame at its C frame cf, for the walk to
+ * go on from there: none the VM's unwind rule needs (its CFA is rsp +
+ * CFRAME_SIZE, the caller's rbp saved in the frame), 0.
+ */
+static inline uintptr_t
+prof_arch_lj_cframe_fp(uintptr_t cf)
+{
+    (void) cf;
+
+    return 0;
+}
+
+
+/*
  * The interpreter's BASE (rdx) and PC (rbx) when a signal interrupted it,
  * from the signal's context.
  */
