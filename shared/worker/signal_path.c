@@ -299,6 +299,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     /* A walk to the outermost frame shows every activation of the VM:
        without one, none of LuaJIT's memory is read. */
     if (lua != NULL && t != NULL
+        && __atomic_load_n(&lua->state, __ATOMIC_RELAXED) == PROF_LUA_FOUND
         && (status != PROF_UNWIND_END
             || prof_lua_may_run(lua, slot->frames, where, n)))
     {
