@@ -214,6 +214,11 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
                                         max + 1 - n, &count);
             n += count;
 
+            if (status == PROF_UNWIND_NO_OBJECT) {
+                __atomic_fetch_add(&s->sampled.unknown_pcs, 1,
+                                   __ATOMIC_RELAXED);
+            }
+
             if (!cf_known
                 && ((status != PROF_UNWIND_END && status != PROF_UNWIND_FULL)
                     || prof_lua_may_run(lua, slot->frames + from,
@@ -267,11 +272,6 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
                 break;
             }
 
-            if (status == PROF_UNWIND_NO_OBJECT) {
-                __atomic_fetch_add(&s->sampled.unknown_pcs, 1,
-                                   __ATOMIC_RELAXED);
-            }
-
             /*
              * The interrupted frame, in code no object holds or without
              * rules (a PLT entry): its caller from the link register
@@ -287,7 +287,17 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
                      || prof_unwind_link(t, &regs, PROF_SCAN_WORDS) != 0)
                     && prof_unwind_scan(t, &regs, PROF_SCAN_WORDS) != 0))
             {
-                break;
+                /* No caller found below the running activation's C
+                   frame: on from it. */
+                if (cf == 0 || jumps == PROF_LUA_ACTIVATIONS || n > max
+                    || (status != PROF_UNWIND_NO_OBJECT
+                        && status != PROF_UNWIND_NO_RULE))
+                {
+                    break;
+                }
+                prof_lua_cframe_regs(lua, cf, &regs);
+                jumps++;
+                continue;
             }
 
             scans++;
