@@ -247,10 +247,9 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
              * below it in code no object holds (a trace's machine code),
              * under a trace, or at a frame the walk cannot step: on from
              * that C frame, the frames astray dropped, no scan
-             * (signal_lua.h). Code without rules stopped at where no
-             * trace runs is scanned past as before (C code the
-             * interpreter called), and what the scan finds checked
-             * likewise.
+             * (signal_lua.h). Code without rules where no trace runs
+             * (C code the interpreter called) is scanned past as before,
+             * and what the scan finds checked likewise.
              */
             if (cf != 0 && jumps < PROF_LUA_ACTIVATIONS
                 && (astray >= 0
