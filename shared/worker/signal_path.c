@@ -244,17 +244,19 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
 
             /*
              * Astray below the running activation's C frame, or stopped
-             * below it in code no object holds (a trace's machine code),
-             * under a trace, or at a frame the walk cannot step: on from
-             * that C frame, the frames astray dropped, no scan
-             * (signal_lua.h). Code without rules where no trace runs
-             * (C code the interpreter called) is scanned past as before,
-             * and what the scan finds checked likewise.
+             * below it under a trace (in its machine code, or code it
+             * called) or at a frame the walk cannot step: on from that C
+             * frame, the frames astray dropped, no scan (signal_lua.h).
+             * Where no trace runs, code without rules or in no object
+             * (C code the interpreter called, a regex's JIT code) is
+             * scanned past as before, and what the scan finds checked
+             * likewise.
              */
             if (cf != 0 && jumps < PROF_LUA_ACTIVATIONS
                 && (astray >= 0
                     || (status != PROF_UNWIND_FULL
-                        && (status != PROF_UNWIND_NO_RULE || trace))))
+                        && (trace || (status != PROF_UNWIND_NO_RULE
+                                      && status != PROF_UNWIND_NO_OBJECT)))))
             {
                 if (astray >= 0) {
                     n = astray;
