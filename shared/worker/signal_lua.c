@@ -255,7 +255,8 @@ prof_lua_cframe_prev(uintptr_t cf, uintptr_t stack_high)
 
 PROF_SIGNAL_TEXT int
 prof_lua_astray(const prof_lua_t *lua, const uint64_t *frames,
-    const prof_lua_where_t *where, int from, int n, uintptr_t cf, int *at)
+    const prof_lua_where_t *where, int from, int n, uintptr_t cf, int trace,
+    int *at)
 {
     int  i, vm;
 
@@ -269,7 +270,7 @@ prof_lua_astray(const prof_lua_t *lua, const uint64_t *frames,
             return -1;
         }
 
-        if (where[i].sp >= cf || vm) {
+        if (where[i].sp >= cf || (vm && trace)) {
             return i;
         }
     }
@@ -284,8 +285,8 @@ prof_lua_cframe_regs(const prof_lua_t *lua, uintptr_t cf,
 {
     regs->pc = (lua == prof_lua_code_of) ? prof_lua_code_start
                                          : lua->vm.vm_start;
+    regs->fp = prof_arch_lj_cframe_fp(cf, regs->fp);
     regs->sp = cf;
-    regs->fp = prof_arch_lj_cframe_fp(cf);
     regs->aux = 0;
     regs->lr = 0;
     regs->caller = 0;

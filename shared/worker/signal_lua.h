@@ -72,9 +72,9 @@ int prof_lua_trace_runs(prof_lua_t *lua);
  * one on the same state's chain above cf (nested calls into the VM), else
  * 0; prof_lua_astray: the first of native frames [from, n) (with where
  * they were) that the walk cannot have right while it has not passed cf
- * (at or above cf before the VM's frame at cf, or the VM's code below cf,
- * whose rule does not hold there: its exit handler, its entries'
- * prologues), or -1, and *at the VM's frame at cf if among them, else -1;
+ * (at or above cf before the VM's frame at cf, or, under a trace (trace),
+ * the VM's code below cf, whose rule does not hold there: its exit
+ * handler), or -1, and *at the VM's frame at cf if among them, else -1;
  * prof_lua_cframe_regs: regs set to the VM's frame at cf, for the walk to
  * go on from.
  */
@@ -82,7 +82,8 @@ uintptr_t prof_lua_cframe(prof_lua_t *lua, uintptr_t sp, uintptr_t stack_low,
     uintptr_t stack_high, int *trace);
 uintptr_t prof_lua_cframe_prev(uintptr_t cf, uintptr_t stack_high);
 int prof_lua_astray(const prof_lua_t *lua, const uint64_t *frames,
-    const prof_lua_where_t *where, int from, int n, uintptr_t cf, int *at);
+    const prof_lua_where_t *where, int from, int n, uintptr_t cf, int trace,
+    int *at);
 void prof_lua_cframe_regs(const prof_lua_t *lua, uintptr_t cf,
     prof_unwind_regs_t *regs);
 

@@ -233,7 +233,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             astray = -1;
             while (cf != 0) {
                 astray = prof_lua_astray(lua, slot->frames, where, from, n,
-                                         cf, &at);
+                                         cf, trace, &at);
                 if (at < 0) {
                     break;
                 }
@@ -260,6 +260,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             {
                 if (astray >= 0) {
                     n = astray;
+                    regs.fp = (n > 0) ? where[n - 1].fp : 0;
                 }
                 if (n > max) {
                     break;

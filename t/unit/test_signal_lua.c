@@ -203,12 +203,12 @@ test_a_walk_that_passes_the_c_frame_keeps_to_it(void **state)
     frames[2] = VM_START + 8;    where[2].sp = cf;
     frames[3] = C_CODE;          where[3].sp = cf + 96;
 
-    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 4, cf, &at),
+    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 4, cf, 0, &at),
                      -1);
     assert_int_equal(at, 2);
 
     /* Not yet there: nothing astray, nothing passed. */
-    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 2, cf, &at),
+    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 2, cf, 0, &at),
                      -1);
     assert_int_equal(at, -1);
 }
@@ -231,19 +231,19 @@ test_a_frame_above_the_c_frame_first_is_astray(void **state)
     frames[1] = C_CODE;          where[1].sp = cf + 200;
     frames[2] = VM_START + 8;    where[2].sp = cf + 400;
 
-    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 3, cf, &at),
+    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 3, cf, 0, &at),
                      1);
     assert_int_equal(at, -1);
 
     /* Not the VM's code at the C frame's sp: astray too. */
     where[1].sp = cf;
-    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 3, cf, &at),
+    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 3, cf, 0, &at),
                      1);
 }
 
 
 static void
-test_the_vm_code_below_its_c_frame_is_astray(void **state)
+test_the_vm_code_below_its_c_frame_is_astray_under_a_trace(void **state)
 {
     int               at;
     uint64_t          frames[2];
@@ -258,9 +258,16 @@ test_the_vm_code_below_its_c_frame_is_astray(void **state)
     frames[0] = C_CODE;          where[0].sp = cf - 400;
     frames[1] = VM_START + 64;   where[1].sp = cf - 200;
 
-    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 2, cf, &at),
+    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 2, cf, 1,
+                                     &at),
                      1);
     assert_int_equal(at, -1);
+
+    /* No trace: its subroutines, which the walk takes on from its
+       return (prof_lua_vm_return), else as the walk found them. */
+    assert_int_equal(prof_lua_astray(vm->lua, frames, where, 0, 2, cf, 0,
+                                     &at),
+                     -1);
 }
 
 
@@ -273,12 +280,13 @@ test_the_walk_goes_on_from_the_vm_frame(void **state)
 
     cf = (uintptr_t) &vm->stack[40];
     memset(&regs, 0xff, sizeof(regs));
+    regs.fp = cf - 64;
 
     prof_lua_cframe_regs(vm->lua, cf, &regs);
 
     assert_int_equal(regs.pc, VM_START);
     assert_int_equal(regs.sp, cf);
-    assert_int_equal(regs.fp, prof_arch_lj_cframe_fp(cf));
+    assert_int_equal(regs.fp, prof_arch_lj_cframe_fp(cf, cf - 64));
     assert_int_equal(regs.aux, 0);
     assert_int_equal(regs.lr, 0);
     assert_int_equal(regs.caller, 0);
@@ -304,7 +312,8 @@ main(void)
             test_a_frame_above_the_c_frame_first_is_astray, setup,
             teardown),
         cmocka_unit_test_setup_teardown(
-            test_the_vm_code_below_its_c_frame_is_astray, setup, teardown),
+            test_the_vm_code_below_its_c_frame_is_astray_under_a_trace,
+            setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_the_walk_goes_on_from_the_vm_frame, setup, teardown),
     };

@@ -34,8 +34,10 @@
 #define LJL_CF_FRAME_RECORD     192
 
 static inline uintptr_t
-prof_arch_lj_cframe_fp(uintptr_t cf)
+prof_arch_lj_cframe_fp(uintptr_t cf, uintptr_t fp)
 {
+    (void) fp;
+
     return cf + LJL_CF_FRAME_RECORD;
 }
 
