@@ -44,11 +44,13 @@ ngx_http_profiling_lua_state(ngx_cycle_t *cycle)
 
 /*
  * The lua module's LuaJIT, created with its configuration: its frames go
- * into the samples once its layout checked out; otherwise that is said
- * once, and the stacks stay native.
+ * into the samples once its layout checked out (frames: profiling_lua;
+ * off, only its C frames guide the native walk through its JIT code);
+ * otherwise that is said once (unless off), and the stacks stay native.
  */
 void
-ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler)
+ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler,
+    ngx_flag_t frames)
 {
     char                  err[128];
     void                 *L;
@@ -60,17 +62,20 @@ ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler)
 
     L = ngx_http_profiling_lua_state(cycle);
     if (L == NULL) {
-        prof_set_lua_vm(profiler, NULL, NULL);
+        prof_set_lua_vm(profiler, NULL, NULL, frames);
         return;
     }
 
     if (prof_lua_find(L, &vm, err, sizeof(err)) != 0) {
-        ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
-                      "profiling: the lua module's LuaJIT is not one the "
-                      "profiler knows, %s: stacks without Lua frames", err);
-        prof_set_lua_vm(profiler, NULL, err);
+        if (frames) {
+            ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                          "profiling: the lua module's LuaJIT is not one "
+                          "the profiler knows, %s: stacks without Lua "
+                          "frames", err);
+        }
+        prof_set_lua_vm(profiler, NULL, err, frames);
         return;
     }
 
-    prof_set_lua_vm(profiler, &vm, NULL);
+    prof_set_lua_vm(profiler, &vm, NULL, frames);
 }

@@ -257,7 +257,8 @@ int ngx_http_profiling_profiler_process_init(void *data, int *keep, int max);
  * its profiler starts.
  */
 void *ngx_http_profiling_lua_state(ngx_cycle_t *cycle);
-void ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler);
+void ngx_http_profiling_find_lua(ngx_cycle_t *cycle, prof_t *profiler,
+    ngx_flag_t frames);
 
 
 /*

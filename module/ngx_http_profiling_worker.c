@@ -279,7 +279,8 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
         conf.debuginfod_retry_ms = pmcf->period;
     }
 
-    conf.lua = pmcf->lua && ngx_http_profiling_lua_state(cycle) != NULL;
+    /* (profiling_lua off: LuaJIT's C frames still guide the walk) */
+    conf.lua = ngx_http_profiling_lua_state(cycle) != NULL;
 
     w->status_slot = ngx_http_profiling_status_take_slot(pmcf);
     conf.status_slot = w->status_slot;
@@ -314,7 +315,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 
     ngx_http_profiling_request_start(cycle, traced);
     ngx_http_profiling_events_start(cycle, w, pmcf->period);
-    ngx_http_profiling_find_lua(cycle, w->profiler);
+    ngx_http_profiling_find_lua(cycle, w->profiler, pmcf->lua);
 
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "profiling: sampling every %Mms, a profile every %Mms, "

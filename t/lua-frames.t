@@ -425,7 +425,13 @@ sub check_run {
         or diag(join("\n", grep { defined } @inl_wrong[0 .. 9]));
 
     # A coroutine resumed from Lua: its frames above its resumer's (or
-    # none of the app's: the filter's own code, a walk cut short).
+    # none of the app's: the filter's own code, a walk cut short). None
+    # without its resumer's, by construction: the walk reaches the
+    # coroutine's C frame from LuaJIT's state, never by a scan (on from
+    # it wherever it strays or stops below it), and the VM's unwind rule
+    # there leads to its resumer's; where the state names no C frame of
+    # the coroutine (its entry, its exit), no frame of it is shown
+    # (t/lua-coroutines.t: in an older worker).
     my ($co, $co_total, @co_wrong) = (0, 0);
     for my $s (grep { ($_->{endpoint} // '') eq 'GET /coro' } @s) {
         $co_total += $s->{cpu};

@@ -93,6 +93,10 @@ typedef struct prof_lua_vm_s {
 #define PROF_LUA_FOUND           1      /* vm: its frames are read */
 #define PROF_LUA_NONE            2      /* no LuaJIT in the worker */
 #define PROF_LUA_NOT_RECOGNIZED  (-1)   /* why: stacks stay native */
+#define PROF_LUA_WALK_ONLY       3      /* vm, its frames not read
+                                           (profiling_lua off): its C
+                                           frames guide the native walk
+                                           (worker/signal_lua.h) */
 
 
 /*

@@ -257,13 +257,14 @@ prof_start(prof_t **profiler, const prof_conf_t *conf)
 
 
 void
-prof_set_lua_vm(prof_t *p, const prof_lua_vm_t *vm, const char *why)
+prof_set_lua_vm(prof_t *p, const prof_lua_vm_t *vm, const char *why,
+    int frames)
 {
     if (p->lua == NULL || p->sampler == NULL) {
         return;
     }
 
-    if (vm == NULL && why == NULL) {
+    if (vm == NULL && (why == NULL || !frames)) {
         __atomic_store_n(&p->lua->state, PROF_LUA_NONE, __ATOMIC_RELEASE);
         return;
     }
@@ -276,7 +277,9 @@ prof_set_lua_vm(prof_t *p, const prof_lua_vm_t *vm, const char *why)
     }
 
     p->lua->vm = *vm;
-    __atomic_store_n(&p->lua->state, PROF_LUA_FOUND, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->lua->state,
+                     frames ? PROF_LUA_FOUND : PROF_LUA_WALK_ONLY,
+                     __ATOMIC_RELEASE);
     prof_sampler_enable_lua(p->sampler, p->lua);
 }
 

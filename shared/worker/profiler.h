@@ -80,13 +80,14 @@ int prof_label(prof_t *p, const prof_labels_t *labels);
 
 /*
  * What prof_lua_find said of the worker's LuaJIT (conf.lua), once every
- * module is initialized: vm, its frames in the samples from now; or
- * NULL, and why (the status page and identification line say it); or
- * NULL and NULL: the worker has none. The identification line waits for
- * it (at most 5 s, profiler/identify.c).
+ * module is initialized: vm, its frames in the samples from now (frames
+ * 0: only its C frames, for the native walk through its JIT code, nothing
+ * said of it); or NULL, and why (the status page and identification line
+ * say it, unless frames is 0); or NULL and NULL: the worker has none. The
+ * identification line waits for it (at most 5 s, profiler/identify.c).
  */
 void prof_set_lua_vm(prof_t *p, const struct prof_lua_vm_s *vm,
-    const char *why);
+    const char *why, int frames);
 
 /*
  * Once every module of the server is initialized (a tracer's included),

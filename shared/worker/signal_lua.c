@@ -186,6 +186,114 @@ prof_lua_trace_runs(prof_lua_t *lua)
 
 
 /*
+ * The C frame of the activation of lua's VM that runs (its running
+ * state's L->cframe, which names that state at LJL_CF_L), when it lies on
+ * this stack at or above sp, else 0; *trace: whether that activation runs
+ * a trace, or code a trace called (its state says so; 1 when the state
+ * cannot be read).
+ */
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) uintptr_t
+prof_lua_cframe(prof_lua_t *lua, uintptr_t sp, uintptr_t stack_low,
+    uintptr_t stack_high, int *trace)
+{
+    uintptr_t  L, cf;
+
+    *trace = 0;
+
+    if (lua == NULL || !prof_lua_guarded()) {
+        return 0;
+    }
+
+    prof_lua_guard_reading = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    if (sigsetjmp(prof_lua_guard_jump, 0)) {
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        *trace = 1;
+        return 0;
+    }
+
+    L = PROF_LUA_RD64(lua->vm.g + LJL_G_CUR_L) & LJL_GCVMASK;
+    cf = (L != 0) ? (PROF_LUA_RD64(L + LJL_L_CFRAME) & LJL_CFRAME_RAWMASK) : 0;
+    *trace = (int32_t) PROF_LUA_RD32(lua->vm.g + LJL_G_VMSTATE) >= 0
+             || PROF_LUA_RD64(lua->vm.g + LJL_G_JIT_BASE) != 0;
+
+    prof_lua_guard_reading = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    /* On this stack, where the walk reads: the state it names, L. */
+    if (cf < sp || cf < stack_low || cf >= stack_high || (cf & 7) != 0
+        || stack_high - cf < LJL_CF_L + 8
+        || (*(const uintptr_t *) (cf + LJL_CF_L) & LJL_GCVMASK) != L)
+    {
+        return 0;
+    }
+
+    return cf;
+}
+
+
+/*
+ * The C frame of the activation that cf's (on this stack) was entered
+ * from, on the same state's chain: above cf, else 0 (a coroutine's first,
+ * whose resumer the splice finds from the native frames).
+ */
+PROF_SIGNAL_TEXT __attribute__((no_sanitize_address)) uintptr_t
+prof_lua_cframe_prev(uintptr_t cf, uintptr_t stack_high)
+{
+    uintptr_t  prev;
+
+    if (cf == 0 || stack_high - cf < LJL_CF_PREV + 8) {
+        return 0;
+    }
+
+    prev = *(const uintptr_t *) (cf + LJL_CF_PREV) & LJL_CFRAME_RAWMASK;
+
+    return (prev > cf && prev < stack_high && (prev & 7) == 0) ? prev : 0;
+}
+
+
+PROF_SIGNAL_TEXT int
+prof_lua_astray(const prof_lua_t *lua, const uint64_t *frames,
+    const prof_lua_where_t *where, int from, int n, uintptr_t cf, int trace,
+    int *at)
+{
+    int  i, vm;
+
+    *at = -1;
+
+    for (i = from; i < n; i++) {
+        vm = prof_lua_in_vm(lua, frames[i]);
+
+        if (where[i].sp == cf && vm) {
+            *at = i;
+            return -1;
+        }
+
+        if (where[i].sp >= cf || (vm && trace)) {
+            return i;
+        }
+    }
+
+    return -1;
+}
+
+
+PROF_SIGNAL_TEXT void
+prof_lua_cframe_regs(const prof_lua_t *lua, uintptr_t cf,
+    prof_unwind_regs_t *regs)
+{
+    regs->pc = (lua == prof_lua_code_of) ? prof_lua_code_start
+                                         : lua->vm.vm_start;
+    regs->fp = prof_arch_lj_cframe_fp(cf, regs->fp);
+    regs->sp = cf;
+    regs->aux = 0;
+    regs->lr = 0;
+    regs->caller = 0;
+}
+
+
+/*
  * The interpreter in a return, between the first result stored over the
  * returning frame's function slot and BASE moved down to the caller's
  * frame (a fast function's ->fff_res, BC_RET*, a C function's results

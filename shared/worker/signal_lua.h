@@ -19,6 +19,7 @@
 #include <ucontext.h>
 
 #include "channel/lua_frames.h"
+#include "common/unwind_walk.h"
 
 
 /* Hidden from other objects: the handler calls them directly. */
@@ -55,6 +56,36 @@ int prof_lua_vm_return(prof_lua_t *lua, const ucontext_t *uc, uintptr_t *pc,
  * does, or there is no VM (lua NULL).
  */
 int prof_lua_trace_runs(prof_lua_t *lua);
+
+/*
+ * The running activation's C frame (L->cframe of the state running), the
+ * frame of lj_vm_pcall, lj_vm_resume or lj_vm_cpcall whose one unwind
+ * rule (libluajit's .eh_frame, for all the VM's code) holds there and
+ * nowhere else: the native walk must pass through it, as the VM's frame
+ * at exactly that sp, before it reaches any frame above it. Under a
+ * trace, whose machine code no object holds and whose stack is full of
+ * words left by earlier calls, the walk goes on from it instead of
+ * scanning.
+ *
+ * prof_lua_cframe: that C frame when it lies on this stack at or above sp
+ * (else 0), and whether a trace runs (*trace); prof_lua_cframe_prev: the
+ * one on the same state's chain above cf (nested calls into the VM), else
+ * 0; prof_lua_astray: the first of native frames [from, n) (with where
+ * they were) that the walk cannot have right while it has not passed cf
+ * (at or above cf before the VM's frame at cf, or, under a trace (trace),
+ * the VM's code below cf, whose rule does not hold there: its exit
+ * handler), or -1, and *at the VM's frame at cf if among them, else -1;
+ * prof_lua_cframe_regs: regs set to the VM's frame at cf, for the walk to
+ * go on from.
+ */
+uintptr_t prof_lua_cframe(prof_lua_t *lua, uintptr_t sp, uintptr_t stack_low,
+    uintptr_t stack_high, int *trace);
+uintptr_t prof_lua_cframe_prev(uintptr_t cf, uintptr_t stack_high);
+int prof_lua_astray(const prof_lua_t *lua, const uint64_t *frames,
+    const prof_lua_where_t *where, int from, int n, uintptr_t cf, int trace,
+    int *at);
+void prof_lua_cframe_regs(const prof_lua_t *lua, uintptr_t cf,
+    prof_unwind_regs_t *regs);
 
 /*
  * lua's interpreter's code kept for the handler, which then reads lua's

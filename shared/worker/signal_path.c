@@ -136,8 +136,9 @@ PROF_SIGNAL_TEXT static void
 prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     int max)
 {
-    int                   n, count, scans, called;
-    uintptr_t             pc, sp;
+    int                   n, count, scans, called, from, astray, at;
+    int                   trace, cf_known, jumps;
+    uintptr_t             pc, sp, cf;
     prof_lua_t           *lua;
     prof_unwind_regs_t    regs;
     prof_unwind_table_t  *t;
@@ -195,23 +196,82 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             regs.caller = 1;
         }
 
+        /* The running activation's C frame, until the walk passed it
+           (signal_lua.h): read once the walk meets Lua or stops. */
+        cf = 0;
+        trace = 0;
+        cf_known = (lua == NULL);
+        jumps = 0;
+
         for ( ;; ) {
             if (lua != NULL) {
                 regs.where = (uintptr_t *) &where[n];
             }
 
+            from = n;
             status = prof_unwind_recent(t, &regs, &s->recent,
                                         (void **) slot->frames + n,
                                         max + 1 - n, &count);
             n += count;
 
-            if (status == PROF_UNWIND_END || status == PROF_UNWIND_FULL) {
-                break;
-            }
-
             if (status == PROF_UNWIND_NO_OBJECT) {
                 __atomic_fetch_add(&s->sampled.unknown_pcs, 1,
                                    __ATOMIC_RELAXED);
+            }
+
+            if (!cf_known
+                && ((status != PROF_UNWIND_END && status != PROF_UNWIND_FULL)
+                    || prof_lua_may_run(lua, slot->frames + from,
+                                        where + from, n - from)))
+            {
+                cf = prof_lua_cframe(lua, sp, s->stack_low, s->stack_high,
+                                     &trace);
+                cf_known = 1;
+            }
+
+            /* Past an activation's C frame: the next one's on. */
+            astray = -1;
+            while (cf != 0) {
+                astray = prof_lua_astray(lua, slot->frames, where, from, n,
+                                         cf, trace, &at);
+                if (at < 0) {
+                    break;
+                }
+                from = at + 1;
+                cf = prof_lua_cframe_prev(cf, s->stack_high);
+                trace = 0;      /* the state tells of the running one's */
+            }
+
+            /*
+             * Astray below the running activation's C frame, or stopped
+             * below it under a trace (in its machine code, or code it
+             * called) or at a frame the walk cannot step: on from that C
+             * frame, the frames astray dropped, no scan (signal_lua.h).
+             * Where no trace runs, code without rules or in no object
+             * (C code the interpreter called, a regex's JIT code) is
+             * scanned past as before, and what the scan finds checked
+             * likewise.
+             */
+            if (cf != 0 && jumps < PROF_LUA_ACTIVATIONS
+                && (astray >= 0
+                    || (status != PROF_UNWIND_FULL
+                        && (trace || (status != PROF_UNWIND_NO_RULE
+                                      && status != PROF_UNWIND_NO_OBJECT)))))
+            {
+                if (astray >= 0) {
+                    n = astray;
+                    regs.fp = (n > 0) ? where[n - 1].fp : 0;
+                }
+                if (n > max) {
+                    break;
+                }
+                prof_lua_cframe_regs(lua, cf, &regs);
+                jumps++;
+                continue;
+            }
+
+            if (status == PROF_UNWIND_END || status == PROF_UNWIND_FULL) {
+                break;
             }
 
             /*
@@ -229,7 +289,17 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
                      || prof_unwind_link(t, &regs, PROF_SCAN_WORDS) != 0)
                     && prof_unwind_scan(t, &regs, PROF_SCAN_WORDS) != 0))
             {
-                break;
+                /* No caller found below the running activation's C
+                   frame: on from it. */
+                if (cf == 0 || jumps == PROF_LUA_ACTIVATIONS || n > max
+                    || (status != PROF_UNWIND_NO_OBJECT
+                        && status != PROF_UNWIND_NO_RULE))
+                {
+                    break;
+                }
+                prof_lua_cframe_regs(lua, cf, &regs);
+                jumps++;
+                continue;
             }
 
             scans++;
@@ -241,6 +311,7 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
     /* A walk to the outermost frame shows every activation of the VM:
        without one, none of LuaJIT's memory is read. */
     if (lua != NULL && t != NULL
+        && __atomic_load_n(&lua->state, __ATOMIC_RELAXED) == PROF_LUA_FOUND
         && (status != PROF_UNWIND_END
             || prof_lua_may_run(lua, slot->frames, where, n)))
     {

@@ -841,6 +841,7 @@ test_a_fault_in_the_lua_walk_is_survived(void **state)
     lua = calloc(1, sizeof(prof_lua_t));
     assert_non_null(lua);
     lua->vm.g = 64;                             /* nothing is mapped there */
+    lua->state = PROF_LUA_FOUND;                /* its frames read */
 
     prof_sampler_enable_lua(f->sampler, lua);
 

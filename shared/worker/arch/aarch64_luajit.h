@@ -25,6 +25,24 @@
 
 
 /*
+ * The frame pointer of the VM's frame at its C frame cf, for the walk to
+ * go on from there: the VM's unwind rule finds its CFA from x29 (x29 +
+ * 16), which its entries point to the frame record {x29, x30} they save
+ * at the top of the C frame (CFRAME_SIZE 208: at cf + 192), and which a
+ * trace may use as it likes.
+ */
+#define LJL_CF_FRAME_RECORD     192
+
+static inline uintptr_t
+prof_arch_lj_cframe_fp(uintptr_t cf, uintptr_t fp)
+{
+    (void) fp;
+
+    return cf + LJL_CF_FRAME_RECORD;
+}
+
+
+/*
  * The interpreter's BASE (x19) and PC (x21) when a signal interrupted it,
  * from the signal's context.
  */

@@ -24,6 +24,22 @@
 
 
 /*
+ * The frame pointer of the VM's frame at its C frame cf, for the walk to
+ * go on from there: none the VM's unwind rule needs (its CFA is rsp +
+ * CFRAME_SIZE, the caller's rbp saved in the frame), but rbp as the walk
+ * left it below (fp: callee-saved, it is where the interpreter keeps BASE
+ * around calls that do not take L, prof_arch_lj_kept_base).
+ */
+static inline uintptr_t
+prof_arch_lj_cframe_fp(uintptr_t cf, uintptr_t fp)
+{
+    (void) cf;
+
+    return fp;
+}
+
+
+/*
  * The interpreter's BASE (rdx) and PC (rbx) when a signal interrupted it,
  * from the signal's context.
  */
