@@ -101,9 +101,9 @@ prof_aggregator_destroy(prof_aggregator_t *agg)
 }
 
 
-/* Room for the values of keys (zeroed), PROF_VALUE_COUNT each. */
-static int
-prof_reserve_values(int64_t **values, size_t *capacity, uint32_t keys)
+int
+prof_aggregator_reserve_values(int64_t **values, size_t *capacity,
+    size_t keys)
 {
     size_t    cap;
     int64_t  *v;
@@ -188,8 +188,8 @@ prof_aggregator_add_sample(prof_aggregator_t *agg, const prof_sample_t *s)
 
     index = prof_intern(&agg->raw_keys, &key, sizeof(key), &inserted);
     if (index < 0
-        || prof_reserve_values(&agg->raw_values, &agg->raw_capacity,
-                               index + 1) != 0)
+        || prof_aggregator_reserve_values(&agg->raw_values,
+                                          &agg->raw_capacity, index + 1) != 0)
     {
         return -ENOMEM;
     }
@@ -356,8 +356,9 @@ prof_aggregator_resolve(prof_aggregator_t *agg)
 
         index = prof_intern(&p->keys, &key, sizeof(key), &inserted);
         if (index < 0
-            || prof_reserve_values(&p->values, &p->values_capacity,
-                                   index + 1) != 0)
+            || prof_aggregator_reserve_values(&p->values,
+                                              &p->values_capacity, index + 1)
+               != 0)
         {
             goto failed;
         }

@@ -122,6 +122,11 @@ typedef struct {
 prof_aggregator_t *prof_aggregator_create(const prof_aggregator_conf_t *conf);
 void prof_aggregator_destroy(prof_aggregator_t *agg);
 
+/* Room for the values of keys (zeroed, PROF_VALUE_COUNT each) in *values
+   of *capacity keys, grown by doubling: 0, or -ENOMEM. */
+int prof_aggregator_reserve_values(int64_t **values, size_t *capacity,
+    size_t keys);
+
 /*
  * Adds the samples of a batch; when the batch carries a flush barrier,
  * closes the profile and passes it to on_profile (with the barrier's

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/utf8.h"
+#include "profiler/aggregator.h"
 #include "profiler/intake.h"
 #include "profiler/pprof.h"
 #include "profiler/pprof_wire.h"
@@ -64,36 +65,6 @@ static const prof_pprof_style_t  prof_push_styles[2] = {
 };
 
 static const char  *prof_push_names[2] = { "process_cpu", "wall" };
-
-
-static int
-prof_push_reserve(int64_t **values, size_t *capacity, size_t keys)
-{
-    size_t    cap;
-    int64_t  *v;
-
-    if (keys <= *capacity) {
-        return 0;
-    }
-
-    cap = *capacity ? *capacity * 2 : 256;
-    while (cap < keys) {
-        cap *= 2;
-    }
-
-    v = realloc(*values, cap * PROF_VALUE_COUNT * sizeof(int64_t));
-    if (v == NULL) {
-        return -ENOMEM;
-    }
-
-    memset(v + *capacity * PROF_VALUE_COUNT, 0,
-           (cap - *capacity) * PROF_VALUE_COUNT * sizeof(int64_t));
-
-    *values = v;
-    *capacity = cap;
-
-    return 0;
-}
 
 
 /* A length-delimited field's key and length. */
@@ -322,8 +293,9 @@ prof_push_merge(prof_push_t *ps)
 
         index = prof_intern(&ps->keys, &key, sizeof(key), &inserted);
         if (index < 0
-            || prof_push_reserve(&ps->values, &ps->values_capacity,
-                                 index + 1) != 0)
+            || prof_aggregator_reserve_values(&ps->values,
+                                              &ps->values_capacity, index + 1)
+               != 0)
         {
             return -ENOMEM;
         }
