@@ -5,8 +5,8 @@
 # costliest samples there are: 240 interpreted Lua frames and the native
 # ones under them, profiling_max_frames 512), the profiler's own share of
 # the worker's CPU (the handler's time in the worker plus its profiler
-# process's CPU, as the status page counts them, against the worker's
-# CPU in /proc), once settled: measured without a ceiling; with a
+# process's CPU, against the worker's CPU, the median of seven seconds
+# once settled): measured without a ceiling; with a
 # ceiling of a third of what it took without one, lower than without:
 # the interval widened (a NOTICE line
 # says so, the status page shows the interval and the time throttled),
@@ -26,7 +26,7 @@ use Time::HiRes qw(time);
 use ProfEnv;
 use ProfNginx;
 use ProfPprof;
-use ProfProc;
+use ProfProc qw(:DEFAULT process_cpu_ns);
 use ProfWait;
 use ProfWorkload;
 
@@ -87,16 +87,31 @@ sub run_load {
     # Settling: the symbols read, the interval found.
     ProfWorkload::drive($t, '/deep', 3, 0.005);
 
-    # The counters move once a second (the sampler thread's window).
-    my $c0 = counters($t);
-    my $w0 = thread_cpu_ns($worker, $worker);
-    ProfWorkload::drive($t, '/deep', 7, 0.005);
+    # The share second by second, the median of seven: the handler's time
+    # as the status page counts it (as batches arrive), the profiler
+    # process's CPU and the worker's read from /proc at the same moments.
+    # A second that names new code or builds an object's tables once (a
+    # fixed cost, under a sanitizer hundreds of ms) is one the ceiling
+    # also lets pass (it acts on two seconds over in a row), and the median
+    # leaves it out, as it does a second the machine took from the test.
+    my $profiler = profiler_of($worker);
+    my @shares;
+    my ($h0, $p0, $w0) = (counters($t)->{handler_total_ns},
+                          process_cpu_ns($profiler),
+                          thread_cpu_ns($worker, $worker));
+    for (1 .. 7) {
+        ProfWorkload::drive($t, '/deep', 1, 0.005);
+        my ($h1, $p1, $w1) = (counters($t)->{handler_total_ns},
+                              process_cpu_ns($profiler),
+                              thread_cpu_ns($worker, $worker));
+        push @shares, ($h1 - $h0 + $p1 - $p0) / ($w1 - $w0) if $w1 > $w0;
+        ($h0, $p0, $w0) = ($h1, $p1, $w1);
+    }
+    @shares = sort { $a <=> $b } @shares;
+    my $share = @shares ? $shares[$#shares / 2] : 1;
+    diag(sprintf('%s: the share each second: %s', $max_cpu,
+                 join(' ', map { sprintf('%.3f%%', 100 * $_) } @shares)));
     my $c1 = counters($t);
-    my $w1 = thread_cpu_ns($worker, $worker);
-
-    my $own = ($c1->{handler_total_ns} - $c0->{handler_total_ns})
-              + ($c1->{profiler_cpu_ns} - $c0->{profiler_cpu_ns});
-    my $share = ($w1 > $w0) ? $own / ($w1 - $w0) : 1;
 
     my $cpu_ns = thread_cpu_ns($worker, $worker);
     ok($t->stop, "nginx quits ($max_cpu)");
@@ -124,17 +139,9 @@ my $ceiling = sprintf('%.2f', 100 * $free / 3);
 $ceiling = '0.01' if $ceiling < 0.01;
 my ($share, $cpu_ns, $profiled, $t, $c) =
     run_load("profiling_max_cpu $ceiling%;");
-SKIP: {
-    # Under a sanitizer the profiler's fixed costs (which no interval
-    # lowers) are most of its share: the interval's effect is within the
-    # noise there; the widening and the cpu-time below are still checked.
-    skip('under a sanitizer (t/sanitizer-nginx): fixed costs dominate', 1)
-        if ProfEnv::nginx_wrapped();
-    ok($share < 0.85 * $free,
-       sprintf('with profiling_max_cpu %s%%: the profiler took %.3f%%, '
-               . 'less than without (%.3f%%)', $ceiling, 100 * $share,
-               100 * $free));
-}
+ok($share < 0.85 * $free,
+   sprintf('with profiling_max_cpu %s%%: the profiler took %.3f%%, less '
+           . 'than without (%.3f%%)', $ceiling, 100 * $share, 100 * $free));
 ok($c->{interval_ns} > 1_000_000,
    sprintf('the interval widened: %.1f ms', $c->{interval_ns} / 1e6));
 ok($c->{throttled_ns} > 1e9, sprintf('throttled for %.1f s',
