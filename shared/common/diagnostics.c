@@ -123,6 +123,7 @@ const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
     { "profiler_cpu_ns", offsetof(prof_diagnostics_t, profiler_cpu_ns) },
     { "interval_ns", offsetof(prof_diagnostics_t, interval_ns) },
     { "throttled_ns", offsetof(prof_diagnostics_t, throttled_ns) },
+    { "naming_cpu_ns", offsetof(prof_diagnostics_t, naming_cpu_ns) },
     { "handler_preempted", offsetof(prof_diagnostics_t, handler_preempted) },
     { "handler_preempted_ns",
       offsetof(prof_diagnostics_t, handler_preempted_ns) },

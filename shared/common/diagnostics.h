@@ -141,11 +141,14 @@ typedef struct {
                                                Pyroscope's size bound */
 
     /* the profiler's own cost (the sampler thread): the handler's time
-       in the worker, the profiler process's CPU, the CPU timer's
-       interval now (profiling_max_cpu widens it) and the time it was
-       wider than configured */
+       in the worker, the profiler process's CPU, the part of it spent
+       naming code seen for the first time (the loop thread: symbols,
+       inline tables, Lua functions; profiling_max_cpu leaves it out),
+       the CPU timer's interval now (profiling_max_cpu widens it) and the
+       time it was wider than configured */
     uint64_t          handler_total_ns;
     uint64_t          profiler_cpu_ns;
+    uint64_t          naming_cpu_ns;
     uint64_t          interval_ns;
     uint64_t          throttled_ns;
 

@@ -106,6 +106,10 @@ typedef void (*prof_profile_handler_pt)(void *data, prof_profile_t *p);
 typedef struct {
     prof_symbolizer_t       *symbolizer;
     prof_diagnostics_t      *diagnostics;
+    int64_t                 *naming_since;  /* this thread's CPU when the
+                                               naming under way began, -1:
+                                               none (atomic); NULL: not
+                                               told */
     int64_t                  period_ns;     /* sampling interval */
     int64_t                  thread_id;
     const char              *thread_name;

@@ -9,8 +9,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "channel/lua_frames.h"
+#include "common/clock.h"
 #include "profiler/aggregator.h"
 #include "profiler/aggregator_internal.h"
 
@@ -138,6 +140,44 @@ prof_aggregator_lua(prof_aggregator_t *agg, prof_address_t *info,
 
 
 /*
+ * Naming new code, which profiling_max_cpu leaves out: the thread's CPU
+ * from the start, told while under way (a build may last seconds), and
+ * added to the counter at its end.
+ */
+static int64_t
+prof_aggregator_naming_start(prof_aggregator_t *agg)
+{
+    int64_t  start;
+
+    start = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+
+    if (agg->conf.naming_since != NULL) {
+        __atomic_store_n(agg->conf.naming_since, start, __ATOMIC_RELEASE);
+    }
+
+    return start;
+}
+
+
+static void
+prof_aggregator_naming_done(prof_aggregator_t *agg, int64_t start)
+{
+    int64_t  now;
+
+    now = prof_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+
+    if (start >= 0 && now > start && agg->conf.diagnostics != NULL) {
+        prof_counter_add(agg->conf.diagnostics->naming_cpu_ns,
+                         (uint64_t) (now - start));
+    }
+
+    if (agg->conf.naming_since != NULL) {
+        __atomic_store_n(agg->conf.naming_since, -1, __ATOMIC_RELEASE);
+    }
+}
+
+
+/*
  * Symbolizes pc the first time it is seen: its information goes into the
  * address cache (a Lua frame's from the Lua function table). 0 or -ENOMEM.
  */
@@ -146,7 +186,7 @@ prof_aggregator_symbolize_once(prof_aggregator_t *agg, uint64_t pc)
 {
     int              inserted;
     size_t           cap;
-    int64_t          index;
+    int64_t          index, start;
     prof_address_t  *info;
 
     if (PROF_FRAME_IS_MARKER(pc)) {
@@ -173,22 +213,26 @@ prof_aggregator_symbolize_once(prof_aggregator_t *agg, uint64_t pc)
         return 0;
     }
 
+    start = prof_aggregator_naming_start(agg);
+
     info = &agg->address_info[index];
     memset(info, 0, sizeof(prof_address_t));
 
     if (PROF_FRAME_IS_LUA(pc)) {
         prof_aggregator_lua(agg, info, pc);
         agg->unknown_addresses++;
-        return 0;
+
+    } else {
+        if (agg->conf.symbolizer != NULL) {
+            info->object = prof_symbolize(agg->conf.symbolizer, pc,
+                                          &info->function);
+            prof_aggregator_inlines(agg, info, pc);
+        }
+
+        agg->unknown_addresses += (info->object == NULL);
     }
 
-    if (agg->conf.symbolizer != NULL) {
-        info->object = prof_symbolize(agg->conf.symbolizer, pc,
-                                      &info->function);
-        prof_aggregator_inlines(agg, info, pc);
-    }
-
-    agg->unknown_addresses += (info->object == NULL);
+    prof_aggregator_naming_done(agg, start);
 
     return 0;
 }
@@ -254,9 +298,12 @@ prof_aggregator_forget_unknown(prof_aggregator_t *agg)
 void
 prof_aggregator_rename(prof_aggregator_t *agg)
 {
+    int64_t           start;
     uint32_t          i;
     uint64_t          pc;
     prof_address_t   *info;
+
+    start = prof_aggregator_naming_start(agg);
 
     for (i = 0; i < agg->addresses.count; i++) {
         info = &agg->address_info[i];
@@ -271,6 +318,8 @@ prof_aggregator_rename(prof_aggregator_t *agg)
             prof_aggregator_inlines(agg, info, pc);
         }
     }
+
+    prof_aggregator_naming_done(agg, start);
 }
 
 

@@ -281,6 +281,8 @@ prof_start_loop(prof_process_t *p)
     memset(&ac, 0, sizeof(ac));
     ac.symbolizer = p->symbolizer;
     ac.diagnostics = &p->channel->diagnostics;
+    ac.naming_since = &p->naming_since;
+    p->naming_since = -1;
     ac.period_ns = p->conf.interval_ns;
     ac.thread_id = p->pid;              /* the worker's only thread */
     ac.thread_name = p->thread_name;

@@ -367,6 +367,10 @@ prof_process_main(const prof_handover_t *h)
     dc.stalls = &p->stall_mailbox;
     dc.max_cpu_ppm = p->conf.max_cpu_ppm;
     dc.interval_told = &p->interval_told;
+    dc.naming_since = &p->naming_since;
+    if (pthread_getcpuclockid(p->loop_thread, &dc.naming_clock) != 0) {
+        dc.naming_since = NULL;
+    }
     p->interval_logged = p->conf.interval_ns;
 
     rc = prof_ring_drain_start(&p->drain, p->sampler, &dc);

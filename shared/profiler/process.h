@@ -133,6 +133,10 @@ struct prof_process_s {
     int64_t              interval_told;         /* by the sampler thread
                                                    (atomic) */
     int64_t              interval_logged;       /* by the loop thread */
+    int64_t              naming_since;          /* the loop thread's CPU
+                                                   when the naming under
+                                                   way began, -1: none
+                                                   (atomic) */
     prof_stall_mailbox_t  stall_mailbox;        /* from the sampler
                                                    thread */
 

@@ -377,9 +377,11 @@ prof_ring_drain_slots(prof_ring_drain_t *drain, int64_t now_ns)
 
 /*
  * profiling_max_cpu: each window, the profiler's share of the worker's
- * CPU (the handler's time there, this process's CPU) against the
- * ceiling. Over it two windows in a row (one alone is a profile's close,
- * or names read for new code), the CPU timer's interval widens in
+ * CPU (the handler's time there, this process's CPU but for what naming
+ * code seen for the first time took: a burst when the worker first runs
+ * it, an object's tables built once, which no interval lowers) against
+ * the ceiling. Over it two windows in a row (one alone is a profile's
+ * close), the CPU timer's interval widens in
  * proportion (to 80% of the ceiling, at most eightfold a window, at most
  * 100 times the configured one, at most 1 s); under half of it, it
  * narrows back, at most by half a window, to the configured one. A
@@ -393,11 +395,32 @@ prof_ring_drain_slots(prof_ring_drain_t *drain, int64_t now_ns)
 #define PROF_INTERVAL_MAX_NS      (1000 * 1000 * 1000LL)
 #define PROF_INTERVAL_MAX_TIMES   100
 
+/* The CPU naming new code took so far, the naming under way included. */
+static int64_t
+prof_ring_drain_naming_ns(prof_ring_drain_t *drain)
+{
+    int64_t  done, since, now;
+
+    done = (int64_t) prof_counter_get(
+                         drain->sampler->conf.diagnostics->naming_cpu_ns);
+
+    if (drain->conf.naming_since == NULL) {
+        return done;
+    }
+
+    since = __atomic_load_n(drain->conf.naming_since, __ATOMIC_ACQUIRE);
+    now = (since >= 0) ? prof_clock_ns(drain->conf.naming_clock) : -1;
+
+    return (now > since) ? done + (now - since) : done;
+}
+
+
 static void
 prof_ring_drain_throttle(prof_ring_drain_t *drain, int64_t now_ns)
 {
     double               share, target, factor;
-    int64_t              worker_ns, own_ns, elapsed, used, now, next, conf;
+    int64_t              worker_ns, own_ns, naming_ns, elapsed, used, now,
+                         next, conf;
     prof_sampler_t      *s = drain->sampler;
     prof_diagnostics_t  *d = s->conf.diagnostics;
 
@@ -408,6 +431,7 @@ prof_ring_drain_throttle(prof_ring_drain_t *drain, int64_t now_ns)
 
     worker_ns = prof_clock_ns(s->process_clock);
     own_ns = prof_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    naming_ns = prof_ring_drain_naming_ns(drain);
 
     conf = s->conf.interval_ns;
     now = __atomic_load_n(&s->interval_wanted_ns, __ATOMIC_RELAXED);
@@ -426,7 +450,8 @@ prof_ring_drain_throttle(prof_ring_drain_t *drain, int64_t now_ns)
         && worker_ns >= 0 && own_ns >= 0 && used >= elapsed / 4)
     {
         share = (double) (drain->window_handler_ns
-                          + (own_ns - drain->window_own_ns)) / used;
+                          + (own_ns - drain->window_own_ns)
+                          - (naming_ns - drain->window_naming_ns)) / used;
         target = 0.8 * drain->conf.max_cpu_ppm / 1e6;
         next = now;
 
@@ -468,6 +493,7 @@ prof_ring_drain_throttle(prof_ring_drain_t *drain, int64_t now_ns)
     drain->window_handler_ns = 0;
     drain->window_worker_ns = worker_ns;
     drain->window_own_ns = own_ns;
+    drain->window_naming_ns = naming_ns;
 }
 
 

@@ -95,6 +95,10 @@ typedef struct {
                                        millionths; 0: no ceiling */
     int64_t       *interval_told;   /* the interval, for the loop thread
                                        (atomic); NULL: none */
+    const int64_t *naming_since;    /* the naming thread's CPU when its
+                                       naming under way began, -1: none
+                                       (atomic); NULL: not told */
+    clockid_t      naming_clock;    /* that thread's CPU clock */
 } prof_ring_drain_conf_t;
 
 

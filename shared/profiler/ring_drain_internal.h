@@ -88,6 +88,8 @@ struct prof_ring_drain_s {
     int64_t                  window_handler_ns;
     int64_t                  window_worker_ns;  /* the worker's CPU then */
     int64_t                  window_own_ns;     /* this process's */
+    int64_t                  window_naming_ns;  /* its naming's (the
+                                                   loop thread's) */
     unsigned                 windows_over;      /* in a row */
 };
 
