@@ -96,10 +96,11 @@ for my $ok (
     'profiling_interval 1000ms;',
     'profiling_max_frames 8;', 'profiling_max_frames 512;',
     'profiling_memory_limit 256k;', 'profiling_memory_limit 1024m;',
-    # the bound as the directive's own error message and README write it
+    # the bound as the directive's own error message and docs/directives.md
+    # write it
     'profiling_memory_limit 1g;',
     'profiling_tags a:b;', 'profiling_tags url:http://x;',
-    # commas in values are replaced when the tags are sent (README)
+    # commas in values are replaced when the tags are sent (docs/directives.md)
     'profiling_tags a:b,c;',
     'profiling_upload_timeout 100ms;', 'profiling_upload_timeout 10m;',
     'profiling_agent_url off;', 'profiling_agent_url http://agent:8126;',
@@ -234,8 +235,8 @@ like($log, qr/profiling: sampling every 10ms, a profile every 60000ms/,
 
 
 # Agent URLs: every form nginx -t must refuse names the directive and the
-# value; the forms the README gives pass. A unix socket path holds at most
-# 107 bytes (sun_path).
+# value; the forms docs/directives.md gives pass. A unix socket path holds
+# at most 107 bytes (sun_path).
 
 my $SUN_PATH_MAX = 107;
 my $long_path = '/' . ('s' x $SUN_PATH_MAX);           # 108 bytes

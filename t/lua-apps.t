@@ -57,10 +57,14 @@ my $p = $t->prefix;
 mkdir("$p/lua") or die "$p/lua: $!";
 chmod(0755, $p, "$p/lua");
 
-# The work of each location, a module of its own. The document: the
-# first quarter of this project's README (headers, lists, code, links).
-my $doc = ProfFiles::slurp("$FindBin::Bin/../README.md");
-$doc = substr($doc, 0, index($doc, "\n", length($doc) / 4) + 1);
+# The work of each location, a module of its own. The document: this
+# project's README and docs/ in name order (headers, lists, code, links),
+# their first 26 KB cut at a line's end: a size that does not move as the
+# README does.
+my $doc = join('', map { ProfFiles::slurp($_) }
+                       "$FindBin::Bin/../README.md",
+                       sort glob("$FindBin::Bin/../docs/*.md"));
+$doc = substr($doc, 0, index($doc, "\n", 26000) + 1);
 my %WORK = (
     md => <<"EOF",
 local markdown = require("markdown")
