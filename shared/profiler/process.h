@@ -133,6 +133,8 @@ struct prof_process_s {
     int64_t              interval_told;         /* by the sampler thread
                                                    (atomic) */
     int64_t              interval_logged;       /* by the loop thread */
+    uint64_t             naming_trimmed;        /* naming_cpu_ns at the
+                                                   last malloc_trim() */
     int64_t              naming_since;          /* the loop thread's CPU
                                                    when the naming under
                                                    way began, -1: none

@@ -7,6 +7,7 @@
  * its walks left its unwind tables.
  */
 
+#include <malloc.h>
 #include <uv.h>
 
 #include "profiler/queue_drain.h"
@@ -135,9 +136,36 @@ prof_report_interval(prof_process_t *p)
 }
 
 
+/*
+ * What naming new code took for a while (an object's symbols read, its
+ * inline tables built: tens of MB in the process that builds libc's)
+ * goes back to the kernel once a profile has closed after it: glibc
+ * keeps the freed chunks inside its heap otherwise, some 400 kB a
+ * profiler process after start-up. Only after naming: in a steady state
+ * nothing is returned to be taken back the next period.
+ */
+static void
+prof_trim_after_naming(prof_process_t *p)
+{
+#ifdef __GLIBC__
+    uint64_t  naming;
+
+    naming = prof_counter_get(p->channel->diagnostics.naming_cpu_ns);
+
+    if (naming != p->naming_trimmed) {
+        p->naming_trimmed = naming;
+        (void) malloc_trim(0);
+    }
+#else
+    (void) p;
+#endif
+}
+
+
 void
 prof_drain_queue(prof_process_t *p)
 {
+    int                      closed;
     prof_batch_t            *b, *next;
     prof_labels_t           *l;
     prof_endpoint_counts_t  *counts;
@@ -155,11 +183,14 @@ prof_drain_queue(prof_process_t *p)
         prof_spsc_release(&p->channel->labels);
     }
 
+    closed = 0;
+
     for ( /* void */ ; b != NULL; b = next) {
         next = b->next;
 
         counts = b->flush_after ? prof_close_periods(p, b->flush_period)
                                 : NULL;
+        closed |= b->flush_after;
 
         if (prof_aggregator_consume(p->aggregator, b, counts) != 0) {
             prof_log_limited(&p->log, PROF_CAUSE_MEMORY, PROF_LOG_ERR,
@@ -173,4 +204,8 @@ prof_drain_queue(prof_process_t *p)
     /* Stalls, named now that their samples' addresses are. */
     prof_stalls_report(p);
     prof_report_interval(p);
+
+    if (closed) {
+        prof_trim_after_naming(p);
+    }
 }
