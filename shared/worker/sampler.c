@@ -521,15 +521,22 @@ prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns)
 }
 
 
-/* libunwind outside the handler, with SIGPROF blocked meanwhile. */
+/*
+ * libunwind outside the handler, with SIGPROF blocked meanwhile: a step
+ * at a time, not unw_backtrace(), whose cache of frames would cost the
+ * worker 256 kB written at its first call, for this one walk.
+ */
 void
 prof_sampler_capture_idle_stack(prof_sampler_t *s,
     const uint64_t *leaf_frames, unsigned leaf_count, unsigned skip_frames)
 {
-    int       n;
-    unsigned  i, count, max;
-    void     *frames[PROF_MAX_FRAMES_LIMIT + 1 + PROF_CAPTURE_SKIP_MAX];
-    sigset_t  prof, saved;
+    int            n;
+    unsigned       i, count, max;
+    sigset_t       prof, saved;
+    unw_word_t     ip;
+    unw_cursor_t   cursor;
+    unw_context_t  context;
+    uint64_t       frames[PROF_MAX_FRAMES_LIMIT + 1 + PROF_CAPTURE_SKIP_MAX];
 
     max = s->conf.max_frames;
     if (leaf_count >= max || skip_frames > PROF_CAPTURE_SKIP_MAX) {
@@ -540,7 +547,18 @@ prof_sampler_capture_idle_stack(prof_sampler_t *s,
     sigaddset(&prof, SIGPROF);
     (void) pthread_sigmask(SIG_BLOCK, &prof, &saved);
 
-    n = unw_backtrace(frames, max + 1 + skip_frames);
+    n = 0;
+
+    if (unw_getcontext(&context) == 0
+        && unw_init_local(&cursor, &context) == 0)
+    {
+        do {
+            if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) {
+                break;
+            }
+            frames[n++] = (uint64_t) ip;
+        } while (n < (int) (max + 1 + skip_frames) && unw_step(&cursor) > 0);
+    }
 
     (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
@@ -555,7 +573,7 @@ prof_sampler_capture_idle_stack(prof_sampler_t *s,
     }
 
     for (i = skip_frames; i < (unsigned) n && count < max; i++) {
-        s->idle_frames[count++] = (uint64_t) (uintptr_t) frames[i];
+        s->idle_frames[count++] = frames[i];
     }
 
     if (i < (unsigned) n) {
