@@ -61,7 +61,9 @@ ok($sampler_ns / 1e9 / $elapsed < 0.01,
 # What the worker's main thread used in its whole life, just before it
 # quits; it writes its last, partial, profile as it exits.
 my $cpu_ns = thread_cpu_ns($worker, $worker);
-ok($cpu_ns > 2e9, sprintf('the worker used %.0fms of CPU', $cpu_ns / 1e6));
+# (About 4.2 s on a quiet machine; a second is enough to compare with, and
+# a busy 2-core host has left the worker less than half of its share.)
+ok($cpu_ns > 1e9, sprintf('the worker used %.0fms of CPU', $cpu_ns / 1e6));
 
 ok($t->stop, 'nginx quits');
 
@@ -92,8 +94,10 @@ for my $i (0 .. $#p) {
     my $wall = profile_total($p, 'wall-time');
     my $werr = $dur ? ($wall - $dur) / $dur : 1;
 
+    # (A period ends at the worker's first turn after its time: a
+    # descheduled worker's is late by as long; 10%.)
     if ($complete) {
-        ok(abs($dur - 3e9) <= 0.1e9,
+        ok(abs($dur - 3e9) <= 0.3e9,
            sprintf('profile %d covers the 3s period (%.3fs)', $n, $dur / 1e9));
     }
 
