@@ -12,6 +12,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Time::HiRes qw(time);
+use ProfFiles qw(slurp);
 use ProfNginx;
 use ProfPprof;
 use ProfProc;
@@ -25,9 +26,15 @@ $t->write_config(<<'EOF');
     profiling_dump_dir %%DUMP%%;
     profiling_period 2s;
 
+    # When the worker had each request.
+    log_format worker_side '$msec $request_time';
+
     server {
         listen 127.0.0.1:%%PORT%%;
-        location /burn { profiling_burn 20ms; }
+        location /burn {
+            profiling_burn 20ms;
+            access_log %%PREFIX%%/requests.log worker_side;
+        }
     }
 EOF
 $t->run;
@@ -37,8 +44,7 @@ ok($worker, "a worker runs (pid $worker)");
 
 # The worker burns CPU in ngx_http_profiling_burn_spin for the whole first
 # period and a bit more.
-my @requests;
-my $served = ProfWorkload::drive($t, '/burn', 2.5, 0, \@requests);
+my $served = ProfWorkload::drive($t, '/burn', 2.5, 0);
 ok($served > 20, "the worker served $served requests burning 20ms each");
 # (Read once it served: a worker just forked may not have changed its user
 # yet.)
@@ -79,11 +85,12 @@ is(pstr($p, $p->{period_type}{type}) . '/' . pstr($p, $p->{period_type}{unit}),
    'cpu-time/nanoseconds', 'period type is cpu-time/nanoseconds');
 is($p->{period}, 10_000_000, 'period is the 10ms sampling interval');
 
-# The closing timer runs on nginx's event loop: a busy machine delays the
-# worker's wake-up by up to a scheduling slice or a few.
+# The closing timer runs on nginx's event loop, after a burn under way
+# (20 ms of CPU, longer in wall time on a busy machine, where the worker
+# also waits for a CPU to wake up): within 20%.
 my $dur = $p->{duration_nanos};
-ok(abs($dur - $PERIOD_NS) <= 250_000_000,
-   "duration_nanos $dur is the 2s period within 250ms");
+ok(abs($dur - $PERIOD_NS) <= 400_000_000,
+   "duration_nanos $dur is the 2s period within 400ms");
 
 my $start = $p->{time_nanos};
 ok($start <= $now_ns && $now_ns - $start < 10e9,
@@ -164,18 +171,25 @@ ok($burn_wall >= 0.9 * $burn_cpu,
            . 'less than its cpu-time (%.0fms)', $burn_wall / 1e6,
            $burn_cpu / 1e6));
 
-# The worker waits only while no request is in flight: between the
-# client's requests (slack for the edges of each request, and for the
-# time a woken worker waits for a CPU on a busy machine, still in its
-# event wait: 60 ms and 3% of the period).
+# The worker waits only while it has no request: outside the times its
+# access log gives each, from the request's first byte read to the end of
+# its burn (t/burn moves nginx's clock on then), so a woken worker's wait
+# for a CPU on a busy machine, still in its event wait, and a client slow
+# to read the answer are outside them too (slack for the log's
+# millisecond resolution and the edges of each request: 40 ms and 2% of
+# the period).
+my @had;
+for (split /\n/, slurp($t->prefix . '/requests.log') // '') {
+    push @had, [ $1 - $2, $1 ] if /^(\d+\.\d+) (\d+\.\d+)$/;
+}
 my $idle_wall = $wall_leaves->{epoll_wait} // 0;
 my $from = $p->{time_nanos} / 1e9;
-my $in_flight = ProfWorkload::covered(\@requests, $from, $from + $dur / 1e9);
-my $no_request_ns = $dur - $in_flight * 1e9;
-ok($idle_wall <= $no_request_ns + 60_000_000 + 0.03 * $dur,
+my $busy = ProfWorkload::covered(\@had, $from, $from + $dur / 1e9);
+my $no_request_ns = $dur - $busy * 1e9;
+ok(@had > 20 && $idle_wall <= $no_request_ns + 40_000_000 + 0.02 * $dur,
    sprintf('wall-time at epoll_wait (%.0fms) is not more than the time '
-           . 'without a request in flight (%.0fms)', $idle_wall / 1e6,
-           $no_request_ns / 1e6));
+           . 'the worker had no request (%.0fms, %d requests logged)',
+           $idle_wall / 1e6, $no_request_ns / 1e6, scalar(@had)));
 
 # Any pprof reader opens it.
 

@@ -736,6 +736,10 @@ ngx_http_profiling_burn_handler(ngx_http_request_t *r)
         x = ngx_http_profiling_burn_chain(r, blcf, ms);
     }
 
+    /* nginx's clock moves on past the burn: the log's $msec is when the
+       burn ended, its $request_time how long the request took. */
+    ngx_time_update();
+
     b->last = ngx_sprintf(b->last, "burned %uL\n", x & 1);
     b->last_buf = 1;
     b->last_in_chain = 1;
