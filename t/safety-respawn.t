@@ -129,8 +129,13 @@ subtest 'binary upgrade: USR2, WINCH, QUIT' => sub {
     $t->adopt_master($new_master);
     ok(serve($t), 'nginx serves');
     ok_profiles_of($t, $_, 1, 'after the upgrade') for @new;
+    # (Its profiler process writes it after the worker is gone, at its
+    # own pace.)
     for my $w (@old) {
-        my @f = profile_files($t->dump_dir, qr/^nginx\.$w\.\d+\.pprof$/);
+        my @f;
+        wait_until(sub {
+            @f = profile_files($t->dump_dir, qr/^nginx\.$w\.\d+\.pprof$/);
+        }, 15);
         ok(@f && eval { decode_profile($f[-1]) },
            "old worker $w left its last profile as it quit");
     }
