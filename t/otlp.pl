@@ -14,7 +14,9 @@
 #     its zero value (string_table[0] "", the others an empty message)
 #     and holds no item twice;
 #   - every index (stack, location, mapping, function, link, attribute,
-#     string) points into its table;
+#     string) points into its table, and every item but the zero one is
+#     pointed at (no orphan: the schema says there SHOULD be none; a
+#     receiver takes them, the stand-in does not, to catch them);
 #   - a Link (past the zero one) has a trace id of 16 bytes and a span
 #     id of 8, neither all zero;
 #   - a resource with a service.name;
@@ -361,6 +363,61 @@ sub check_profile {
     return undef;
 }
 
+# Items of the dictionary nothing points at (past the zero ones): undef,
+# or the first found.
+sub check_orphans {
+    my ($e, $d) = @_;
+    my %used;
+    my $use = sub {
+        my ($table, $m, @fields) = @_;
+        for my $f (@fields) {
+            $used{$table}{$_} = 1 for @{ $m->{$f} // [] };
+        }
+    };
+    my @profiles = map { @{ $_->{profiles} // [] } }
+                   map { @{ $_->{scope_profiles} // [] } }
+                   @{ $e->{resource_profiles} // [] };
+    for my $p (@profiles) {
+        for my $vt (map { @{ $p->{$_} // [] } } qw(sample_type period_type)) {
+            $use->('string_table', $vt, qw(type_strindex unit_strindex));
+        }
+        $use->('attribute_table', $p, 'attribute_indices');
+        for my $s (@{ $p->{samples} // [] }) {
+            $use->('stack_table', $s, 'stack_index');
+            $use->('link_table', $s, 'link_index');
+            $use->('attribute_table', $s, 'attribute_indices');
+        }
+    }
+    $use->('location_table', $_, 'location_indices')
+        for @{ $d->{stack_table} };
+    for my $l (@{ $d->{location_table} }) {
+        $use->('mapping_table', $l, 'mapping_index');
+        $use->('attribute_table', $l, 'attribute_indices');
+        $use->('function_table', $_, 'function_index')
+            for @{ $l->{lines} // [] };
+    }
+    for my $m (@{ $d->{mapping_table} }) {
+        $use->('string_table', $m, 'filename_strindex');
+        $use->('attribute_table', $m, 'attribute_indices');
+    }
+    $use->('string_table', $_,
+           qw(name_strindex system_name_strindex filename_strindex))
+        for @{ $d->{function_table} };
+    $use->('string_table', $_, qw(key_strindex unit_strindex))
+        for @{ $d->{attribute_table} };
+
+    for my $t (qw(mapping_table location_table function_table link_table
+                  string_table attribute_table stack_table))
+    {
+        for my $i (1 .. $#{ $d->{$t} }) {
+            next if $used{$t}{$i};
+            my $what = $t eq 'string_table' ? " (\"$d->{$t}[$i]\")" : '';
+            return "$t\[$i]$what is an orphan: nothing points at it";
+        }
+    }
+    return undef;
+}
+
 # The whole request judged: undef (accepted), or the reason.
 sub judge {
     my ($tmp, $headers, $body) = @_;
@@ -383,6 +440,8 @@ sub judge {
         or return 'cannot read protoc\'s text';
     my $d = otlp_one($e, 'dictionary') or return 'no dictionary';
     my ($why, $size) = check_dictionary($d);
+    return $why if defined $why;
+    $why = check_orphans($e, $d);
     return $why if defined $why;
 
     my @rp = @{ $e->{resource_profiles} // [] };

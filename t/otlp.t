@@ -492,6 +492,14 @@ subtest 'the stand-in refuses what breaks the rules' => sub {
         =~ s/period_type \{[^}]*\} //;
     $res = $post->($encode->($no_period . $dict->()));
     is($res->{status}, 400, 'no period type: refused');
+    $res = $post->($encode->($profile->('samples { values: 1 }')
+                             . $dict->(string_table =>
+        'string_table: "" string_table: "cpu" string_table: "nanoseconds" '
+        . 'string_table: "thread id" ')));
+    is($res->{status}, 400, 'a string nothing points at: refused');
+    like(ProfOtlp::status_message($res->{content}),
+         qr/string_table\[3\] \("thread id"\) is an orphan/,
+         '  naming it');
     $res = $post->("\x0a\xff");
     is($res->{status}, 400, 'no ExportProfilesServiceRequest: refused');
 

@@ -94,13 +94,6 @@ typedef struct {
 } prof_otlp_key_t;
 
 
-/* An attribute with a string value: string table indices. */
-typedef struct {
-    int64_t      key;
-    int64_t      value;
-} prof_otlp_attribute_t;
-
-
 typedef struct {
     unsigned     value;             /* PROF_VALUE_* */
     const char  *type[2];
@@ -131,7 +124,9 @@ typedef struct {
     uint32_t                *endpoint_attribute;    /* by endpoint */
     uint32_t                *mapping_attribute;     /* by mapping: its
                                                    build id's, 0: none */
-    prof_intern_t            attributes;        /* prof_otlp_attribute_t */
+    prof_intern_t            attributes;        /* a key's string index
+                                                   (int64_t), then the
+                                                   value (valid UTF-8) */
     prof_intern_t            links;             /* 16 + 8 bytes */
     prof_intern_t            keys;              /* prof_otlp_key_t */
     int64_t                 *values;            /* PROF_VALUE_COUNT a key */
@@ -141,6 +136,7 @@ typedef struct {
     prof_buffer_t            dictionary;
     prof_buffer_t            part;              /* a table being written */
     prof_buffer_t            item;              /* an item being written */
+    prof_buffer_t            value;             /* a value being made */
     prof_gzip_stream_t       gz;
 } prof_otlp_t;
 
@@ -251,18 +247,28 @@ prof_otlp_string(prof_otlp_t *o, const char *s)
 }
 
 
-/* An attribute with a string value: its attribute_table index (> 0). */
+/*
+ * An attribute with a string value (made valid UTF-8): its
+ * attribute_table index (> 0). The value is the attribute's own, not in
+ * the string table (where no item may be left unreferenced).
+ */
 static int64_t
-prof_otlp_attribute(prof_otlp_t *o, int64_t key, int64_t value)
+prof_otlp_attribute(prof_otlp_t *o, int64_t key, const char *value,
+    size_t length)
 {
-    int                    inserted;
-    int64_t                index;
-    prof_otlp_attribute_t  a;
+    int       inserted;
+    int64_t   index;
 
-    a.key = key;
-    a.value = value;
+    o->value.length = 0;
 
-    index = prof_intern(&o->attributes, &a, sizeof(a), &inserted);
+    if (prof_buffer_append(&o->value, &key, sizeof(key)) != 0
+        || prof_utf8_append(&o->value, value, length) != 0)
+    {
+        return -ENOMEM;
+    }
+
+    index = prof_intern(&o->attributes, o->value.data, o->value.length,
+                        &inserted);
 
     return (index < 0) ? -ENOMEM : index + 1;
 }
@@ -276,9 +282,11 @@ prof_otlp_attribute(prof_otlp_t *o, int64_t key, int64_t value)
 static int
 prof_otlp_prepare(prof_otlp_t *o)
 {
-    size_t                 i, n;
+    size_t                 i, n, length;
     int64_t                key, index;
     uint32_t               s;
+    const char            *endpoint;
+    const prof_object_t   *obj;
     const prof_profile_t  *p = o->tables.profile;
     prof_pprof_tables_t   *t = &o->tables;
 
@@ -305,7 +313,8 @@ prof_otlp_prepare(prof_otlp_t *o)
         }
 
         for (s = 0; s < p->endpoints.count; s++) {
-            index = prof_otlp_attribute(o, key, t->endpoint_string[s]);
+            endpoint = prof_intern_key(&p->endpoints, s, &length);
+            index = prof_otlp_attribute(o, key, endpoint, length);
             if (index < 0) {
                 return -ENOMEM;
             }
@@ -313,19 +322,27 @@ prof_otlp_prepare(prof_otlp_t *o)
         }
     }
 
-    key = prof_otlp_string(o, PROF_OTLP_BUILD_ID_KEY);
-    if (key < 0) {
-        return -ENOMEM;
-    }
+    for (key = 0, s = 0; s < t->mappings.count; s++) {
+        memcpy(&obj, prof_intern_key(&t->mappings, s, NULL), sizeof(obj));
 
-    for (s = 0; s < t->mappings.count; s++) {
-        if (t->mapping[s].build_id > 0) {
-            index = prof_otlp_attribute(o, key, t->mapping[s].build_id);
-            if (index < 0) {
+        if (obj->build_id[0] == '\0') {
+            continue;
+        }
+
+        if (key == 0) {
+            key = prof_otlp_string(o, PROF_OTLP_BUILD_ID_KEY);
+            if (key < 0) {
                 return -ENOMEM;
             }
-            o->mapping_attribute[s] = (uint32_t) index;
         }
+
+        index = prof_otlp_attribute(o, key, obj->build_id,
+                                    strlen(obj->build_id));
+        if (index < 0) {
+            return -ENOMEM;
+        }
+
+        o->mapping_attribute[s] = (uint32_t) index;
     }
 
     for (i = 0; i < PROF_OTLP_PROFILES; i++) {
@@ -580,28 +597,26 @@ prof_otlp_links(prof_otlp_t *o)
 static int
 prof_otlp_attributes(prof_otlp_t *o)
 {
-    int                    rc;
-    size_t                 length;
-    uint32_t               i;
-    const void            *s;
-    prof_buffer_t          value = { NULL, 0, 0 };
-    prof_otlp_attribute_t  a;
+    int                   rc;
+    size_t                length;
+    int64_t               key;
+    uint32_t              i;
+    const unsigned char  *a;
 
     rc = 0;
 
     for (i = 0; rc == 0 && i < o->attributes.count; i++) {
-        memcpy(&a, prof_intern_key(&o->attributes, i, NULL), sizeof(a));
-        s = prof_intern_key(&o->tables.strings, (uint32_t) a.value, &length);
+        a = prof_intern_key(&o->attributes, i, &length);
+        memcpy(&key, a, sizeof(key));
 
-        value.length = 0;
-        rc = prof_otlp_bytes(&value, PROF_OTLP_ANY_STRING, s, length);
-        rc |= prof_otlp_uint(&o->item, PROF_OTLP_ATTRIBUTE_KEY, a.key);
-        rc |= prof_otlp_bytes(&o->item, PROF_OTLP_ATTRIBUTE_VALUE, value.data,
-                              value.length);
+        o->value.length = 0;
+        rc = prof_otlp_bytes(&o->value, PROF_OTLP_ANY_STRING,
+                             a + sizeof(key), length - sizeof(key));
+        rc |= prof_otlp_uint(&o->item, PROF_OTLP_ATTRIBUTE_KEY, key);
+        rc |= prof_otlp_bytes(&o->item, PROF_OTLP_ATTRIBUTE_VALUE,
+                              o->value.data, o->value.length);
         rc |= prof_otlp_put_item(o, &o->part, PROF_OTLP_DICT_ATTRIBUTES);
     }
-
-    prof_buffer_free(&value);
 
     return (rc == 0) ? prof_otlp_table(o, PROF_OTLP_DICT_ATTRIBUTES)
                      : -ENOMEM;
@@ -922,6 +937,7 @@ prof_otlp_encode(const prof_profile_t *p, prof_aggregator_t *agg,
     o->conf = conf;
     o->info = info;
     prof_pprof_tables_init(&o->tables, p, agg);
+    o->tables.bare = 1;
     prof_intern_init(&o->attributes);
     prof_intern_init(&o->links);
     prof_intern_init(&o->keys);
@@ -945,6 +961,7 @@ prof_otlp_encode(const prof_profile_t *p, prof_aggregator_t *agg,
     prof_buffer_free(&o->dictionary);
     prof_buffer_free(&o->part);
     prof_buffer_free(&o->item);
+    prof_buffer_free(&o->value);
     prof_intern_free(&o->attributes);
     prof_intern_free(&o->links);
     prof_intern_free(&o->keys);

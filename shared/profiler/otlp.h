@@ -23,8 +23,10 @@
  * with the request's trace id (16 bytes) and span id (8 bytes).
  *
  * The dictionary is shared by the Profiles: every table starts with its
- * zero value (string_table[0] = "", link_table[0] no ids, ...) and holds
- * no item twice.
+ * zero value (string_table[0] = "", link_table[0] no ids, ...), holds
+ * no item twice, and no item nothing points at (the pprof tables are
+ * built bare: without pprof's own names; attribute values are their own
+ * strings, not the table's).
  *
  * Threading: the profiler loop thread (it reads the aggregator's address
  * cache). Memory: the request is written to a caller-owned buffer.
