@@ -19,6 +19,7 @@
 #include "profiler/identify.h"
 #include "profiler/loop.h"
 #include "profiler/otlp.h"
+#include "profiler/otlp_answer.h"
 #include "profiler/pyroscope.h"
 #include "profiler/queue_drain.h"
 #include "profiler/status_publish.h"

@@ -74,22 +74,4 @@ int prof_otlp_encode(const prof_profile_t *p, prof_aggregator_t *agg,
     const prof_otlp_conf_t *conf, prof_buffer_t *out,
     prof_otlp_info_t *info);
 
-/*
- * An ExportProfilesServiceResponse (uncompressed): its partial success,
- * the profiles rejected (0: none) and the message (valid UTF-8 or '?',
- * cut to fit message_size, "" when none). 0, or -EINVAL when it is no
- * such message.
- */
-int prof_otlp_response(const void *data, size_t length, int64_t *rejected,
-    char *message, size_t message_size);
-
-/*
- * A refusal's reason: the message of a google.rpc.Status (OTLP/HTTP's
- * error body), else the body itself when it is text; valid UTF-8, cut to
- * fit message_size. 0, or -EINVAL when there is none.
- */
-int prof_otlp_status_message(const void *data, size_t length, char *message,
-    size_t message_size);
-
-
 #endif /* PROF_OTLP_H */

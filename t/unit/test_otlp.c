@@ -13,6 +13,7 @@
 
 #include "unit.h"
 #include "profiler/otlp.h"
+#include "profiler/otlp_answer.h"
 
 
 /* A field of a message: a varint's value, or a length-delimited's bytes. */
