@@ -20,7 +20,7 @@ prof_otlp_table(prof_otlp_t *o, unsigned field)
     int  rc;
 
     rc = prof_otlp_field(&o->dictionary, field, 0);
-    if (rc == 0) {
+    if (rc == 0 && o->part.length > 0) {
         rc = prof_buffer_append(&o->dictionary, o->part.data,
                                 o->part.length);
     }

@@ -145,8 +145,9 @@ static inline int
 prof_otlp_bytes(prof_buffer_t *b, unsigned field, const void *data,
     size_t length)
 {
+    /* (An empty message or string: no bytes, data may be NULL.) */
     if (prof_otlp_field(b, field, length) != 0
-        || prof_buffer_append(b, data, length) != 0)
+        || (length > 0 && prof_buffer_append(b, data, length) != 0))
     {
         return -ENOMEM;
     }
