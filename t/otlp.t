@@ -181,6 +181,11 @@ EOF
     }
     $t->stop;
 
+    my $exit = last_exit_counters($t->error_log);
+    ok($exit && $exit->{uploads_succeeded} && $exit->{pyroscope_succeeded}
+       && $exit->{otlp_succeeded},
+       'the exit line counts all three, whole') or diag($t->error_log);
+
     my @e = grep { $_->{status} == 200 } exports($r);
     ok(@e >= 1, 'exports accepted') or return;
     is(scalar(grep { $_->{status} != 200 } exports($r)), 0, 'none refused')
@@ -327,7 +332,8 @@ EOF
 };
 
 
-subtest 'a receiver that hangs, then none: nginx unaffected, counted'
+subtest 'a receiver that hangs, a reload, then none: nginx unaffected, '
+      . 'counted'
     => sub {
     my $port = ProfHTTP::free_port();
     my $r = start_otlp("127.0.0.1:$port", mode => 'hang');
@@ -352,6 +358,16 @@ EOF
        'an export timed out');
     ok(wait_until(sub { counters($t)->{otlp_dropped} >= 1 }, 15),
        'profiles ready meanwhile dropped, counted');
+
+    # A reload while it hangs: the old worker's profiler process ends at
+    # its close deadline, with its exit line.
+    $t->reload;
+    ok(wait_until(sub { exit_counters($t->error_log) >= 1 }, 15),
+       'the old worker\'s profiler process ended after the reload')
+        or diag($t->error_log);
+    my ($old) = exit_counters($t->error_log);
+    ok($old && $old->{otlp_submitted} >= 2, 'its exit line counts OTLP');
+    is($t->get('/')->{content}, 'ok', 'the new worker serves');
 
     stop_otlp($r);
     ok(wait_until(sub { counters($t)->{otlp_failed_connect} >= 1 }, 15),
