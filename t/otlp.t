@@ -124,6 +124,9 @@ EOF
     my $st = $t->get('/status');
     like($st->{content}, qr/"otlp_succeeded":[1-9]/,
          'the status page counts the exports');
+    my $slot = decode_json($st->{content})->{workers}[0];
+    like($slot->{last_otlp_export}{outcome} // '', qr/^uploaded \(HTTP 200\)$/,
+         'and says what the last export became');
 
     $t->stop;
     my $c = last_exit_counters($t->error_log);
