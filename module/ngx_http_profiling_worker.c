@@ -133,6 +133,21 @@ ngx_http_profiling_no_memory(ngx_cycle_t *cycle, const char *what)
 }
 
 
+/* A destination of the profiles, for the start's line: " and " after
+   another one (the line's start at start). */
+static u_char *
+ngx_http_profiling_destination(u_char *p, u_char *last, u_char *start,
+    const char *what, const char *where)
+{
+    if (where == NULL) {
+        return p;
+    }
+
+    return ngx_slprintf(p, last, "%s%s%s", (p > start) ? " and " : "",
+                        what, where);
+}
+
+
 /* Whether profiles are pushed to the server (its URL set, not off). */
 static ngx_uint_t
 ngx_http_profiling_push_on(ngx_http_profiling_push_conf_t *push)
@@ -179,6 +194,7 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 {
     int                              rc;
     char                           **tags;
+    u_char                           to[1024], *p;
     ngx_str_t                       *tag, service, env, version;
     ngx_uint_t                       i, traced;
     prof_conf_t                      conf;
@@ -357,12 +373,18 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     ngx_http_profiling_events_start(cycle, w, pmcf->period);
     ngx_http_profiling_find_lua(cycle, w->profiler, pmcf->lua);
 
+    p = ngx_http_profiling_destination(to, to + sizeof(to), to, "",
+                                       conf.dump_dir);
+    p = ngx_http_profiling_destination(p, to + sizeof(to), to, "",
+                                       conf.agent_url);
+    p = ngx_http_profiling_destination(p, to + sizeof(to), to,
+                                       "Pyroscope at ", conf.pyroscope_url);
+    p = ngx_http_profiling_destination(p, to + sizeof(to), to, "OTLP at ",
+                                       conf.otlp_url);
+
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "profiling: sampling every %Mms, a profile every %Mms, "
-                  "to %s%s%s", pmcf->interval, pmcf->period,
-                  conf.dump_dir ? conf.dump_dir : "",
-                  (conf.dump_dir && conf.agent_url) ? " and " : "",
-                  conf.agent_url ? conf.agent_url : "");
+                  "to %*s", pmcf->interval, pmcf->period, p - to, to);
 
     return NGX_OK;
 }

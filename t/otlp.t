@@ -129,6 +129,9 @@ EOF
          'and says what the last export became');
 
     $t->stop;
+    like($t->error_log,
+         qr{profiling: sampling every 10ms, a profile every 2000ms, to .*OTLP at http://127\.0\.0\.1:$port/prefix/$}m,
+         'the start\'s line names the receiver');
     my $c = last_exit_counters($t->error_log);
     ok($c && $c->{otlp_succeeded} >= 1, 'the exit line counts them')
         or diag($t->error_log);
