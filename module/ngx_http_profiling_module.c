@@ -96,9 +96,9 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
 
     { ngx_string("profiling_pyroscope_url"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
-      ngx_http_profiling_pyroscope_url,
+      ngx_http_profiling_push_url,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      0,
+      offsetof(ngx_http_profiling_main_conf_t, pyroscope),
       NULL },
 
     { ngx_string("profiling_pyroscope_endpoints"),
@@ -110,30 +110,65 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
 
     { ngx_string("profiling_pyroscope_basic_auth"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
-      ngx_http_profiling_pyroscope_basic_auth,
+      ngx_http_profiling_push_basic_auth,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      0,
+      offsetof(ngx_http_profiling_main_conf_t, pyroscope),
       NULL },
 
     { ngx_string("profiling_pyroscope_bearer_token"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
-      ngx_http_profiling_pyroscope_bearer_token,
+      ngx_http_profiling_push_bearer_token,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      0,
+      offsetof(ngx_http_profiling_main_conf_t, pyroscope),
       NULL },
 
     { ngx_string("profiling_pyroscope_tenant"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
-      ngx_http_profiling_pyroscope_tenant,
+      ngx_http_profiling_push_tenant,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      0,
+      offsetof(ngx_http_profiling_main_conf_t, pyroscope),
       NULL },
 
     { ngx_string("profiling_pyroscope_header"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
-      ngx_http_profiling_pyroscope_header,
+      ngx_http_profiling_push_header_directive,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      0,
+      offsetof(ngx_http_profiling_main_conf_t, pyroscope),
+      NULL },
+
+    { ngx_string("profiling_otlp_url"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_push_url,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, otlp),
+      NULL },
+
+    { ngx_string("profiling_otlp_basic_auth"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_profiling_push_basic_auth,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, otlp),
+      NULL },
+
+    { ngx_string("profiling_otlp_bearer_token"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_push_bearer_token,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, otlp),
+      NULL },
+
+    { ngx_string("profiling_otlp_tenant"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_push_tenant,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, otlp),
+      NULL },
+
+    { ngx_string("profiling_otlp_header"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_profiling_push_header_directive,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_profiling_main_conf_t, otlp),
       NULL },
 
     { ngx_string("profiling_debuginfod"),
@@ -368,7 +403,14 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_value(pmcf->pyroscope_endpoints, 0);
     ngx_conf_init_value(pmcf->timeline, 1);
 
-    if (ngx_http_profiling_pyroscope_check(cf, pmcf) != NGX_CONF_OK) {
+    if (ngx_http_profiling_push_check(cf, &pmcf->pyroscope,
+                                      "profiling_pyroscope_url", "Pyroscope")
+        != NGX_CONF_OK
+        || ngx_http_profiling_push_check(cf, &pmcf->otlp,
+                                         "profiling_otlp_url",
+                                         "the OTLP receiver")
+           != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
     ngx_conf_init_value(pmcf->lua, 1);

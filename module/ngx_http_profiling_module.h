@@ -63,19 +63,27 @@ typedef struct {
  * defaults, in the process that reads it.
  */
 
+/* A server profiles are pushed to (Pyroscope, OTLP): its URL and
+   headers. */
+typedef struct {
+    ngx_str_t      url;                 /* unset, "off": none */
+    ngx_array_t   *headers;             /* of ngx_str_t "Name: value",
+                                           NUL-terminated (secrets) */
+    ngx_array_t   *header_directives;   /* of ngx_str_t: the directive
+                                           that set each */
+    ngx_str_t      needs_url;           /* the first directive set that
+                                           needs the URL */
+} ngx_http_profiling_push_conf_t;
+
+
 typedef struct {
     ngx_flag_t     enabled_anywhere;
     ngx_str_t      dump_dir;
     ngx_uint_t     dump_keep_files;     /* 0: no bound */
     off_t          dump_keep_bytes;     /* 0: no bound */
     ngx_str_t      agent_url;           /* "off": none */
-    ngx_str_t      pyroscope_url;       /* unset, "off": none */
-    ngx_array_t   *pyroscope_headers;   /* of ngx_str_t "Name: value",
-                                           NUL-terminated (secrets) */
-    ngx_array_t   *pyroscope_header_directives;     /* of ngx_str_t: the
-                                           directive that set each */
-    ngx_str_t      pyroscope_needs_url; /* the first directive set that
-                                           needs pyroscope_url */
+    ngx_http_profiling_push_conf_t  pyroscope;
+    ngx_http_profiling_push_conf_t  otlp;
     ngx_int_t      pyroscope_endpoints; /* 0: no endpoint label */
     ngx_msec_t     upload_timeout;
     ngx_flag_t     timeline;
@@ -188,21 +196,23 @@ char *ngx_http_profiling_debuginfod(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_http_profiling_debuginfod_cache(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 
-/* ngx_http_profiling_pyroscope.c: the Pyroscope directives. */
-char *ngx_http_profiling_pyroscope_url(ngx_conf_t *cf, ngx_command_t *cmd,
+/* ngx_http_profiling_push.c: the Pyroscope and OTLP directives (cmd's
+   offset: the ngx_http_profiling_push_conf_t in the main conf). */
+char *ngx_http_profiling_push_url(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_http_profiling_pyroscope_endpoints(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
-char *ngx_http_profiling_pyroscope_basic_auth(ngx_conf_t *cf,
+char *ngx_http_profiling_push_basic_auth(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
-char *ngx_http_profiling_pyroscope_bearer_token(ngx_conf_t *cf,
+char *ngx_http_profiling_push_bearer_token(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
-char *ngx_http_profiling_pyroscope_tenant(ngx_conf_t *cf,
+char *ngx_http_profiling_push_tenant(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
-char *ngx_http_profiling_pyroscope_header(ngx_conf_t *cf,
+char *ngx_http_profiling_push_header_directive(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
-char *ngx_http_profiling_pyroscope_check(ngx_conf_t *cf,
-    ngx_http_profiling_main_conf_t *pmcf);
+char *ngx_http_profiling_push_check(ngx_conf_t *cf,
+    ngx_http_profiling_push_conf_t *push, const char *url_directive,
+    const char *server);
 
 /* A server's URL (http, https, and unix: when unix_ok): NULL when valid,
    else why not. */

@@ -133,11 +133,68 @@ ngx_http_profiling_no_memory(ngx_cycle_t *cycle, const char *what)
 }
 
 
+/* A destination of the profiles, for the start's line: " and " after
+   another one (the line's start at start). */
+static u_char *
+ngx_http_profiling_destination(u_char *p, u_char *last, u_char *start,
+    const char *what, const char *where)
+{
+    if (where == NULL) {
+        return p;
+    }
+
+    return ngx_slprintf(p, last, "%s%s%s", (p > start) ? " and " : "",
+                        what, where);
+}
+
+
+/* Whether profiles are pushed to the server (its URL set, not off). */
+static ngx_uint_t
+ngx_http_profiling_push_on(ngx_http_profiling_push_conf_t *push)
+{
+    return push->url.data != NULL
+           && ngx_strcmp(push->url.data, "off") != 0;
+}
+
+
+/* The server's headers as C strings ("Name: value"), their count in n;
+   NULL: none, or no memory (n > 0). */
+static const char * const *
+ngx_http_profiling_push_headers(ngx_cycle_t *cycle,
+    ngx_http_profiling_push_conf_t *push, size_t *n)
+{
+    char       **headers;
+    ngx_str_t   *h;
+    ngx_uint_t   i;
+
+    *n = 0;
+
+    if (push->headers == NULL || push->headers->nelts == 0) {
+        return NULL;
+    }
+
+    *n = push->headers->nelts;
+
+    headers = ngx_pcalloc(cycle->pool, *n * sizeof(char *));
+    if (headers == NULL) {
+        return NULL;
+    }
+
+    h = push->headers->elts;
+    for (i = 0; i < *n; i++) {
+        headers[i] = (char *) h[i].data;
+    }
+
+    return (const char * const *) headers;
+}
+
+
 static ngx_int_t
 ngx_http_profiling_start(ngx_cycle_t *cycle)
 {
     int                              rc;
-    char                           **tags, **headers;
+    char                           **tags;
+    u_char                           to[1024], *p;
     ngx_str_t                       *tag, service, env, version;
     ngx_uint_t                       i, traced;
     prof_conf_t                      conf;
@@ -242,28 +299,27 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
                                                  &pmcf->agent_url);
     }
 
-    if (pmcf->pyroscope_url.data != NULL
-        && ngx_strcmp(pmcf->pyroscope_url.data, "off") != 0)
-    {
+    if (ngx_http_profiling_push_on(&pmcf->pyroscope)) {
         conf.pyroscope_url = ngx_http_profiling_cstr(cycle->pool,
-                                                     &pmcf->pyroscope_url);
+                                                     &pmcf->pyroscope.url);
         conf.pyroscope_max_endpoints = pmcf->pyroscope_endpoints;
+        conf.pyroscope_headers = ngx_http_profiling_push_headers(cycle,
+                                          &pmcf->pyroscope,
+                                          &conf.pyroscope_header_count);
+        if (conf.pyroscope_header_count > 0
+            && conf.pyroscope_headers == NULL)
+        {
+            return ngx_http_profiling_no_memory(cycle, "Pyroscope's headers");
+        }
+    }
 
-        if (pmcf->pyroscope_headers != NULL) {
-            headers = ngx_pcalloc(cycle->pool, pmcf->pyroscope_headers->nelts
-                                               * sizeof(char *));
-            if (headers == NULL) {
-                return ngx_http_profiling_no_memory(cycle,
-                                                    "Pyroscope's headers");
-            }
-
-            tag = pmcf->pyroscope_headers->elts;
-            for (i = 0; i < pmcf->pyroscope_headers->nelts; i++) {
-                headers[i] = (char *) tag[i].data;
-            }
-
-            conf.pyroscope_headers = (const char * const *) headers;
-            conf.pyroscope_header_count = pmcf->pyroscope_headers->nelts;
+    if (ngx_http_profiling_push_on(&pmcf->otlp)) {
+        conf.otlp_url = ngx_http_profiling_cstr(cycle->pool, &pmcf->otlp.url);
+        conf.otlp_headers = ngx_http_profiling_push_headers(cycle,
+                                          &pmcf->otlp,
+                                          &conf.otlp_header_count);
+        if (conf.otlp_header_count > 0 && conf.otlp_headers == NULL) {
+            return ngx_http_profiling_no_memory(cycle, "OTLP's headers");
         }
     }
 
@@ -317,12 +373,18 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
     ngx_http_profiling_events_start(cycle, w, pmcf->period);
     ngx_http_profiling_find_lua(cycle, w->profiler, pmcf->lua);
 
+    p = ngx_http_profiling_destination(to, to + sizeof(to), to, "",
+                                       conf.dump_dir);
+    p = ngx_http_profiling_destination(p, to + sizeof(to), to, "",
+                                       conf.agent_url);
+    p = ngx_http_profiling_destination(p, to + sizeof(to), to,
+                                       "Pyroscope at ", conf.pyroscope_url);
+    p = ngx_http_profiling_destination(p, to + sizeof(to), to, "OTLP at ",
+                                       conf.otlp_url);
+
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "profiling: sampling every %Mms, a profile every %Mms, "
-                  "to %s%s%s", pmcf->interval, pmcf->period,
-                  conf.dump_dir ? conf.dump_dir : "",
-                  (conf.dump_dir && conf.agent_url) ? " and " : "",
-                  conf.agent_url ? conf.agent_url : "");
+                  "to %*s", pmcf->interval, pmcf->period, p - to, to);
 
     return NGX_OK;
 }

@@ -53,6 +53,9 @@ typedef struct {
                                            secrets, never logged) */
     size_t               pyroscope_header_count;
     size_t               pyroscope_max_endpoints;   /* 0: no label */
+    const char          *otlp_url;      /* NULL: no OTLP export (otlp.h) */
+    const char * const  *otlp_headers;  /* "Name: value" (as Pyroscope's) */
+    size_t               otlp_header_count;
     int64_t              upload_timeout_ms;
     const char          *service;       /* NULL: "nginx" */
     const char          *env;           /* NULL: none */

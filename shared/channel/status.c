@@ -186,6 +186,8 @@ prof_status_publish(prof_status_slot_t *slot, const prof_diagnostics_t *d,
     prof_status_copy_text(s.last_upload, info->last_upload);
     s.last_push_ns = info->last_push_ns;
     prof_status_copy_text(s.last_push, info->last_push);
+    s.last_export_ns = info->last_export_ns;
+    prof_status_copy_text(s.last_export, info->last_export);
     s.last_error_ns = info->last_error_ns;
     prof_status_copy_text(s.last_error, info->last_error);
     prof_status_copy_symbols(s.symbols, info->symbols);
@@ -293,6 +295,7 @@ prof_status_read(const prof_status_slot_t *slot, prof_status_slot_t *copy)
             }
             copy->last_upload[PROF_STATUS_TEXT_MAX - 1] = '\0';
             copy->last_push[PROF_STATUS_TEXT_MAX - 1] = '\0';
+            copy->last_export[PROF_STATUS_TEXT_MAX - 1] = '\0';
             copy->last_error[PROF_STATUS_TEXT_MAX - 1] = '\0';
             copy->symbols[PROF_STATUS_SYMBOLS_MAX - 1] = '\0';
             copy->lua[PROF_STATUS_TEXT_MAX - 1] = '\0';
@@ -471,6 +474,8 @@ prof_status_json_worker(prof_buffer_t *out, const prof_status_slot_t *s)
     rc |= prof_status_json_outcome(out, s->last_upload_ns, s->last_upload);
     rc |= prof_buffer_append_str(out, ",\"last_push\":");
     rc |= prof_status_json_outcome(out, s->last_push_ns, s->last_push);
+    rc |= prof_buffer_append_str(out, ",\"last_otlp_export\":");
+    rc |= prof_status_json_outcome(out, s->last_export_ns, s->last_export);
 
     rc |= prof_buffer_append_str(out, ",\"lua\":");
 
@@ -685,6 +690,12 @@ prof_status_text(prof_buffer_t *out, const prof_status_slot_t *slots,
             prof_rfc3339(t, s.last_push_ns);
             rc |= prof_buffer_printf(out, "  last push to Pyroscope: %s %s\n",
                                      t, s.last_push);
+        }
+
+        if (s.last_export_ns != 0) {
+            prof_rfc3339(t, s.last_export_ns);
+            rc |= prof_buffer_printf(out, "  last OTLP export: %s %s\n",
+                                     t, s.last_export);
         }
 
         if (s.lua[0] != '\0') {

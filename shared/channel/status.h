@@ -97,6 +97,8 @@ typedef struct prof_status_slot_s {
     char         last_upload[PROF_STATUS_TEXT_MAX];     /* its outcome */
     int64_t      last_push_ns;          /* to Pyroscope; 0: none yet */
     char         last_push[PROF_STATUS_TEXT_MAX];
+    int64_t      last_export_ns;        /* to OTLP; 0: none yet */
+    char         last_export[PROF_STATUS_TEXT_MAX];
     int64_t      last_error_ns;
     char         last_error[PROF_STATUS_TEXT_MAX];
     uint32_t     counter_count;
@@ -121,6 +123,8 @@ typedef struct {
     const char  *last_upload;
     int64_t      last_push_ns;
     const char  *last_push;
+    int64_t      last_export_ns;
+    const char  *last_export;
     int64_t      last_error_ns;
     const char  *last_error;
     const char  *symbols;               /* as the slot's, NULL: none */

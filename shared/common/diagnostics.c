@@ -119,6 +119,20 @@ const prof_diagnostics_field_t  prof_diagnostics_fields[] = {
       offsetof(prof_diagnostics_t, pyroscope_endpoints_folded) },
     { "pyroscope_samples_dropped",
       offsetof(prof_diagnostics_t, pyroscope_samples_dropped) },
+    { "otlp_submitted", offsetof(prof_diagnostics_t, otlp.submitted) },
+    { "otlp_attempted", offsetof(prof_diagnostics_t, otlp.attempted) },
+    { "otlp_succeeded", offsetof(prof_diagnostics_t, otlp.succeeded) },
+    { "otlp_retried", offsetof(prof_diagnostics_t, otlp.retried) },
+    { "otlp_failed_connect", offsetof(prof_diagnostics_t, otlp.failed_connect) },
+    { "otlp_failed_timeout", offsetof(prof_diagnostics_t, otlp.failed_timeout) },
+    { "otlp_failed_4xx", offsetof(prof_diagnostics_t, otlp.failed_4xx) },
+    { "otlp_failed_5xx", offsetof(prof_diagnostics_t, otlp.failed_5xx) },
+    { "otlp_failed_other", offsetof(prof_diagnostics_t, otlp.failed_other) },
+    { "otlp_dropped", offsetof(prof_diagnostics_t, otlp.dropped) },
+    { "otlp_bytes_sent", offsetof(prof_diagnostics_t, otlp.bytes_sent) },
+    { "otlp_partial", offsetof(prof_diagnostics_t, otlp_partial) },
+    { "otlp_rejected_profiles",
+      offsetof(prof_diagnostics_t, otlp_rejected_profiles) },
     { "handler_total_ns", offsetof(prof_diagnostics_t, handler_total_ns) },
     { "profiler_cpu_ns", offsetof(prof_diagnostics_t, profiler_cpu_ns) },
     { "interval_ns", offsetof(prof_diagnostics_t, interval_ns) },
@@ -195,9 +209,11 @@ prof_diagnostics_format(const prof_diagnostics_t *d, char *buf, size_t size)
     for (f = prof_diagnostics_fields; f->name != NULL && len + 1 < size;
          f++)
     {
-        /* Pyroscope's counters only where it is pushed to: the line
-           stays under the server's log line length otherwise. */
-        if (strncmp(f->name, "pyroscope_", 10) == 0
+        /* Pyroscope's and OTLP's counters only where they are sent
+           to: the line stays under the server's log line length
+           otherwise. */
+        if ((strncmp(f->name, "pyroscope_", 10) == 0
+             || strncmp(f->name, "otlp_", 5) == 0)
             && prof_diagnostics_get(d, f) == 0)
         {
             continue;

@@ -139,6 +139,11 @@ typedef struct {
                                                labelled "other" */
     uint64_t          pyroscope_samples_dropped;    /* a sample alone over
                                                Pyroscope's size bound */
+    prof_upload_counters_t  otlp;           /* OTLP exports (otlp.h) */
+    uint64_t          otlp_partial;         /* answered 2xx with a
+                                               partial success */
+    uint64_t          otlp_rejected_profiles;   /* the Profiles those
+                                               said they rejected */
 
     /* the profiler's own cost (the sampler thread): the handler's time
        in the worker, the profiler process's CPU, the part of it spent

@@ -57,6 +57,15 @@ enum {
     PROF_CAUSE_PUSH_DROPPED,
     PROF_CAUSE_PUSH_FOLDED,         /* endpoints past the bound */
     PROF_CAUSE_PUSH_TAGS,           /* tags no series label */
+    PROF_CAUSE_OTLP_CONNECT,        /* the seven, for OTLP */
+    PROF_CAUSE_OTLP_TIMEOUT,
+    PROF_CAUSE_OTLP_404,
+    PROF_CAUSE_OTLP_4XX,
+    PROF_CAUSE_OTLP_5XX,
+    PROF_CAUSE_OTLP_OTHER,
+    PROF_CAUSE_OTLP_DROPPED,
+    PROF_CAUSE_OTLP_PARTIAL,        /* answered with a partial success */
+    PROF_CAUSE_OTLP_REASON,         /* a refusal's reason */
     PROF_CAUSES
 };
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "profiler/export.h"
+#include "profiler/otlp.h"
 #include "profiler/pprof.h"
 #include "profiler/process_conf.h"
 #include "profiler/pyroscope.h"
@@ -167,6 +168,53 @@ prof_push(prof_process_t *p, prof_profile_t *profile)
 }
 
 
+/* The export of a profile to an OTLP receiver: its own encoding
+   (otlp.h). */
+static void
+prof_otlp_export(prof_process_t *p, prof_profile_t *profile)
+{
+    int                  rc;
+    prof_upload_t       *up;
+    prof_otlp_conf_t     oc;
+    prof_otlp_info_t     info;
+    prof_diagnostics_t  *d = &p->channel->diagnostics;
+
+    prof_counter_add(d->otlp.submitted, 1);
+
+    up = calloc(1, sizeof(prof_upload_t));
+    if (up == NULL) {
+        prof_counter_add(d->otlp.dropped, 1);
+        return;
+    }
+
+    up->sequence = profile->sequence;
+
+    memset(&oc, 0, sizeof(oc));
+    oc.service = p->intake.service;
+    oc.env = p->intake.env;
+    oc.version = p->intake.version;
+    oc.host = p->host;
+    oc.pid = p->pid;
+    oc.executable = p->executable;
+    oc.container_id = p->container.container_id;
+    oc.scope_version = PROF_VERSION;
+
+    rc = prof_otlp_encode(profile, p->aggregator, &oc, &up->pprof, &info);
+    if (rc != 0) {
+        prof_counter_add(d->otlp.dropped, 1);
+        prof_log_limited(&p->log, PROF_CAUSE_ENCODE, PROF_LOG_ERR,
+                         "profiling: encoding profile %llu for OTLP failed "
+                         "(%s), profile dropped",
+                         (unsigned long long) profile->sequence,
+                         strerror(-rc));
+        prof_upload_free(up);
+        return;
+    }
+
+    prof_uploader_submit(p->otlp, up);
+}
+
+
 /* Objects whose ELF data is malformed: one warning each. */
 static void
 prof_warn_corrupt(prof_process_t *p)
@@ -245,6 +293,11 @@ prof_export_profile(void *data, prof_profile_t *profile)
     if (p->pyroscope != NULL) {
         prof_resolve_identity(p);
         prof_push(p, profile);
+    }
+
+    if (p->otlp != NULL) {
+        prof_resolve_identity(p);
+        prof_otlp_export(p, profile);
     }
 
     if (p->uploader != NULL) {

@@ -5,7 +5,8 @@
  * directory (file_export.h) when there is one; submitted to the uploader
  * (upload.h) with its event.json and code-provenance.json, the profiles'
  * identity (a tracer's, process_conf.h) resolved first, when there is an
- * agent. Failures are counted and logged (at most once a minute each).
+ * agent; encoded again for Pyroscope (pyroscope.h) and OTLP (otlp.h) when
+ * they are configured. Failures are counted and logged (at most once a minute each).
  *
  * Threading: the profiler loop thread only (the aggregator's on_profile).
  * It blocks on the dump directory's file writes; uploads go on the loop.

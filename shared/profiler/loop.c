@@ -18,6 +18,8 @@
 #include "profiler/export.h"
 #include "profiler/identify.h"
 #include "profiler/loop.h"
+#include "profiler/otlp.h"
+#include "profiler/otlp_answer.h"
 #include "profiler/pyroscope.h"
 #include "profiler/queue_drain.h"
 #include "profiler/status_publish.h"
@@ -103,8 +105,8 @@ prof_on_upload_outcome(void *data, const char *text)
 }
 
 
-/* Pyroscope's outcome: on the status page (the identify line is the
-   agent's). */
+/* Pyroscope's and OTLP's outcomes: on the status page (the identify
+   line is the agent's). */
 static void
 prof_on_push_outcome(void *data, const char *text)
 {
@@ -121,8 +123,8 @@ prof_on_push_outcome(void *data, const char *text)
 static void
 prof_close_loop_handles(prof_process_t *p)
 {
-    if (p->uploader != NULL || p->pyroscope != NULL) {
-        return;                         /* the other uploader still runs */
+    if (p->uploader != NULL || p->pyroscope != NULL || p->otlp != NULL) {
+        return;                         /* another uploader still runs */
     }
 
     prof_identify_close(p);
@@ -161,6 +163,16 @@ prof_on_pyroscope_closed(void *data)
 
 
 static void
+prof_on_otlp_closed(void *data)
+{
+    prof_process_t  *p = data;
+
+    p->otlp = NULL;
+    prof_close_loop_handles(p);
+}
+
+
+static void
 prof_on_stop_requested(uv_async_t *handle)
 {
     int64_t          upload_ms;
@@ -168,7 +180,7 @@ prof_on_stop_requested(uv_async_t *handle)
 
     prof_drain_queue(p);
 
-    if (p->uploader == NULL && p->pyroscope == NULL) {
+    if (p->uploader == NULL && p->pyroscope == NULL && p->otlp == NULL) {
         prof_close_loop_handles(p);
         return;
     }
@@ -192,6 +204,11 @@ prof_on_stop_requested(uv_async_t *handle)
     if (p->pyroscope != NULL) {
         prof_uploader_close(p->pyroscope, upload_ms > 0 ? upload_ms : 0,
                             prof_on_pyroscope_closed, p);
+    }
+
+    if (p->otlp != NULL) {
+        prof_uploader_close(p->otlp, upload_ms > 0 ? upload_ms : 0,
+                            prof_on_otlp_closed, p);
     }
 }
 
@@ -221,6 +238,83 @@ prof_start_pyroscope(prof_process_t *p)
     p->pyroscope = prof_uploader_create(&p->loop, &uc);
 
     return (p->pyroscope != NULL) ? 0 : -ENOMEM;
+}
+
+
+/*
+ * An OTLP receiver's answer: a partial success (2xx) counted and logged,
+ * a refusal's reason (4xx, a google.rpc.Status or text) logged.
+ */
+static void
+prof_on_otlp_answer(void *data, uint64_t sequence, long status,
+    const void *body, size_t length)
+{
+    char             message[256];
+    int64_t          rejected;
+    prof_process_t  *p = data;
+
+    if (status >= 200 && status < 300) {
+        if (prof_otlp_response(body, length, &rejected, message,
+                               sizeof(message)) != 0
+            || (rejected == 0 && message[0] == '\0'))
+        {
+            return;
+        }
+
+        prof_counter_add(p->channel->diagnostics.otlp_partial, 1);
+        if (rejected > 0) {
+            prof_counter_add(p->channel->diagnostics.otlp_rejected_profiles,
+                             (uint64_t) rejected);
+        }
+
+        prof_log_limited(&p->log, PROF_CAUSE_OTLP_PARTIAL, PROF_LOG_WARN,
+                         "profiling: the OTLP receiver at \"%s\" took "
+                         "profile %llu in part: %lld profiles rejected "
+                         "(\"%s\")", p->otlp_url,
+                         (unsigned long long) sequence, (long long) rejected,
+                         message);
+        return;
+    }
+
+    if (status >= 400 && status < 500 && length > 0
+        && prof_otlp_status_message(body, length, message, sizeof(message))
+           == 0)
+    {
+        prof_log_limited(&p->log, PROF_CAUSE_OTLP_REASON, PROF_LOG_ERR,
+                         "profiling: the OTLP receiver at \"%s\" refused "
+                         "profile %llu (HTTP %ld): \"%s\"", p->otlp_url,
+                         (unsigned long long) sequence, status, message);
+    }
+}
+
+
+/* The OTLP exporter's uploader (otlp.h), beside the others or alone. */
+static int
+prof_start_otlp(prof_process_t *p)
+{
+    prof_upload_conf_t  uc;
+
+    memset(&uc, 0, sizeof(uc));
+    uc.url = p->otlp_url;
+    uc.path = PROF_OTLP_PATH;
+    uc.content_type = "application/x-protobuf";
+    uc.content_encoding = "gzip";
+    uc.server = "the OTLP receiver";
+    uc.headers = (const char * const *) p->otlp_headers;
+    uc.header_count = p->conf.otlp_header_count;
+    uc.cause = PROF_CAUSE_OTLP_CONNECT;
+    uc.timeout_ms = p->conf.upload_timeout_ms;
+    uc.origin = PROF_ORIGIN;
+    uc.origin_version = PROF_VERSION;
+    uc.counters = &p->channel->diagnostics.otlp;
+    uc.log = &p->log;
+    uc.outcome = prof_on_push_outcome;
+    uc.outcome_data = p;
+    uc.answer = prof_on_otlp_answer;
+
+    p->otlp = prof_uploader_create(&p->loop, &uc);
+
+    return (p->otlp != NULL) ? 0 : -ENOMEM;
 }
 
 
@@ -339,10 +433,16 @@ prof_start_loop(prof_process_t *p)
         }
     }
 
-    if (p->pyroscope_url != NULL && prof_start_pyroscope(p) != 0) {
+    if ((p->pyroscope_url != NULL && prof_start_pyroscope(p) != 0)
+        || (p->otlp_url != NULL && prof_start_otlp(p) != 0))
+    {
         if (p->uploader != NULL) {
             prof_uploader_close(p->uploader, 0, NULL, NULL);
             p->uploader = NULL;
+        }
+        if (p->pyroscope != NULL) {
+            prof_uploader_close(p->pyroscope, 0, NULL, NULL);
+            p->pyroscope = NULL;
         }
         (void) uv_run(&p->loop, UV_RUN_DEFAULT);
         uv_cond_destroy(&p->done_cond);
@@ -372,6 +472,10 @@ prof_start_loop(prof_process_t *p)
         if (p->pyroscope != NULL) {
             prof_uploader_close(p->pyroscope, 0, NULL, NULL);
             p->pyroscope = NULL;
+        }
+        if (p->otlp != NULL) {
+            prof_uploader_close(p->otlp, 0, NULL, NULL);
+            p->otlp = NULL;
         }
         uv_close((uv_handle_t *) &p->batches_ready, NULL);
         uv_close((uv_handle_t *) &p->stop_requested, NULL);

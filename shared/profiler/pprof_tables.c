@@ -167,7 +167,8 @@ prof_pprof_location(prof_pprof_tables_t *t, uint64_t pc)
 
         if (inserted) {
             map->filename = prof_pprof_string(t, a->object->path);
-            map->build_id = prof_pprof_string(t, a->object->build_id);
+            map->build_id = t->bare ? 0 : prof_pprof_string(t,
+                                                  a->object->build_id);
             map->unnamed = 0;
 
             if (map->filename < 0 || map->build_id < 0) {
@@ -283,6 +284,15 @@ prof_pprof_tables_build(prof_pprof_tables_t *t)
 
     if (prof_pprof_string(t, "") != 0) {
         return -ENOMEM;
+    }
+
+    if (t->bare) {
+        t->endpoint_string = calloc(p->endpoints.count + 1, sizeof(int64_t));
+        if (t->endpoint_string == NULL) {
+            return -ENOMEM;
+        }
+
+        return prof_pprof_stack_ids(t);
     }
 
     for (i = 0; i < PROF_VALUE_COUNT; i++) {

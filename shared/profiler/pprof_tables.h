@@ -57,6 +57,12 @@ typedef struct {
     const prof_profile_t    *profile;
     prof_aggregator_t       *agg;
     prof_pprof_info_t        info;
+    int                      bare;              /* only the strings the
+                                                   stacks name: no value
+                                                   types, label keys,
+                                                   thread labels, endpoints
+                                                   or build ids (another
+                                                   encoding's tables) */
 
     prof_intern_t            strings;           /* the string table */
     int64_t                  value_type[PROF_VALUE_COUNT][2];
@@ -88,7 +94,7 @@ typedef struct {
 } prof_pprof_tables_t;
 
 
-/* Tables of profile p, empty, on zeroed memory. */
+/* Tables of profile p, empty, on zeroed memory (bare may be set then). */
 void prof_pprof_tables_init(prof_pprof_tables_t *t, const prof_profile_t *p,
     prof_aggregator_t *agg);
 

@@ -334,7 +334,8 @@ prof_process_main(const prof_handover_t *h)
 
     rc = -ENOMEM;
 
-    if ((p->agent_url != NULL || p->pyroscope_url != NULL)
+    if ((p->agent_url != NULL || p->pyroscope_url != NULL
+         || p->otlp_url != NULL)
         && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
     {
         goto failed;

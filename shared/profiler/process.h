@@ -78,12 +78,16 @@ struct prof_process_s {
     char                *agent_url;
     char                *pyroscope_url;
     char               **pyroscope_headers;
+    char                *otlp_url;
+    char               **otlp_headers;
     char                *service;
     char                *env;
     char                *version;
     char                *runtime_version;
     char               **tags;
     char                 host[256];
+    char                 executable[256];       /* the server's file name
+                                                   (OTLP's resource) */
     char                 arch[sizeof(((struct utsname *) 0)->machine)];
     prof_container_t     container;
     char                 runtime_id[PROF_TRACER_INFO_VALUE_MAX];
@@ -117,6 +121,7 @@ struct prof_process_s {
     prof_aggregator_t   *aggregator;
     prof_uploader_t     *uploader;              /* NULL: none, or closed */
     prof_uploader_t     *pyroscope;             /* NULL: none, or closed */
+    prof_uploader_t     *otlp;                  /* NULL: none, or closed */
     uint64_t             open_period;           /* not closed yet */
     uint64_t             maps_tables;           /* unwind tables the worker
                                                    had built at the last

@@ -37,6 +37,34 @@ prof_strdup_or_null(const char *s, int *failed)
 }
 
 
+/* The file name of the program this process runs (the server's: the
+   process is forked from it), "nginx" when it cannot be read. */
+static void
+prof_executable_name(char *name, size_t size)
+{
+    char     path[4096], *base;
+    ssize_t  n;
+
+    n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    if (n <= 0) {
+        snprintf(name, size, "nginx");
+        return;
+    }
+
+    path[n] = '\0';
+    base = strrchr(path, '/');
+    base = (base != NULL) ? base + 1 : path;
+
+    n = strlen(base);
+    if ((size_t) n >= size) {
+        n = size - 1;
+    }
+
+    memcpy(name, base, n);
+    name[n] = '\0';
+}
+
+
 int
 prof_process_conf_init(prof_process_t *p)
 {
@@ -52,6 +80,7 @@ prof_process_conf_init(prof_process_t *p)
     p->dump_dir = prof_strdup_or_null(conf->dump_dir, &failed);
     p->agent_url = prof_strdup_or_null(conf->agent_url, &failed);
     p->pyroscope_url = prof_strdup_or_null(conf->pyroscope_url, &failed);
+    p->otlp_url = prof_strdup_or_null(conf->otlp_url, &failed);
     p->env = prof_strdup_or_null(conf->env, &failed);
     p->version = prof_strdup_or_null(conf->version, &failed);
     p->runtime_version = prof_strdup_or_null(conf->runtime_version
@@ -78,6 +107,16 @@ prof_process_conf_init(prof_process_t *p)
                                       conf->pyroscope_headers[i], &failed);
     }
 
+    p->otlp_headers = calloc(conf->otlp_header_count + 1, sizeof(char *));
+    if (p->otlp_headers == NULL) {
+        return -ENOMEM;
+    }
+
+    for (i = 0; i < conf->otlp_header_count; i++) {
+        p->otlp_headers[i] = prof_strdup_or_null(conf->otlp_headers[i],
+                                                 &failed);
+    }
+
     if (failed) {
         return -ENOMEM;
     }
@@ -85,6 +124,8 @@ prof_process_conf_init(prof_process_t *p)
     if (gethostname(p->host, sizeof(p->host) - 1) != 0) {
         strcpy(p->host, "localhost");
     }
+
+    prof_executable_name(p->executable, sizeof(p->executable));
 
     if (conf->runtime_id != NULL && conf->runtime_id[0] != '\0') {
         snprintf(p->runtime_id, sizeof(p->runtime_id), "%s",

@@ -185,6 +185,10 @@ prof_publish_status(prof_process_t *p)
                                             &info.last_push_ns);
     }
 
+    if (p->otlp != NULL) {
+        info.last_export = prof_uploader_last(p->otlp, &info.last_export_ns);
+    }
+
     /* Where the names of the objects in its profiles come from. */
     for (i = 0; i < prof_symbolizer_object_count(p->symbolizer); i++) {
         kind = prof_symbolizer_symbols_loaded(p->symbolizer, i);

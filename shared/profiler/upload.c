@@ -20,6 +20,7 @@
 
 #define PROF_CONNECT_TIMEOUT_MS  2000
 #define PROF_UPLOAD_PATH         "/profiling/v1/input"
+#define PROF_ANSWER_MAX          4096       /* bytes of an answer kept */
 
 
 struct prof_uploader_s {
@@ -37,6 +38,8 @@ struct prof_uploader_s {
     curl_mime           *mime;
     struct curl_slist   *headers;
     prof_upload_t       *waiting;           /* the next one, at most one */
+    prof_buffer_t        answer;            /* the try's answer's body,
+                                               with conf.answer */
 
     unsigned             closing:1;
     unsigned             finished:1;
@@ -103,6 +106,7 @@ prof_handle_closed(uv_handle_t *handle)
 
     free(u->url);
     free(u->unix_path);
+    prof_buffer_free(&u->answer);
     free(u);
 }
 
@@ -210,6 +214,26 @@ prof_on_timer_change(CURLM *multi, long timeout_ms, void *data)
 static size_t
 prof_discard_body(char *data, size_t size, size_t n, void *user)
 {
+    return size * n;
+}
+
+
+/* The answer's body, its first PROF_ANSWER_MAX bytes, for conf.answer. */
+static size_t
+prof_keep_body(char *data, size_t size, size_t n, void *user)
+{
+    size_t            room;
+    prof_uploader_t  *u = user;
+
+    room = PROF_ANSWER_MAX - u->answer.length;
+    if (room > size * n) {
+        room = size * n;
+    }
+
+    if (room > 0) {
+        (void) prof_buffer_append(&u->answer, data, room);
+    }
+
     return size * n;
 }
 
@@ -323,6 +347,12 @@ prof_uploader_body_headers(prof_uploader_t *u)
     h = curl_slist_append(NULL, type);
     u->headers = h;
 
+    if (h != NULL && u->conf.content_encoding != NULL) {
+        snprintf(type, sizeof(type), "Content-Encoding: %s",
+                 u->conf.content_encoding);
+        h = curl_slist_append(u->headers, type);
+    }
+
     for (i = 0; h != NULL && i < u->conf.header_count; i++) {
         h = curl_slist_append(u->headers, u->conf.headers[i]);
     }
@@ -378,7 +408,14 @@ prof_uploader_start(prof_uploader_t *u, prof_upload_t *up)
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                      (long) (u->conf.timeout_ms < PROF_CONNECT_TIMEOUT_MS
                              ? u->conf.timeout_ms : PROF_CONNECT_TIMEOUT_MS));
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, prof_discard_body);
+    if (u->conf.answer != NULL) {
+        u->answer.length = 0;
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, prof_keep_body);
+        curl_easy_setopt(easy, CURLOPT_WRITEDATA, u);
+
+    } else {
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, prof_discard_body);
+    }
     curl_easy_setopt(easy, CURLOPT_PRIVATE, up);
 
     if (curl_multi_add_handle(u->multi, easy) != CURLM_OK) {
@@ -606,6 +643,11 @@ prof_uploader_check(prof_uploader_t *u)
         {
             prof_counter_add(u->conf.counters->retried, 1);
             return;
+        }
+
+        if (u->conf.answer != NULL && result == CURLE_OK) {
+            u->conf.answer(u->conf.outcome_data, up->sequence, status,
+                           u->answer.data, u->answer.length);
         }
 
         prof_uploader_end(u, up, outcome, result, status);

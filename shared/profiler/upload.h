@@ -5,7 +5,8 @@
  * multi-socket API with the profiler loop's libuv handles. To a Datadog
  * agent, <agent>/profiling/v1/input as multipart (event.json,
  * profile.pprof, code-provenance.json); to another server (Pyroscope,
- * pyroscope.h), conf.path and a body of conf.content_type as it is.
+ * pyroscope.h; OTLP, otlp.h), conf.path and a body of conf.content_type
+ * as it is.
  *
  * Threading: the profiler loop thread only; never blocks it.
  * Policy: at most one upload in flight; a profile ready meanwhile waits,
@@ -17,7 +18,7 @@
  * in the process before.
  *
  * Counters (prof_upload_counters_t, named uploads_* on the status page
- * for the agent, pyroscope_* for Pyroscope). Every profile submitted ends
+ * for the agent, pyroscope_* for Pyroscope, otlp_* for OTLP). Every profile submitted ends
  * in exactly one outcome, counted once, when its fate is known:
  *
  *   uploads_succeeded       the agent answered 2xx (first try or retry);
@@ -77,6 +78,7 @@ typedef struct {
     const char          *path;      /* appended; NULL: the agent's */
     const char          *content_type;  /* a body as it is; NULL: the
                                        agent's multipart */
+    const char          *content_encoding;  /* of that body; NULL: none */
     const char          *server;    /* in the log: NULL, "the agent" */
     const char * const  *headers;   /* "Name: value" more (secrets: never
                                        logged) */
@@ -94,6 +96,12 @@ typedef struct {
     void               (*outcome)(void *data, const char *text);
     void                *outcome_data;      /* each profile's end, as
                                                prof_uploader_last() says */
+    void               (*answer)(void *data, uint64_t sequence,
+                                 long status, const void *body,
+                                 size_t length);    /* NULL: none; else
+                                               every answer (its first 4
+                                               KiB) before its outcome,
+                                               with outcome_data */
 } prof_upload_conf_t;
 
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 
 /*
- * The Pyroscope directives: its URL, its endpoint label's bound, and the
- * headers its pushes carry (basic auth, a bearer token, a tenant, any
+ * The directives of the servers profiles are pushed to, Pyroscope's and
+ * OTLP's alike: the URL, Pyroscope's endpoint label's bound, and the
+ * headers the pushes carry (basic auth, a bearer token, a tenant, any
  * other), with secrets read from a file or the environment when the
  * configuration is read, never from the configuration itself.
  */
@@ -25,6 +26,14 @@ static const char  *ngx_http_profiling_push_own_headers[] = {
 };
 
 
+/* The server's part of the main conf a directive sets (its offset). */
+static ngx_http_profiling_push_conf_t *
+ngx_http_profiling_push_conf(ngx_command_t *cmd, void *conf)
+{
+    return (ngx_http_profiling_push_conf_t *) ((char *) conf + cmd->offset);
+}
+
+
 /*
  * Whether a directive (cmd, its first argument arg) may set the header
  * name: not when another one set it already (one Authorization: basic
@@ -33,22 +42,22 @@ static const char  *ngx_http_profiling_push_own_headers[] = {
  */
 static char *
 ngx_http_profiling_push_header_free(ngx_conf_t *cf,
-    ngx_http_profiling_main_conf_t *pmcf, ngx_command_t *cmd, ngx_str_t *arg,
+    ngx_http_profiling_push_conf_t *pmcf, ngx_command_t *cmd, ngx_str_t *arg,
     const char *name)
 {
     size_t      len;
     ngx_uint_t  i;
     ngx_str_t  *h, *by;
 
-    if (pmcf->pyroscope_headers == NULL) {
+    if (pmcf->headers == NULL) {
         return NGX_CONF_OK;
     }
 
     len = ngx_strlen(name);
-    h = pmcf->pyroscope_headers->elts;
-    by = pmcf->pyroscope_header_directives->elts;
+    h = pmcf->headers->elts;
+    by = pmcf->header_directives->elts;
 
-    for (i = 0; i < pmcf->pyroscope_headers->nelts; i++) {
+    for (i = 0; i < pmcf->headers->nelts; i++) {
         if (h[i].len > len && h[i].data[len] == ':'
             && ngx_strncasecmp(h[i].data, (u_char *) name, len) == 0)
         {
@@ -68,7 +77,7 @@ ngx_http_profiling_push_header_free(ngx_conf_t *cf,
    the directive that set it. */
 static char *
 ngx_http_profiling_push_header(ngx_conf_t *cf,
-    ngx_http_profiling_main_conf_t *pmcf, ngx_command_t *cmd,
+    ngx_http_profiling_push_conf_t *pmcf, ngx_command_t *cmd,
     const char *name, ngx_str_t *value)
 {
     u_char     *p;
@@ -81,20 +90,20 @@ ngx_http_profiling_push_header(ngx_conf_t *cf,
         }
     }
 
-    if (pmcf->pyroscope_headers == NULL) {
-        pmcf->pyroscope_headers = ngx_array_create(cf->pool, 4,
+    if (pmcf->headers == NULL) {
+        pmcf->headers = ngx_array_create(cf->pool, 4,
                                                    sizeof(ngx_str_t));
-        pmcf->pyroscope_header_directives = ngx_array_create(cf->pool, 4,
+        pmcf->header_directives = ngx_array_create(cf->pool, 4,
                                                    sizeof(ngx_str_t));
-        if (pmcf->pyroscope_headers == NULL
-            || pmcf->pyroscope_header_directives == NULL)
+        if (pmcf->headers == NULL
+            || pmcf->header_directives == NULL)
         {
             return NGX_CONF_ERROR;
         }
     }
 
-    h = ngx_array_push(pmcf->pyroscope_headers);
-    by = ngx_array_push(pmcf->pyroscope_header_directives);
+    h = ngx_array_push(pmcf->headers);
+    by = ngx_array_push(pmcf->header_directives);
     if (h == NULL || by == NULL) {
         return NGX_CONF_ERROR;
     }
@@ -112,8 +121,8 @@ ngx_http_profiling_push_header(ngx_conf_t *cf,
     h->len = len;
 
     /* Each of them needs the URL (checked once the block is read). */
-    if (pmcf->pyroscope_needs_url.data == NULL) {
-        pmcf->pyroscope_needs_url = cmd->name;
+    if (pmcf->needs_url.data == NULL) {
+        pmcf->needs_url = cmd->name;
     }
 
     return NGX_CONF_OK;
@@ -208,17 +217,22 @@ ngx_http_profiling_secret(ngx_conf_t *cf, ngx_str_t *source,
 }
 
 
-/* profiling_pyroscope_url http://host[:port][/prefix] | https://... | off */
+/*
+ * profiling_pyroscope_url, profiling_otlp_url http://host[:port][/prefix]
+ * | https://... | off
+ */
 char *
-ngx_http_profiling_pyroscope_url(ngx_conf_t *cf, ngx_command_t *cmd,
+ngx_http_profiling_push_url(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf)
 {
-    ngx_http_profiling_main_conf_t  *pmcf = conf;
+    ngx_http_profiling_push_conf_t  *pmcf = ngx_http_profiling_push_conf(cmd,
+                                                                     conf);
 
+    u_char       auth[64];
     ngx_str_t   *value;
     const char  *err;
 
-    if (pmcf->pyroscope_url.data != NULL) {
+    if (pmcf->url.data != NULL) {
         return "is duplicate";
     }
 
@@ -228,7 +242,11 @@ ngx_http_profiling_pyroscope_url(ngx_conf_t *cf, ngx_command_t *cmd,
         if (ngx_strlchr(value[1].data, value[1].data + value[1].len, '@')
             != NULL)
         {
-            err = "credentials go in profiling_pyroscope_basic_auth";
+            /* "profiling_<server>_url": its "_basic_auth" */
+            *ngx_snprintf(auth, sizeof(auth) - 1,
+                          "credentials go in %*s_basic_auth%Z",
+                          cmd->name.len - 4, cmd->name.data) = '\0';
+            err = (const char *) auth;
 
         } else {
             err = ngx_http_profiling_check_url(cf->pool, &value[1], 0);
@@ -245,7 +263,7 @@ ngx_http_profiling_pyroscope_url(ngx_conf_t *cf, ngx_command_t *cmd,
         }
     }
 
-    pmcf->pyroscope_url = value[1];
+    pmcf->url = value[1];
 
     return NGX_CONF_OK;
 }
@@ -279,20 +297,22 @@ ngx_http_profiling_pyroscope_endpoints(ngx_conf_t *cf, ngx_command_t *cmd,
 
     pmcf->pyroscope_endpoints = n;
 
-    if (pmcf->pyroscope_needs_url.data == NULL) {
-        pmcf->pyroscope_needs_url = cmd->name;
+    if (pmcf->pyroscope.needs_url.data == NULL) {
+        pmcf->pyroscope.needs_url = cmd->name;
     }
 
     return NGX_CONF_OK;
 }
 
 
-/* profiling_pyroscope_basic_auth user file:/path | env:NAME */
+/* profiling_pyroscope_basic_auth, profiling_otlp_basic_auth user
+   file:/path | env:NAME */
 char *
-ngx_http_profiling_pyroscope_basic_auth(ngx_conf_t *cf, ngx_command_t *cmd,
+ngx_http_profiling_push_basic_auth(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf)
 {
-    ngx_http_profiling_main_conf_t  *pmcf = conf;
+    ngx_http_profiling_push_conf_t  *pmcf = ngx_http_profiling_push_conf(cmd,
+                                                                     conf);
 
     u_char     *p;
     ngx_str_t  *value, secret, plain, encoded;
@@ -340,12 +360,14 @@ ngx_http_profiling_pyroscope_basic_auth(ngx_conf_t *cf, ngx_command_t *cmd,
 }
 
 
-/* profiling_pyroscope_bearer_token file:/path | env:NAME */
+/* profiling_pyroscope_bearer_token, profiling_otlp_bearer_token
+   file:/path | env:NAME */
 char *
-ngx_http_profiling_pyroscope_bearer_token(ngx_conf_t *cf,
+ngx_http_profiling_push_bearer_token(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf)
 {
-    ngx_http_profiling_main_conf_t  *pmcf = conf;
+    ngx_http_profiling_push_conf_t  *pmcf = ngx_http_profiling_push_conf(cmd,
+                                                                     conf);
 
     u_char     *p;
     ngx_str_t  *value, secret, header;
@@ -374,12 +396,13 @@ ngx_http_profiling_pyroscope_bearer_token(ngx_conf_t *cf,
 }
 
 
-/* profiling_pyroscope_tenant id: X-Scope-OrgID */
+/* profiling_pyroscope_tenant, profiling_otlp_tenant id: X-Scope-OrgID */
 char *
-ngx_http_profiling_pyroscope_tenant(ngx_conf_t *cf, ngx_command_t *cmd,
+ngx_http_profiling_push_tenant(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf)
 {
-    ngx_http_profiling_main_conf_t  *pmcf = conf;
+    ngx_http_profiling_push_conf_t  *pmcf = ngx_http_profiling_push_conf(cmd,
+                                                                     conf);
 
     char       *rv;
     ngx_str_t  *value;
@@ -407,14 +430,15 @@ ngx_http_profiling_pyroscope_tenant(ngx_conf_t *cf, ngx_command_t *cmd,
 
 
 /*
- * profiling_pyroscope_header name value: value as it is, or a secret
- * ("file:/path", "env:NAME").
+ * profiling_pyroscope_header, profiling_otlp_header name value: value as
+ * it is, or a secret ("file:/path", "env:NAME").
  */
 char *
-ngx_http_profiling_pyroscope_header(ngx_conf_t *cf, ngx_command_t *cmd,
+ngx_http_profiling_push_header_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf)
 {
-    ngx_http_profiling_main_conf_t  *pmcf = conf;
+    ngx_http_profiling_push_conf_t  *pmcf = ngx_http_profiling_push_conf(cmd,
+                                                                     conf);
 
     u_char       *p;
     char         *rv;
@@ -480,22 +504,23 @@ ngx_http_profiling_pyroscope_header(ngx_conf_t *cf, ngx_command_t *cmd,
 }
 
 
-/* The Pyroscope directives but the URL need it: refused without it. */
+/* The server's directives but the URL need it: refused without it. */
 char *
-ngx_http_profiling_pyroscope_check(ngx_conf_t *cf,
-    ngx_http_profiling_main_conf_t *pmcf)
+ngx_http_profiling_push_check(ngx_conf_t *cf,
+    ngx_http_profiling_push_conf_t *push, const char *url_directive,
+    const char *server)
 {
-    if (pmcf->pyroscope_needs_url.data == NULL
-        || (pmcf->pyroscope_url.data != NULL
-            && ngx_strcmp(pmcf->pyroscope_url.data, "off") != 0))
+    if (push->needs_url.data == NULL
+        || (push->url.data != NULL
+            && ngx_strcmp(push->url.data, "off") != 0))
     {
         return NGX_CONF_OK;
     }
 
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\" is set but "
-                       "\"profiling_pyroscope_url\" is %s: nothing is "
-                       "pushed to Pyroscope", &pmcf->pyroscope_needs_url,
-                       pmcf->pyroscope_url.data == NULL ? "not" : "off");
+                       "\"%s\" is %s: nothing is pushed to %s",
+                       &push->needs_url, url_directive,
+                       push->url.data == NULL ? "not" : "off", server);
 
     return NGX_CONF_ERROR;
 }
