@@ -28,6 +28,7 @@
 
 
 struct prof_status_slot_s;
+struct prof_ui_store_s;
 struct prof_unwind_table_s;
 
 
@@ -82,6 +83,10 @@ typedef struct {
     struct prof_status_slot_s  *status_slot;    /* written every second
                                            by the profiler process
                                            (status.h); NULL: none */
+    struct prof_ui_store_s  *ui_store;  /* the page's store: each closed
+                                           profile written to it by the
+                                           profiler process (ui_store.h);
+                                           NULL: none */
     int                  debuginfod;    /* fetch debug files for objects
                                            with unnamed frames, in the
                                            profiler process (debuginfod.h)
