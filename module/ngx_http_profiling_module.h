@@ -14,6 +14,7 @@
 #include <ngx_event.h>
 #include <ngx_http.h>
 
+#include "common/buffer.h"
 #include "common/clock.h"
 #include "worker/profiler.h"
 #include "profiler/symbol_store.h"
@@ -290,6 +291,10 @@ ngx_int_t ngx_http_profiling_ui_init(ngx_conf_t *cf,
     ngx_http_profiling_main_conf_t *pmcf);
 struct prof_ui_store_s *ngx_http_profiling_ui_store(
     ngx_http_profiling_main_conf_t *pmcf);
+size_t ngx_http_profiling_ui_record_max(ngx_cycle_t *cycle,
+    ngx_http_profiling_main_conf_t *pmcf);
+ngx_int_t ngx_http_profiling_ui_status(ngx_http_profiling_main_conf_t *pmcf,
+    prof_buffer_t *page, ngx_uint_t text);
 
 
 /*

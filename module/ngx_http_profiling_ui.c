@@ -35,6 +35,9 @@ typedef struct {
 #define NGX_HTTP_PROFILING_UI_MIN  (64 * 1024)
 #define NGX_HTTP_PROFILING_UI_MAX  (256 * 1024 * 1024)
 
+/* What the store holds at least, whatever the period and the profiles. */
+#define NGX_HTTP_PROFILING_UI_KEPT_MS  (15 * 60 * 1000)
+
 /* The page's own rules: its files only, no inline code. */
 #define NGX_HTTP_PROFILING_UI_CSP                                            \
     "default-src 'none'; script-src 'self'; style-src 'self'; "              \
@@ -171,6 +174,79 @@ ngx_http_profiling_ui_store(ngx_http_profiling_main_conf_t *pmcf)
     ctx = pmcf->ui_zone->data;
 
     return ctx->store;
+}
+
+
+/*
+ * A worker's profile's share of the store: every worker's profiles of
+ * the last 15 minutes fit (a profile over it is made smaller, its
+ * lightest stacks folded: profiler/ui_publish.h).
+ */
+size_t
+ngx_http_profiling_ui_record_max(ngx_cycle_t *cycle,
+    ngx_http_profiling_main_conf_t *pmcf)
+{
+    ngx_int_t         workers;
+    ngx_msec_t        periods;
+    ngx_core_conf_t  *ccf;
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+
+    workers = (ccf->worker_processes > 0) ? ccf->worker_processes : 1;
+    periods = (NGX_HTTP_PROFILING_UI_KEPT_MS + pmcf->period - 1)
+              / ngx_max(pmcf->period, 1);
+
+    return pmcf->ui_store_size / (workers * ngx_max(periods, 1)) - 64;
+}
+
+
+/*
+ * The store's figures added to the status page: JSON's "ui_store" (the
+ * page's last '}' moved after it), or a line of text.
+ */
+ngx_int_t
+ngx_http_profiling_ui_status(ngx_http_profiling_main_conf_t *pmcf,
+    prof_buffer_t *page, ngx_uint_t text)
+{
+    int                     rc;
+    prof_ui_store_t        *store;
+    prof_ui_store_stats_t   st;
+
+    store = ngx_http_profiling_ui_store(pmcf);
+    if (store == NULL) {
+        return NGX_OK;
+    }
+
+    prof_ui_store_stats(store, &st);
+
+    if (text) {
+        rc = prof_buffer_printf(page, "ui store: %llu of %llu bytes, "
+                                "%llu profiles held, %llu dropped for "
+                                "room, %llu too large\n",
+                                (unsigned long long) st.used,
+                                (unsigned long long) st.size,
+                                (unsigned long long) st.records_held,
+                                (unsigned long long) st.dropped,
+                                (unsigned long long) st.too_large);
+        return (rc == 0) ? NGX_OK : NGX_ERROR;
+    }
+
+    if (page->length < 2 || page->data[page->length - 2] != '}') {
+        return NGX_OK;
+    }
+
+    page->length -= 2;
+
+    rc = prof_buffer_printf(page, ",\"ui_store\":{\"size\":%llu,"
+                            "\"used\":%llu,\"profiles\":%llu,"
+                            "\"dropped\":%llu,\"too_large\":%llu}}\n",
+                            (unsigned long long) st.size,
+                            (unsigned long long) st.used,
+                            (unsigned long long) st.records_held,
+                            (unsigned long long) st.dropped,
+                            (unsigned long long) st.too_large);
+
+    return (rc == 0) ? NGX_OK : NGX_ERROR;
 }
 
 

@@ -161,6 +161,10 @@ ok($data->{store}{size} > 4_000_000 && $data->{store}{size} <= 4 << 20,
    "the store: $data->{store}{size} bytes, $data->{store}{used} used, "
    . "$data->{store}{records} profiles");
 
+my $status = eval { decode_json($t->get('/status')->{content}) } // {};
+is($status->{ui_store}{size}, $data->{store}{size},
+   'the status page shows the store');
+
 # The browser.
 my $out = ProfEnv::build_dir() . '/ui';
 make_path($out);

@@ -87,6 +87,9 @@ typedef struct {
                                            profile written to it by the
                                            profiler process (ui_store.h);
                                            NULL: none */
+    size_t               ui_record_max; /* its share of the store: a
+                                           record's bytes at most (0: no
+                                           bound) */
     int                  debuginfod;    /* fetch debug files for objects
                                            with unnamed frames, in the
                                            profiler process (debuginfod.h)

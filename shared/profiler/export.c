@@ -228,8 +228,8 @@ prof_export_profile(void *data, prof_profile_t *profile)
 
     /* The page's store: before any write to a file, which may block. */
     if (p->conf.ui_store != NULL
-        && prof_ui_publish(p->conf.ui_store, p->pid, profile, p->aggregator)
-           == -ENOMEM)
+        && prof_ui_publish(p->conf.ui_store, p->pid, profile, p->aggregator,
+                           p->conf.ui_record_max) == -ENOMEM)
     {
         prof_counter_add(p->channel->diagnostics.encode_failures, 1);
     }

@@ -350,22 +350,97 @@ prof_ui_encode(prof_ui_build_t *b, pid_t pid, const prof_profile_t *profile,
 }
 
 
-int
-prof_ui_publish(prof_ui_store_t *store, pid_t pid,
-    const prof_profile_t *profile, prof_aggregator_t *agg)
+/* A sample of the stacks left out, their values summed: one frame. */
+static int
+prof_ui_add_other(prof_ui_build_t *b, const int64_t *other)
 {
-    int               rc;
-    uint32_t          i;
-    prof_buffer_t     out = { NULL, 0, 0 };
-    prof_ui_build_t   b;
-    prof_sample_key_t key;
+    int             inserted;
+    size_t          cap;
+    int64_t         frame, index, *v;
+    uint32_t        words[2];
+    prof_ui_key_t   k;
+
+    frame = prof_ui_frame(b, "[other stacks]", NULL, 0);
+    if (frame < 0) {
+        return -ENOMEM;
+    }
+
+    memset(&k, 0, sizeof(k));
+    k.stack = (uint32_t) (b->words.length / sizeof(uint32_t));
+    words[0] = 1;
+    words[1] = (uint32_t) frame;
+
+    if (prof_buffer_append(&b->words, words, sizeof(words)) != 0) {
+        return -ENOMEM;
+    }
+
+    index = prof_intern(&b->keys, &k, sizeof(k), &inserted);
+    if (index < 0) {
+        return -ENOMEM;
+    }
+
+    if ((size_t) index >= b->values_cap) {
+        cap = b->values_cap ? b->values_cap * 2 : 256;
+        v = realloc(b->values, cap * PROF_UI_VALUES * sizeof(int64_t));
+        if (v == NULL) {
+            return -ENOMEM;
+        }
+        b->values = v;
+        b->values_cap = cap;
+    }
+
+    memcpy(&b->values[index * PROF_UI_VALUES], other,
+           PROF_UI_VALUES * sizeof(int64_t));
+
+    return 0;
+}
+
+
+static void
+prof_ui_build_free(prof_ui_build_t *b)
+{
+    prof_buffer_free(&b->string_bytes);
+    prof_buffer_free(&b->words);
+    prof_intern_free(&b->strings);
+    prof_intern_free(&b->frames);
+    prof_intern_free(&b->keys);
+    free(b->string_offset);
+    free(b->stack_word);
+    free(b->values);
+}
+
+
+/* A sample's weight: what the page shows of it (CPU and wall time). */
+static int64_t
+prof_ui_weight(const int64_t *values)
+{
+    return values[PROF_VALUE_CPU_TIME] + values[PROF_VALUE_WALL_TIME];
+}
+
+
+/*
+ * The record of the profile's samples weighing at least threshold, the
+ * others folded into one: 0 or -ENOMEM; out empty when nothing is held.
+ */
+static int
+prof_ui_build(const prof_profile_t *profile, prof_aggregator_t *agg,
+    pid_t pid, int64_t threshold, prof_buffer_t *out)
+{
+    int                rc;
+    uint32_t           i;
+    int64_t            other[PROF_UI_VALUES];
+    const int64_t     *values;
+    prof_ui_build_t    b;
+    prof_sample_key_t  key;
 
     memset(&b, 0, sizeof(b));
+    memset(other, 0, sizeof(other));
     prof_intern_init(&b.strings);
     prof_intern_init(&b.frames);
     prof_intern_init(&b.keys);
 
     rc = -ENOMEM;
+    out->length = 0;
 
     /* Offset 0: the empty string. */
     if (prof_buffer_append(&b.string_bytes, "", 1) != 0) {
@@ -379,41 +454,102 @@ prof_ui_publish(prof_ui_store_t *store, pid_t pid,
 
     for (i = 0; i < profile->keys.count; i++) {
         memcpy(&key, prof_intern_key(&profile->keys, i, NULL), sizeof(key));
+        values = &profile->values[(size_t) i * PROF_VALUE_COUNT];
 
         if (key.stack >= profile->stacks.count) {
             continue;
         }
 
-        if (prof_ui_add(&b, profile, agg, &key,
-                        &profile->values[(size_t) i * PROF_VALUE_COUNT])
-            != 0)
-        {
+        if (prof_ui_weight(values) < threshold) {
+            other[PROF_UI_CPU] += values[PROF_VALUE_CPU_TIME];
+            other[PROF_UI_WALL] += values[PROF_VALUE_WALL_TIME];
+            other[PROF_UI_OFF_CPU] += values[PROF_VALUE_OFF_CPU_TIME];
+            continue;
+        }
+
+        if (prof_ui_add(&b, profile, agg, &key, values) != 0) {
             goto done;
         }
     }
 
-    if (b.keys.count == 0) {
-        rc = 0;
+    if ((other[PROF_UI_CPU] != 0 || other[PROF_UI_WALL] != 0)
+        && prof_ui_add_other(&b, other) != 0)
+    {
         goto done;
     }
 
-    if (prof_ui_encode(&b, pid, profile, &out) != 0) {
-        goto done;
-    }
+    rc = 0;
 
-    rc = prof_ui_store_write(store, out.data, out.length);
+    if (b.keys.count > 0) {
+        rc = prof_ui_encode(&b, pid, profile, out);
+    }
 
 done:
 
+    prof_ui_build_free(&b);
+
+    return rc;
+}
+
+
+static int
+prof_ui_compare_weights(const void *a, const void *b)
+{
+    int64_t  x = *(const int64_t *) a, y = *(const int64_t *) b;
+
+    return (x < y) ? 1 : (x > y) ? -1 : 0;
+}
+
+
+int
+prof_ui_publish(prof_ui_store_t *store, pid_t pid,
+    const prof_profile_t *profile, prof_aggregator_t *agg, size_t max_bytes)
+{
+    int             rc, round;
+    size_t          keep, n, i;
+    int64_t        *weights, threshold;
+    prof_buffer_t   out = { NULL, 0, 0 };
+
+    rc = prof_ui_build(profile, agg, pid, INT64_MIN, &out);
+    weights = NULL;
+
+    /* Too large for its share of the store: the lightest stacks folded,
+       until it fits. */
+    for (round = 0; rc == 0 && max_bytes > 0 && out.length > max_bytes
+                    && round < 6; round++)
+    {
+        n = profile->keys.count;
+
+        if (weights == NULL) {
+            weights = malloc((n + 1) * sizeof(int64_t));
+            if (weights == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+
+            for (i = 0; i < n; i++) {
+                weights[i] = prof_ui_weight(
+                                 &profile->values[i * PROF_VALUE_COUNT]);
+            }
+
+            qsort(weights, n, sizeof(int64_t), prof_ui_compare_weights);
+        }
+
+        keep = (size_t) ((double) n * max_bytes / out.length * 0.8);
+        keep >>= round;
+        threshold = (keep == 0 || n == 0) ? INT64_MAX
+                                          : weights[keep - 1] + (round > 2);
+
+        rc = prof_ui_build(profile, agg, pid, threshold, &out);
+    }
+
+    free(weights);
+
+    if (rc == 0 && out.length > 0) {
+        rc = prof_ui_store_write(store, out.data, out.length);
+    }
+
     prof_buffer_free(&out);
-    prof_buffer_free(&b.string_bytes);
-    prof_buffer_free(&b.words);
-    prof_intern_free(&b.strings);
-    prof_intern_free(&b.frames);
-    prof_intern_free(&b.keys);
-    free(b.string_offset);
-    free(b.stack_word);
-    free(b.values);
 
     return rc;
 }

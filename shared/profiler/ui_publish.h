@@ -21,9 +21,15 @@
 #include "profiler/aggregator.h"
 
 
-/* 0, -ENOMEM, or -E2BIG (the record is larger than the store). */
+/*
+ * 0, -ENOMEM, or -E2BIG (the record is larger than the store). A record
+ * over max_bytes (0: no bound) has its lightest samples folded into one
+ * "[other stacks]" frame until it fits (its totals stay): so that the
+ * store holds each worker's last 15 minutes whatever the profiles.
+ */
 int prof_ui_publish(prof_ui_store_t *store, pid_t pid,
-    const prof_profile_t *profile, prof_aggregator_t *agg);
+    const prof_profile_t *profile, prof_aggregator_t *agg,
+    size_t max_bytes);
 
 
 #endif /* PROF_UI_PUBLISH_H */
