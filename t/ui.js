@@ -4,12 +4,13 @@
 // judge: each view's frames and their widths, a zoom, a search, the
 // filters' views, the download link, the time a page of many stacks took.
 //
-//   node t/ui.js PAGE_URL OUT_DIR SPAN_ID FUNCTION
+//   node t/ui.js PAGE_URL OUT_DIR SPAN_ID FUNCTION TRACE_ID ENDPOINT
 'use strict';
 
 const { chromium } = require('playwright-core');
 
-const [pageUrl, outDir, spanId, fn] = process.argv.slice(2);
+const [pageUrl, outDir, spanId, fn, traceId, endpoint] =
+  process.argv.slice(2);
 
 async function ready(page) {
   await page.waitForFunction(() => window.profilingUI &&
@@ -109,6 +110,22 @@ async function frames(page, name) {
   await page.goto(pageUrl + '?window=900&span_id=' + spanId);
   await ready(page);
   result.span = await frames(page, fn);
+
+  // The other filters from the labels: the trace, the endpoint, stalls.
+  await page.goto(pageUrl + '?window=900&trace_id=' + traceId);
+  await ready(page);
+  result.trace = await frames(page, fn);
+  await page.goto(pageUrl + '?window=900&endpoint=' +
+                  encodeURIComponent(endpoint));
+  await ready(page);
+  result.endpoint = await frames(page, fn);
+  result.endpointChosen = await page.$eval('#endpoint', (s) => s.value);
+  await page.goto(pageUrl + '?window=900&stalls=1');
+  await ready(page);
+  result.stalls = await frames(page, fn);
+  await page.goto(pageUrl + '?window=900&type=off');
+  await ready(page);
+  result.off = await page.evaluate(() => window.profilingUI.total);
 
   // Lua-land: frames from the Lua entry point, and CPU by Lua file.
   await page.goto(pageUrl + '?window=900&view=lua');

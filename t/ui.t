@@ -89,6 +89,7 @@ EOF
 $t->write_config(<<"EOF");
     profiling on;
     profiling_period 2s;
+    profiling_stall_threshold 10ms;
     profiling_ui_store 4m;
 $lua_conf
     server {
@@ -173,7 +174,7 @@ my ($rc, $json);
     local $ENV{NODE_PATH} = $modules;
     local $ENV{CHROMIUM} = $chromium;
     ($rc, $json) = run_capture('node', "$FindBin::Bin/ui.js", $base, $out,
-                               $SPAN, $BURN);
+                               $SPAN, $BURN, $TRACE, 'GET /libc');
 }
 my ($line) = grep { /^\{/ } split /\n/, $json;
 my $b = eval { decode_json($line // '') } // {};
@@ -221,6 +222,20 @@ my %span = map { $_ => 1 } @{ $b->{span}{names} };
 ok($span{ngx_http_profiling_burn_libc},
    'the span id: that request\'s code') or diag(explain($b->{span}));
 ok(!$span{$BURN}, 'and none of the other requests\'');
+
+my %trace = map { $_ => 1 } @{ $b->{trace}{names} };
+ok($trace{ngx_http_profiling_burn_libc} && !$trace{$BURN},
+   'the trace id: that request\'s code only') or diag(explain($b->{trace}));
+my %endpoint = map { $_ => 1 } @{ $b->{endpoint}{names} };
+ok($endpoint{ngx_http_profiling_burn_libc} && !$endpoint{$BURN},
+   'an endpoint: its requests\' code only')
+    or diag(explain($b->{endpoint}));
+is($b->{endpointChosen}, 'GET /libc', 'the endpoint chosen in its list');
+my %stalls = map { $_ => 1 } @{ $b->{stalls}{names} };
+ok($stalls{ngx_http_profiling_burn_libc},
+   'stalls only: the code of the 20 ms requests (over the 10 ms threshold)')
+    or diag(explain($b->{stalls}));
+ok($b->{off} > 0, 'off-CPU time');
 
 SKIP: {
     skip 'no lua module', 3 unless $lua;
