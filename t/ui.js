@@ -139,6 +139,10 @@ async function frames(page, name) {
   await page.goto(pageUrl + '?window=60&type=wall&compare=1');
   await ready(page);
   result.wall = await page.evaluate(() => window.profilingUI.total);
+  result.compared = await page.evaluate(() =>
+    window.profilingUI.base !== null &&
+    /compared with the window before/.test(
+      document.getElementById('summary').textContent));
 
   // Many distinct stacks: the page's own data replaced by 10,000 of them.
   const n = 10000;

@@ -248,6 +248,7 @@ SKIP: {
 }
 
 ok($b->{wall} > 0, 'wall time');
+ok($b->{compared}, 'a comparison with the window before');
 
 my $m = $b->{many};
 diag(sprintf('10,000 stacks: drawn in %.0f ms (data to graph), the page '
@@ -256,6 +257,25 @@ diag(sprintf('10,000 stacks: drawn in %.0f ms (data to graph), the page '
 ok($m->{rects} > 300, 'the 10,000 stacks drawn (those of half a pixel or more)');
 ok($m->{render_ms} < 3000, 'in under 3 s (1 s expected; the margin is '
                            . 'for a loaded machine)');
+
+# A reload keeps the store: the old workers' profiles stay, the new
+# workers' come beside them.
+my @old = $t->worker_pids;
+$t->reload;
+my %old = map { $_ => 1 } @old;
+my @new;
+ok(wait_until(sub {
+        @new = grep { !$old{$_} } $t->worker_pids;
+        return @new == 2;
+    }, 20), 'reloaded: two new workers');
+ok(wait_until(sub {
+        $t->get('/burn');
+        my $d = eval { decode_json(
+            $t->get('/profiles/?data=1&window=900')->{content}) } or return 0;
+        my %pids = map { $_->{pid} => 1 } @{ $d->{workers} };
+        return scalar(grep { $pids{$_} } @old) == 2
+               && scalar(grep { $pids{$_} } @new) >= 1;
+    }, 30), 'the store holds the old workers\' profiles and the new ones\'');
 
 $t->stop;
 done_testing();
