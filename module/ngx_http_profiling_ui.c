@@ -35,8 +35,10 @@ typedef struct {
 #define NGX_HTTP_PROFILING_UI_MIN  (64 * 1024)
 #define NGX_HTTP_PROFILING_UI_MAX  (256 * 1024 * 1024)
 
-/* What the store holds at least, whatever the period and the profiles. */
-#define NGX_HTTP_PROFILING_UI_KEPT_MS  (15 * 60 * 1000)
+/* What the store holds at least, whatever the period and the profiles
+   (when each record may take at least the minimum below). */
+#define NGX_HTTP_PROFILING_UI_KEPT_MS     (15 * 60 * 1000)
+#define NGX_HTTP_PROFILING_UI_RECORD_MIN  (4 * 1024)
 
 /* The page's own rules: its files only, no inline code. */
 #define NGX_HTTP_PROFILING_UI_CSP                                            \
@@ -180,12 +182,14 @@ ngx_http_profiling_ui_store(ngx_http_profiling_main_conf_t *pmcf)
 /*
  * A worker's profile's share of the store: every worker's profiles of
  * the last 15 minutes fit (a profile over it is made smaller, its
- * lightest stacks folded: profiler/ui_publish.h).
+ * lightest stacks folded: profiler/ui_publish.h), but never under 4 KB
+ * (a store that small for its workers and period holds less time).
  */
 size_t
 ngx_http_profiling_ui_record_max(ngx_cycle_t *cycle,
     ngx_http_profiling_main_conf_t *pmcf)
 {
+    size_t            max;
     ngx_int_t         workers;
     ngx_msec_t        periods;
     ngx_core_conf_t  *ccf;
@@ -196,7 +200,10 @@ ngx_http_profiling_ui_record_max(ngx_cycle_t *cycle,
     periods = (NGX_HTTP_PROFILING_UI_KEPT_MS + pmcf->period - 1)
               / ngx_max(pmcf->period, 1);
 
-    return pmcf->ui_store_size / (workers * ngx_max(periods, 1)) - 64;
+    max = pmcf->ui_store_size / (workers * ngx_max(periods, 1));
+
+    /* A smaller record has room for little but its "[other stacks]". */
+    return ngx_max(max, NGX_HTTP_PROFILING_UI_RECORD_MIN) - 64;
 }
 
 
