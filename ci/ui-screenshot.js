@@ -16,7 +16,9 @@ const [url, file] = process.argv.slice(2);
     headless: true,
     args: ['--no-sandbox']
   });
-  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const page = await browser.newPage({
+    viewport: { width: 1400, height: 900 }
+  });
   await page.goto(url);
   await page.waitForFunction(() => window.profilingUI &&
     (window.profilingUI.ready || window.profilingUI.error), null,

@@ -52,7 +52,9 @@ async function frames(page, name) {
     headless: true,
     args: ['--no-sandbox']
   });
-  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const page = await browser.newPage({
+    viewport: { width: 1400, height: 900 }
+  });
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('console', (m) => {

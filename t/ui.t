@@ -254,7 +254,8 @@ my $m = $b->{many};
 diag(sprintf('10,000 stacks: drawn in %.0f ms (data to graph), the page '
              . 'in %d ms, %d frames drawn', $m->{render_ms}, $m->{page_ms},
              $m->{rects}));
-ok($m->{rects} > 300, 'the 10,000 stacks drawn (those of half a pixel or more)');
+ok($m->{rects} > 300,
+   'the 10,000 stacks drawn (those of half a pixel or more)');
 ok($m->{render_ms} < 3000, 'in under 3 s (1 s expected; the margin is '
                            . 'for a loaded machine)');
 

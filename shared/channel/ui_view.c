@@ -247,7 +247,8 @@ prof_ui_view_add(prof_ui_view_t *v, const prof_ui_parsed_t *r,
             }
         }
 
-        index = prof_intern(&v->stacks, stack.length ? (const void *) stack.data : "",
+        index = prof_intern(&v->stacks,
+                            stack.length ? (const void *) stack.data : "",
                             stack.length, &inserted);
         if (index < 0) {
             rc = -ENOMEM;
@@ -634,7 +635,8 @@ prof_ui_pb_string(prof_intern_t *strings, prof_buffer_t *table,
     if (inserted) {
         /* pprof's strings are UTF-8: the page's names are any bytes. */
         if (prof_utf8_append(&clean, s, length) != 0
-            || prof_ui_pb_bytes(table, 6, clean.length ? (const void *) clean.data : "",
+            || prof_ui_pb_bytes(table, 6,
+                                clean.length ? (const void *) clean.data : "",
                                 clean.length) != 0)
         {
             prof_buffer_free(&clean);
