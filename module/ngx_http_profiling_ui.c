@@ -11,6 +11,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_profiling_module.h"
+#include "channel/ui_record.h"
 #include "channel/ui_store.h"
 #include "channel/ui_view.h"
 
@@ -430,6 +431,8 @@ ngx_http_profiling_ui_data(ngx_http_request_t *r, prof_buffer_t *out,
 {
     int                              rc;
     size_t                           length;
+    unsigned                         shown;
+    ngx_str_t                        type;
     unsigned char                   *copy;
     prof_ui_view_t                  *view;
     prof_ui_filter_t                 filter;
@@ -460,7 +463,18 @@ ngx_http_profiling_ui_data(ngx_http_request_t *r, prof_buffer_t *out,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    rc = pprof ? prof_ui_view_pprof(view, out)
+    shown = PROF_UI_CPU;
+
+    if (ngx_http_profiling_ui_arg(r, "type", &type)) {
+        if (type.len == 4 && ngx_strncmp(type.data, "wall", 4) == 0) {
+            shown = PROF_UI_WALL;
+
+        } else if (type.len == 3 && ngx_strncmp(type.data, "off", 3) == 0) {
+            shown = PROF_UI_OFF_CPU;
+        }
+    }
+
+    rc = pprof ? prof_ui_view_pprof(view, out, shown)
                : prof_ui_view_json(view, out, &stats);
     prof_ui_view_free(view);
 

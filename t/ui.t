@@ -210,6 +210,16 @@ ok(abs($b->{all}{share} - $share) < 0.03,
    sprintf('its width on the page: %.1f%% (pprof: %.1f%%)',
            100 * $b->{all}{share}, 100 * $share));
 
+SKIP: {
+    my ($go_rc) = run_capture('go', 'version');
+    skip 'no go (golang-go) for go tool pprof', 2 if $go_rc != 0;
+    my ($rc, $top) = run_capture('go', 'tool', 'pprof', '-top',
+                                 '-nodecount=5', $pprof->filename);
+    like($top, qr/^Type: cpu-time$/m,
+         'go tool pprof opens it, on the sample type shown') or diag($top);
+    like($top, qr/\Q$BURN\E/, 'with the same function');
+}
+
 is($b->{zoom}{name}, $BURN, 'a click zooms into the frame');
 ok($b->{zoom}{width} > 0.99, 'which then spans the graph')
     or diag(explain($b->{zoom}));

@@ -86,7 +86,7 @@
     const link = location.pathname + '?' + pageQuery();
     $('permalink').href = link;
     $('download').href = location.pathname + '?' +
-      query(SERVER_FILTERS, { pprof: '1' });
+      query(SERVER_FILTERS.concat(['type']), { pprof: '1' });
     history.replaceState(null, '', link);
   }
 

@@ -650,7 +650,8 @@ prof_ui_pb_string(prof_intern_t *strings, prof_buffer_t *table,
 
 
 int
-prof_ui_view_pprof(const prof_ui_view_t *v, prof_buffer_t *out)
+prof_ui_view_pprof(const prof_ui_view_t *v, prof_buffer_t *out,
+    unsigned shown)
 {
     int              rc;
     size_t           i, k, length, n;
@@ -762,11 +763,14 @@ prof_ui_view_pprof(const prof_ui_view_t *v, prof_buffer_t *out)
         }
     }
 
-    /* string_table (6), time_nanos (9), duration_nanos (10) */
+    /* string_table (6), time_nanos (9), duration_nanos (10),
+       default_sample_type (14) */
     if (prof_buffer_append(out, table.data, table.length) != 0
         || prof_ui_pb_uint(out, 9, (uint64_t) v->from_ns) != 0
         || prof_ui_pb_uint(out, 10, (uint64_t) (v->to_ns - v->from_ns))
-           != 0)
+           != 0
+        || prof_ui_pb_uint(out, 14,
+                           (uint64_t) s[2 * (shown % PROF_UI_VALUES)]) != 0)
     {
         goto done;
     }

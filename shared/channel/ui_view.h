@@ -55,8 +55,10 @@ int prof_ui_view_build(prof_ui_view_t **view, const unsigned char *records,
 int prof_ui_view_json(const prof_ui_view_t *v, prof_buffer_t *out,
     const prof_ui_store_stats_t *stats);
 
-/* pprof: sample types cpu-time, wall-time, off-cpu-time (nanoseconds). */
-int prof_ui_view_pprof(const prof_ui_view_t *v, prof_buffer_t *out);
+/* pprof: sample types cpu-time, wall-time, off-cpu-time (nanoseconds),
+   the default (what go tool pprof shows first) shown (PROF_UI_CPU, ...). */
+int prof_ui_view_pprof(const prof_ui_view_t *v, prof_buffer_t *out,
+    unsigned shown);
 
 void prof_ui_view_free(prof_ui_view_t *v);
 
