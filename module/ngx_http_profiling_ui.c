@@ -230,12 +230,14 @@ ngx_http_profiling_ui_status(ngx_http_profiling_main_conf_t *pmcf,
     if (text) {
         rc = prof_buffer_printf(page, "ui store: %llu of %llu bytes, "
                                 "%llu profiles held, %llu dropped for "
-                                "room, %llu too large\n",
+                                "room, %llu too large, %llu not "
+                                "written (busy)\n",
                                 (unsigned long long) st.used,
                                 (unsigned long long) st.size,
                                 (unsigned long long) st.records_held,
                                 (unsigned long long) st.dropped,
-                                (unsigned long long) st.too_large);
+                                (unsigned long long) st.too_large,
+                                (unsigned long long) st.busy);
         return (rc == 0) ? NGX_OK : NGX_ERROR;
     }
 
@@ -247,12 +249,14 @@ ngx_http_profiling_ui_status(ngx_http_profiling_main_conf_t *pmcf,
 
     rc = prof_buffer_printf(page, ",\"ui_store\":{\"size\":%llu,"
                             "\"used\":%llu,\"profiles\":%llu,"
-                            "\"dropped\":%llu,\"too_large\":%llu}}\n",
+                            "\"dropped\":%llu,\"too_large\":%llu,"
+                            "\"busy\":%llu}}\n",
                             (unsigned long long) st.size,
                             (unsigned long long) st.used,
                             (unsigned long long) st.records_held,
                             (unsigned long long) st.dropped,
-                            (unsigned long long) st.too_large);
+                            (unsigned long long) st.too_large,
+                            (unsigned long long) st.busy);
 
     return (rc == 0) ? NGX_OK : NGX_ERROR;
 }

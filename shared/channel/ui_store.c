@@ -18,6 +18,52 @@
 #define PROF_UI_ALIGN(n)  (((n) + 7) & ~(uint64_t) 7)
 
 
+/*
+ * The ring's bytes are moved a word at a time with atomic loads and
+ * stores (relaxed: plain moves on x86-64 and arm64), as the status
+ * slots are: a reader may copy words a writer changes meanwhile, and
+ * keeps them only when the tail read after says they were not.
+ */
+static void
+prof_ui_store_put(prof_ui_store_t *s, uint64_t at, const void *from,
+    size_t length)
+{
+    size_t     i;
+    uint64_t   word, *to;
+
+    to = (uint64_t *) &s->data[at];
+
+    for (i = 0; i < length / 8; i++) {
+        memcpy(&word, (const unsigned char *) from + i * 8, 8);
+        __atomic_store_n(&to[i], word, __ATOMIC_RELAXED);
+    }
+
+    if (length % 8 != 0) {
+        word = 0;
+        memcpy(&word, (const unsigned char *) from + i * 8, length % 8);
+        __atomic_store_n(&to[i], word, __ATOMIC_RELAXED);
+    }
+}
+
+
+/* length a multiple of 8 */
+static void
+prof_ui_store_get(const prof_ui_store_t *s, uint64_t at, void *into,
+    size_t length)
+{
+    size_t           i;
+    uint64_t         word;
+    const uint64_t  *from;
+
+    from = (const uint64_t *) &s->data[at];
+
+    for (i = 0; i < length / 8; i++) {
+        word = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+        memcpy((unsigned char *) into + i * 8, &word, 8);
+    }
+}
+
+
 prof_ui_store_t *
 prof_ui_store_init(void *memory, size_t bytes)
 {
@@ -38,20 +84,25 @@ prof_ui_store_init(void *memory, size_t bytes)
 /*
  * The writers' turn. The lock word holds its holder's pid: a holder that
  * died with it (killed in the middle of a copy) leaves it to the next.
+ * A copy takes microseconds: a writer gives up after PROF_UI_LOCK_TRIES
+ * yields.
  */
-static void
+#define PROF_UI_LOCK_TRIES  10000
+
+static int
 prof_ui_store_lock(prof_ui_store_t *s)
 {
+    unsigned  tries;
     uint32_t  expected, self;
 
     self = (uint32_t) getpid();
 
-    for ( ;; ) {
+    for (tries = 0; tries < PROF_UI_LOCK_TRIES; tries++) {
         expected = 0;
         if (__atomic_compare_exchange_n(&s->lock, &expected, self, 0,
                                         __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
         {
-            return;
+            return 0;
         }
 
         if (expected != self && kill((pid_t) expected, 0) == -1
@@ -60,11 +111,17 @@ prof_ui_store_lock(prof_ui_store_t *s)
                                            __ATOMIC_ACQUIRE,
                                            __ATOMIC_RELAXED))
         {
-            return;
+            return 0;
         }
 
         sched_yield();
     }
+
+    /* Never a wait without end (a holder's pid taken by another process
+       after it died holding it): this record is dropped, counted. */
+    __atomic_add_fetch(&s->busy, 1, __ATOMIC_RELAXED);
+
+    return -EBUSY;
 }
 
 
@@ -88,10 +145,12 @@ prof_ui_store_write(prof_ui_store_t *s, const void *record, size_t length)
         return -E2BIG;
     }
 
-    prof_ui_store_lock(s);
+    if (prof_ui_store_lock(s) != 0) {
+        return -EBUSY;
+    }
 
-    head = s->head;
-    tail = s->tail;
+    head = __atomic_load_n(&s->head, __ATOMIC_RELAXED);
+    tail = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
     pos = head;
     off = pos % s->size;
 
@@ -108,11 +167,11 @@ prof_ui_store_write(prof_ui_store_t *s, const void *record, size_t length)
             break;
         }
 
-        memcpy(&chunk, &s->data[tail % s->size], sizeof(chunk));
+        prof_ui_store_get(s, tail % s->size, &chunk, sizeof(chunk));
 
         if (chunk.magic == PROF_UI_CHUNK_RECORD && chunk.length >= 8) {
             tail += chunk.length;
-            s->dropped++;
+            __atomic_add_fetch(&s->dropped, 1, __ATOMIC_RELAXED);
 
         } else {
             tail += s->size - tail % s->size;
@@ -126,16 +185,16 @@ prof_ui_store_write(prof_ui_store_t *s, const void *record, size_t length)
     if (pos != head) {
         chunk.magic = PROF_UI_CHUNK_WRAP;
         chunk.length = 8;
-        memcpy(&s->data[off], &chunk, sizeof(chunk));
+        prof_ui_store_put(s, off, &chunk, sizeof(chunk));
     }
 
     chunk.magic = PROF_UI_CHUNK_RECORD;
     chunk.length = (uint32_t) len;
-    memcpy(&s->data[pos % s->size], &chunk, sizeof(chunk));
-    memcpy(&s->data[pos % s->size + sizeof(chunk)], record, length);
+    prof_ui_store_put(s, pos % s->size, &chunk, sizeof(chunk));
+    prof_ui_store_put(s, pos % s->size + sizeof(chunk), record, length);
 
     __atomic_store_n(&s->head, end, __ATOMIC_RELEASE);
-    s->records++;
+    __atomic_add_fetch(&s->records, 1, __ATOMIC_RELAXED);
 
     prof_ui_store_unlock(s);
 
@@ -175,8 +234,8 @@ prof_ui_store_copy(const prof_ui_store_t *s, unsigned char **copy,
         first = n;
     }
 
-    memcpy(buf, &s->data[tail % size], first);
-    memcpy(buf + first, &s->data[0], n - first);
+    prof_ui_store_get(s, tail % size, buf, first);
+    prof_ui_store_get(s, 0, buf + first, n - first);
 
     /* What a writer overwrote meanwhile is before the tail it set. */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -233,6 +292,7 @@ prof_ui_store_stats(const prof_ui_store_t *s, prof_ui_store_stats_t *st)
     st->records = __atomic_load_n(&s->records, __ATOMIC_RELAXED);
     st->dropped = __atomic_load_n(&s->dropped, __ATOMIC_RELAXED);
     st->too_large = __atomic_load_n(&s->too_large, __ATOMIC_RELAXED);
+    st->busy = __atomic_load_n(&s->busy, __ATOMIC_RELAXED);
 
     if (tail <= head && head - tail <= s->size) {
         st->used = head - tail;

@@ -43,6 +43,8 @@ typedef struct prof_ui_store_s {
     uint64_t     records;           /* written */
     uint64_t     dropped;           /* records dropped for room */
     uint64_t     too_large;         /* records larger than the store */
+    uint64_t     busy;              /* records dropped: the writers' lock
+                                       not had in time */
     unsigned char  data[];          /* the ring: records, each a
                                        prof_ui_chunk_t and its bytes */
 } prof_ui_store_t;
@@ -68,6 +70,7 @@ typedef struct {
     uint64_t     records;
     uint64_t     dropped;
     uint64_t     too_large;
+    uint64_t     busy;
 } prof_ui_store_stats_t;
 
 
@@ -76,7 +79,8 @@ typedef struct {
 prof_ui_store_t *prof_ui_store_init(void *memory, size_t bytes);
 
 /* Adds a record of length bytes (dropping the oldest ones for room):
-   0, or -E2BIG when it cannot fit (counted). */
+   0, or -E2BIG when it cannot fit, -EBUSY when the writers' lock stays
+   taken (each counted). */
 int prof_ui_store_write(prof_ui_store_t *s, const void *record,
     size_t length);
 

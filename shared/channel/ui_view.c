@@ -499,12 +499,13 @@ prof_ui_view_json(const prof_ui_view_t *v, prof_buffer_t *out,
     if (st != NULL
         && prof_buffer_printf(out, "],\"store\":{\"size\":%llu,\"used\":%llu,"
                               "\"records\":%llu,\"dropped\":%llu,"
-                              "\"too_large\":%llu",
+                              "\"too_large\":%llu,\"busy\":%llu",
                               (unsigned long long) st->size,
                               (unsigned long long) st->used,
                               (unsigned long long) st->records_held,
                               (unsigned long long) st->dropped,
-                              (unsigned long long) st->too_large) != 0)
+                              (unsigned long long) st->too_large,
+                              (unsigned long long) st->busy) != 0)
     {
         return -ENOMEM;
     }
