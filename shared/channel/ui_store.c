@@ -19,10 +19,12 @@
 
 
 /*
- * The ring's bytes are moved a word at a time with atomic loads and
- * stores (relaxed: plain moves on x86-64 and arm64), as the status
- * slots are: a reader may copy words a writer changes meanwhile, and
- * keeps them only when the tail read after says they were not.
+ * The ring's bytes are moved a word at a time with atomic stores
+ * (release) and loads (acquire), plain moves on x86-64, as the status
+ * slots' are: a reader may copy words a writer changes meanwhile, and
+ * keeps them only when the tail read after says they were not. A word a
+ * writer stored after moving the tail, once loaded, makes that tail
+ * visible to the reader's next load of it.
  */
 static void
 prof_ui_store_put(prof_ui_store_t *s, uint64_t at, const void *from,
@@ -35,13 +37,13 @@ prof_ui_store_put(prof_ui_store_t *s, uint64_t at, const void *from,
 
     for (i = 0; i < length / 8; i++) {
         memcpy(&word, (const unsigned char *) from + i * 8, 8);
-        __atomic_store_n(&to[i], word, __ATOMIC_RELAXED);
+        __atomic_store_n(&to[i], word, __ATOMIC_RELEASE);
     }
 
     if (length % 8 != 0) {
         word = 0;
         memcpy(&word, (const unsigned char *) from + i * 8, length % 8);
-        __atomic_store_n(&to[i], word, __ATOMIC_RELAXED);
+        __atomic_store_n(&to[i], word, __ATOMIC_RELEASE);
     }
 }
 
@@ -58,7 +60,7 @@ prof_ui_store_get(const prof_ui_store_t *s, uint64_t at, void *into,
     from = (const uint64_t *) &s->data[at];
 
     for (i = 0; i < length / 8; i++) {
-        word = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+        word = __atomic_load_n(&from[i], __ATOMIC_ACQUIRE);
         memcpy((unsigned char *) into + i * 8, &word, 8);
     }
 }
@@ -178,9 +180,9 @@ prof_ui_store_write(prof_ui_store_t *s, const void *record, size_t length)
         }
     }
 
-    /* The readers learn of the bytes overwritten before they change. */
+    /* The readers learn of the bytes overwritten before they change
+       (the words' stores are release stores). */
     __atomic_store_n(&s->tail, tail, __ATOMIC_RELEASE);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
 
     if (pos != head) {
         chunk.magic = PROF_UI_CHUNK_WRAP;
@@ -237,8 +239,8 @@ prof_ui_store_copy(const prof_ui_store_t *s, unsigned char **copy,
     prof_ui_store_get(s, tail % size, buf, first);
     prof_ui_store_get(s, 0, buf + first, n - first);
 
-    /* What a writer overwrote meanwhile is before the tail it set. */
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* What a writer overwrote meanwhile is before the tail it set (the
+       words' loads are acquire loads: this one comes after them). */
     start = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 
     if (start < tail) {
