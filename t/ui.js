@@ -94,6 +94,13 @@ async function frames(page, name) {
                crumbs: document.getElementById('crumbs').textContent };
     });
     await page.screenshot({ path: outDir + '/ui-zoom.png', fullPage: true });
+
+    // The zoom is in the link: opened again, the page zooms there.
+    result.zoom.url = page.url();
+    await page.goto(page.url());
+    await ready(page);
+    result.zoom.again = await page.evaluate(() =>
+      window.profilingUI.zoom && window.profilingUI.zoom.name);
   }
 
   // A search highlights: its share, and frames marked.

@@ -223,6 +223,8 @@ SKIP: {
 is($b->{zoom}{name}, $BURN, 'a click zooms into the frame');
 ok($b->{zoom}{width} > 0.99, 'which then spans the graph')
     or diag(explain($b->{zoom}));
+like($b->{zoom}{url}, qr/zoom=/, 'the zoom is in the link');
+is($b->{zoom}{again}, $BURN, 'which opens zoomed there');
 ok($b->{search}{marked} > 0 && $b->{search}{share} > 0.05,
    "a search highlights ($b->{search}{text})")
     or diag(explain($b->{search}));

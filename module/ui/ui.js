@@ -29,7 +29,8 @@
       stalls: q.get('stalls') === '1' ? '1' : '',
       view: q.get('view') || 'all',
       compare: q.get('compare') === '1' ? '1' : '',
-      search: q.get('search') || ''
+      search: q.get('search') || '',
+      zoom: q.get('zoom') || ''
     };
   }
 
@@ -50,7 +51,7 @@
 
   function pageQuery() {
     return query(['type', 'worker', 'window', 'endpoint', 'trace_id',
-                  'span_id', 'stalls', 'view', 'compare', 'search']);
+                  'span_id', 'stalls', 'view', 'compare', 'search', 'zoom']);
   }
 
   function setOptions(select, values, labels, current) {
@@ -158,6 +159,34 @@
       node.self += value;
     }
     return root;
+  }
+
+  // The zoom in the link: the frames' names from the root, one after the
+  // other (U+001F between them).
+  function zoomTo(node) {
+    ui.zoom = node;
+    state.zoom = node && node.parent ? pathOf(node).split('\u0000')
+      .join('\u001f') : '';
+    showState();
+    draw();
+  }
+
+  function findPath(root, path) {
+    let node = root;
+    for (const name of path.split('\u001f')) {
+      let next = null;
+      for (const k of node.kids.values()) {
+        if (k.name === name) {
+          next = k;
+          break;
+        }
+      }
+      if (next === null) {
+        return null;
+      }
+      node = next;
+    }
+    return node;
   }
 
   function pathOf(node) {
@@ -324,7 +353,7 @@
       chain.forEach((n, i) => {
         const s = document.createElement('span');
         s.textContent = n.name;
-        s.addEventListener('click', () => { ui.zoom = n; draw(); });
+        s.addEventListener('click', () => zoomTo(n));
         crumbs.appendChild(s);
         if (i < chain.length - 1) {
           crumbs.appendChild(document.createTextNode(' > '));
@@ -450,7 +479,7 @@
     const vi = TYPES[state.type] || 0;
     ui.root = buildTree(ui.data, vi);
     ui.base = ui.baseData ? buildTree(ui.baseData, vi) : null;
-    ui.zoom = null;
+    ui.zoom = state.zoom ? findPath(ui.root, state.zoom) : null;
     ui.total = ui.root.total;
     summary();
     draw();
@@ -515,8 +544,7 @@
   $('flame').addEventListener('click', (ev) => {
     const r = rectAt(ev);
     if (r) {
-      ui.zoom = r.node;
-      draw();
+      zoomTo(r.node);
     }
   });
 
@@ -542,10 +570,7 @@
     $('tooltip').hidden = true;
   });
 
-  $('reset').addEventListener('click', () => {
-    ui.zoom = null;
-    draw();
-  });
+  $('reset').addEventListener('click', () => zoomTo(null));
 
   $('controls').addEventListener('submit', (ev) => {
     ev.preventDefault();
