@@ -520,7 +520,9 @@ ngx_http_profiling_ui_handler(ngx_http_request_t *r)
     const char                           *type;
     const u_char                         *data;
     size_t                                length;
+    ngx_uint_t                            pprof;
     prof_buffer_t                         body = { NULL, 0, 0 };
+    ngx_pool_cleanup_t                   *cln;
     const ngx_http_profiling_ui_asset_t  *a;
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
@@ -537,22 +539,30 @@ ngx_http_profiling_ui_handler(ngx_http_request_t *r)
     length = 0;
     type = NULL;
 
-    if (ngx_http_profiling_ui_arg(r, "data", &v)
-        || ngx_http_profiling_ui_arg(r, "pprof", &v))
-    {
-        rc = ngx_http_profiling_ui_data(r, &body,
-                 ngx_http_arg(r, (u_char *) "pprof", 5, &v) == NGX_OK);
+    pprof = (ngx_http_arg(r, (u_char *) "pprof", 5, &v) == NGX_OK);
+
+    if (pprof || ngx_http_arg(r, (u_char *) "data", 4, &v) == NGX_OK) {
+        rc = ngx_http_profiling_ui_data(r, &body, pprof);
         if (rc != NGX_OK) {
             prof_buffer_free(&body);
             return rc;
         }
 
-        if (ngx_http_arg(r, (u_char *) "pprof", 5, &v) == NGX_OK) {
+        /* The answer is sent from the buffer, freed with the request. */
+        cln = ngx_pool_cleanup_add(r->pool, 0);
+        if (cln == NULL) {
+            prof_buffer_free(&body);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        cln->handler = free;
+        cln->data = body.data;
+
+        if (pprof) {
             type = "application/octet-stream";
             if (ngx_http_profiling_ui_header(r, "Content-Disposition",
                     "attachment; filename=\"nginx-profile.pb\"") != NGX_OK)
             {
-                prof_buffer_free(&body);
                 return NGX_HTTP_INTERNAL_SERVER_ERROR;
             }
 
@@ -597,26 +607,12 @@ ngx_http_profiling_ui_handler(ngx_http_request_t *r)
         || ngx_http_profiling_ui_header(r, "X-Content-Type-Options",
                                         "nosniff") != NGX_OK)
     {
-        prof_buffer_free(&body);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     b = ngx_calloc_buf(r->pool);
     if (b == NULL) {
-        prof_buffer_free(&body);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    if (body.data != NULL && length > 0) {
-        /* The response owns a copy: the buffer is malloc()ed. */
-        b->start = ngx_pnalloc(r->pool, length);
-        if (b->start == NULL) {
-            prof_buffer_free(&body);
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-        ngx_memcpy(b->start, data, length);
-        prof_buffer_free(&body);
-        data = b->start;
     }
 
     b->pos = (u_char *) data;
