@@ -419,12 +419,13 @@ prof_ui_weight(const int64_t *values)
 
 
 /*
- * The record of the profile's samples weighing at least threshold, the
- * others folded into one: 0 or -ENOMEM; out empty when nothing is held.
+ * The record of the profile's samples, those not kept (kept[i] 0; kept
+ * NULL: all are) folded into one: 0 or -ENOMEM; out empty when nothing
+ * is held.
  */
 static int
 prof_ui_build(const prof_profile_t *profile, prof_aggregator_t *agg,
-    pid_t pid, int64_t threshold, prof_buffer_t *out)
+    pid_t pid, const unsigned char *kept, prof_buffer_t *out)
 {
     int                rc;
     uint32_t           i;
@@ -460,7 +461,7 @@ prof_ui_build(const prof_profile_t *profile, prof_aggregator_t *agg,
             continue;
         }
 
-        if (prof_ui_weight(values) < threshold) {
+        if (kept != NULL && !kept[i]) {
             other[PROF_UI_CPU] += values[PROF_VALUE_CPU_TIME];
             other[PROF_UI_WALL] += values[PROF_VALUE_WALL_TIME];
             other[PROF_UI_OFF_CPU] += values[PROF_VALUE_OFF_CPU_TIME];
@@ -492,12 +493,24 @@ done:
 }
 
 
-static int
-prof_ui_compare_weights(const void *a, const void *b)
-{
-    int64_t  x = *(const int64_t *) a, y = *(const int64_t *) b;
+/* A sample's weight and index, to be sorted heaviest first. */
+typedef struct {
+    int64_t      weight;
+    uint32_t     key;
+    uint32_t     pad;
+} prof_ui_rank_t;
 
-    return (x < y) ? 1 : (x > y) ? -1 : 0;
+
+static int
+prof_ui_compare_ranks(const void *a, const void *b)
+{
+    const prof_ui_rank_t  *x = a, *y = b;
+
+    if (x->weight != y->weight) {
+        return (x->weight < y->weight) ? 1 : -1;
+    }
+
+    return (x->key > y->key) - (x->key < y->key);
 }
 
 
@@ -506,44 +519,55 @@ prof_ui_publish(prof_ui_store_t *store, pid_t pid,
     const prof_profile_t *profile, prof_aggregator_t *agg, size_t max_bytes)
 {
     int             rc, round;
-    size_t          keep, n, i;
-    int64_t        *weights, threshold;
+    size_t          keep, n, i, fit;
+    unsigned char  *kept;
+    prof_ui_rank_t *order;
     prof_buffer_t   out = { NULL, 0, 0 };
 
-    rc = prof_ui_build(profile, agg, pid, INT64_MIN, &out);
-    weights = NULL;
+    rc = prof_ui_build(profile, agg, pid, NULL, &out);
 
-    /* Too large for its share of the store: the lightest stacks folded,
-       until it fits. */
+    n = profile->keys.count;
+    order = NULL;
+    kept = NULL;
+    keep = n;
+
+    /* Too large for its share of the store: the lightest samples folded,
+       fewer kept each round, until it fits (at worst all of them). */
     for (round = 0; rc == 0 && max_bytes > 0 && out.length > max_bytes
-                    && round < 6; round++)
+                    && round < 8; round++)
     {
-        n = profile->keys.count;
-
-        if (weights == NULL) {
-            weights = malloc((n + 1) * sizeof(int64_t));
-            if (weights == NULL) {
+        if (order == NULL) {
+            order = malloc((n + 1) * sizeof(prof_ui_rank_t));
+            kept = malloc(n + 1);
+            if (order == NULL || kept == NULL) {
                 rc = -ENOMEM;
                 break;
             }
 
             for (i = 0; i < n; i++) {
-                weights[i] = prof_ui_weight(
-                                 &profile->values[i * PROF_VALUE_COUNT]);
+                order[i].weight = prof_ui_weight(
+                                    &profile->values[i * PROF_VALUE_COUNT]);
+                order[i].key = (uint32_t) i;
+                order[i].pad = 0;
             }
 
-            qsort(weights, n, sizeof(int64_t), prof_ui_compare_weights);
+            qsort(order, n, sizeof(prof_ui_rank_t), prof_ui_compare_ranks);
         }
 
-        keep = (size_t) ((double) n * max_bytes / out.length * 0.8);
-        keep >>= round;
-        threshold = (keep == 0 || n == 0) ? INT64_MAX
-                                          : weights[keep - 1] + (round > 2);
+        fit = (size_t) ((double) keep * max_bytes / out.length * 0.9);
+        keep = (round == 7 || keep == 0) ? 0
+               : (fit < keep) ? fit : keep - 1;
 
-        rc = prof_ui_build(profile, agg, pid, threshold, &out);
+        memset(kept, 0, n + 1);
+        for (i = 0; i < keep && i < n; i++) {
+            kept[order[i].key] = 1;
+        }
+
+        rc = prof_ui_build(profile, agg, pid, kept, &out);
     }
 
-    free(weights);
+    free(order);
+    free(kept);
 
     if (rc == 0 && out.length > 0) {
         rc = prof_ui_store_write(store, out.data, out.length);
