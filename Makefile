@@ -22,6 +22,10 @@ QUIC_GO = /usr/share/gocode/src/github.com/lucas-clemente/quic-go
 SHARED_SRCS = $(wildcard $(TOP)/shared/*/*.c)
 SHARED_HDRS = $(wildcard $(TOP)/shared/*/*.h $(TOP)/shared/*/*/*.h)
 GEN = $(BUILD_DIR)/gen/profile.pb.c $(BUILD_DIR)/gen/profile.pb.h
+# The profiling_ui page's files, embedded in the module.
+UI_FILES = $(TOP)/module/ui/ui.html $(TOP)/module/ui/ui.js \
+           $(TOP)/module/ui/ui.css
+UI_ASSETS = $(BUILD_DIR)/gen/ngx_http_profiling_ui_assets.c
 
 UNIT_CFLAGS = -std=gnu99 -g -O1 -W -Wall -Wextra -Wno-unused-parameter \
               -Werror -fPIE -pie -Wl,--build-id -I$(TOP)/shared \
@@ -41,6 +45,10 @@ all: module
 $(GEN) &: $(TOP)/shared/profiler/profile.proto
 	mkdir -p $(BUILD_DIR)/gen
 	cd $(TOP)/shared/profiler && nanopb_generator.py -q -D $(BUILD_DIR)/gen profile.proto
+
+$(UI_ASSETS): $(TOP)/module/ui/embed $(UI_FILES)
+	mkdir -p $(BUILD_DIR)/gen
+	$(TOP)/module/ui/embed $@ $(UI_FILES)
 
 # nginx's build lists the files module/config found when it ran: run it
 # again when a file of shared/ comes or goes (this list changes then).
@@ -62,13 +70,13 @@ $(BUILD_DIR)/nginx-test/objs/Makefile: $(TOP)/module/config \
 	$(BUILD_DIR)/configure-nginx.sh $(BUILD_DIR)/nginx-test $(TOP)/module \
 	    $(TOP)/t/burn
 
-module: $(GEN) $(BUILD_DIR)/nginx/objs/Makefile
+module: $(GEN) $(UI_ASSETS) $(BUILD_DIR)/nginx/objs/Makefile
 	$(MAKE) -C $(BUILD_DIR)/nginx -f objs/Makefile modules
 	cp $(BUILD_DIR)/nginx/objs/ngx_http_profiling_module.so $(MODULE).tmp
 	mv -f $(MODULE).tmp $(MODULE)
 	@echo "built $(MODULE)"
 
-test-modules: $(GEN) $(BUILD_DIR)/nginx-test/objs/Makefile $(H3CLIENT)
+test-modules: $(GEN) $(UI_ASSETS) $(BUILD_DIR)/nginx-test/objs/Makefile $(H3CLIENT)
 	$(MAKE) -C $(BUILD_DIR)/nginx-test -f objs/Makefile modules
 	mkdir -p $(BUILD_DIR)/test
 	for so in $(BUILD_DIR)/nginx-test/objs/*.so; do \

@@ -283,6 +283,20 @@ static ngx_command_t  ngx_http_profiling_commands[] = {
       0,
       NULL },
 
+    { ngx_string("profiling_ui"),
+      NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_profiling_ui,
+      0,
+      0,
+      NULL },
+
+    { ngx_string("profiling_ui_store"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_profiling_ui_store_size,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
       ngx_null_command
 };
 
@@ -382,6 +396,7 @@ ngx_http_profiling_create_main_conf(ngx_conf_t *cf)
     pmcf->max_frames = NGX_CONF_UNSET_UINT;
     pmcf->memory_limit = NGX_CONF_UNSET_SIZE;
     pmcf->debuginfod_cache_max = NGX_CONF_UNSET;
+    pmcf->ui_store_size = NGX_CONF_UNSET_SIZE;
 
     return pmcf;
 }
@@ -398,6 +413,7 @@ ngx_http_profiling_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_uint_value(pmcf->max_cpu_ppm, 20000);
     ngx_conf_init_uint_value(pmcf->max_frames, 64);
     ngx_conf_init_size_value(pmcf->memory_limit, 8 * 1024 * 1024);
+    ngx_conf_init_size_value(pmcf->ui_store_size, 4 * 1024 * 1024);
 
     ngx_conf_init_msec_value(pmcf->upload_timeout, 10000);
     ngx_conf_init_value(pmcf->pyroscope_endpoints, 0);
@@ -488,6 +504,10 @@ ngx_http_profiling_postconfiguration(ngx_conf_t *cf)
     if ((pmcf->enabled_anywhere || pmcf->status_used)
         && ngx_http_profiling_status_init(cf, pmcf) != NGX_OK)
     {
+        return NGX_ERROR;
+    }
+
+    if (pmcf->ui_used && ngx_http_profiling_ui_init(cf, pmcf) != NGX_OK) {
         return NGX_ERROR;
     }
 

@@ -14,6 +14,7 @@
 #include <ngx_event.h>
 #include <ngx_http.h>
 
+#include "common/buffer.h"
 #include "common/clock.h"
 #include "worker/profiler.h"
 #include "profiler/symbol_store.h"
@@ -104,6 +105,9 @@ typedef struct {
     ngx_http_profiling_tracer_t  *tracer;   /* the configuration's */
     ngx_flag_t     status_used;         /* a location has profiling_status */
     ngx_shm_zone_t  *status_zone;       /* ngx_http_profiling_status.c */
+    ngx_flag_t     ui_used;             /* a location has profiling_ui */
+    size_t         ui_store_size;       /* profiling_ui_store */
+    ngx_shm_zone_t  *ui_zone;           /* ngx_http_profiling_ui.c */
     ngx_str_t      debuginfod;          /* URLs; "off"; unset: the
                                            workers' DEBUGINFOD_URLS */
     ngx_str_t      debuginfod_cache;    /* unset: beside the client body
@@ -283,6 +287,24 @@ ngx_int_t ngx_http_profiling_status_init(ngx_conf_t *cf,
 struct prof_status_slot_s *ngx_http_profiling_status_take_slot(
     ngx_http_profiling_main_conf_t *pmcf);
 void ngx_http_profiling_status_release_slot(struct prof_status_slot_s *slot);
+
+
+/*
+ * ngx_http_profiling_ui.c: the profiling_ui directive and the page's
+ * store (a zone added at postconfiguration), handed to each worker's
+ * profiler when it starts; the store's figures for the status page.
+ */
+char *ngx_http_profiling_ui(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_profiling_ui_store_size(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_profiling_ui_init(ngx_conf_t *cf,
+    ngx_http_profiling_main_conf_t *pmcf);
+struct prof_ui_store_s *ngx_http_profiling_ui_store(
+    ngx_http_profiling_main_conf_t *pmcf);
+size_t ngx_http_profiling_ui_record_max(ngx_cycle_t *cycle,
+    ngx_http_profiling_main_conf_t *pmcf);
+ngx_int_t ngx_http_profiling_ui_status(ngx_http_profiling_main_conf_t *pmcf,
+    prof_buffer_t *page, ngx_uint_t text);
 
 
 /*

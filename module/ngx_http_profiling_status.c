@@ -180,7 +180,9 @@ ngx_http_profiling_status_handler(ngx_http_request_t *r)
                   : prof_status_json(&page, ctx->slots, ctx->count);
     }
 
-    if (rc != 0) {
+    if (rc != 0
+        || ngx_http_profiling_ui_status(pmcf, &page, text) != NGX_OK)
+    {
         prof_buffer_free(&page);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }

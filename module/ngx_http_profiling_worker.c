@@ -340,6 +340,8 @@ ngx_http_profiling_start(ngx_cycle_t *cycle)
 
     w->status_slot = ngx_http_profiling_status_take_slot(pmcf);
     conf.status_slot = w->status_slot;
+    conf.ui_store = ngx_http_profiling_ui_store(pmcf);
+    conf.ui_record_max = ngx_http_profiling_ui_record_max(cycle, pmcf);
 
     rc = prof_start(&w->profiler, &conf);
 

@@ -46,6 +46,7 @@ $t->write_config(<<'EOF');
     profiling_version 1.2.3;
     profiling_tags team:web region:eu-west-1;
     profiling_tags k:v k2:v2;
+    profiling_ui_store 2m;
 
     server {
         listen 127.0.0.1:%%PORT%%;
@@ -54,6 +55,10 @@ $t->write_config(<<'EOF');
         location / {
             profiling on;
             return 204;
+        }
+
+        location /profiles/ {
+            profiling_ui;
         }
 
         location /quiet {
@@ -147,6 +152,9 @@ for my $bad (
     [ 'profiling_debuginfod', 'ftp://debuginfod' ],
     [ 'profiling_debuginfod', 'http://' ],
     [ 'profiling_debuginfod_cache', '' ],
+    [ 'profiling_ui_store', '1k' ],
+    [ 'profiling_ui_store', '1g' ],
+    [ 'profiling_ui_store', 'lots' ],
 )
 {
     my ($directive, $value) = @$bad;

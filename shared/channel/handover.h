@@ -28,6 +28,7 @@
 
 
 struct prof_status_slot_s;
+struct prof_ui_store_s;
 struct prof_unwind_table_s;
 
 
@@ -85,6 +86,13 @@ typedef struct {
     struct prof_status_slot_s  *status_slot;    /* written every second
                                            by the profiler process
                                            (status.h); NULL: none */
+    struct prof_ui_store_s  *ui_store;  /* the page's store: each closed
+                                           profile written to it by the
+                                           profiler process (ui_store.h);
+                                           NULL: none */
+    size_t               ui_record_max; /* its share of the store: a
+                                           record's bytes at most (0: no
+                                           bound) */
     int                  debuginfod;    /* fetch debug files for objects
                                            with unnamed frames, in the
                                            profiler process (debuginfod.h)

@@ -14,6 +14,7 @@
 #include "profiler/pprof.h"
 #include "profiler/process_conf.h"
 #include "profiler/pyroscope.h"
+#include "profiler/ui_publish.h"
 
 
 /* The upload of an encoded profile: event.json, pprof, provenance. */
@@ -271,6 +272,14 @@ prof_export_profile(void *data, prof_profile_t *profile)
                          (unsigned long long) profile->sequence,
                          strerror(-rc));
         goto done;
+    }
+
+    /* The page's store: before any write to a file, which may block. */
+    if (p->conf.ui_store != NULL
+        && prof_ui_publish(p->conf.ui_store, p->pid, profile, p->aggregator,
+                           p->conf.ui_record_max) == -ENOMEM)
+    {
+        prof_counter_add(p->channel->diagnostics.encode_failures, 1);
     }
 
     if (p->dump != NULL) {
