@@ -379,9 +379,11 @@ ngx_http_profiling_real_connection(ngx_connection_t *c)
 /*
  * What executes is published to the sampler as three words (sampler.h):
  * the main request when the event's log names one (alive: its log phase
- * unpublishes it before it is freed), the log of the event's connection
- * (an HTTP one, else nothing executes), the event's data (a connection,
- * for most events). A sample takes a tag for them; once something else is
+ * unpublishes it before it is freed; not for the events epoll returns in a
+ * plain turn, whose connection names it, see
+ * ngx_http_profiling_dispatch_io), the log of the event's connection (an
+ * HTTP one, else nothing executes), the event's data (a connection, for
+ * most events). A sample takes a tag for them; once something else is
  * published the worker resolves that tag: the request, or the one the
  * connection has then if it is still the same connection.
  *
