@@ -670,7 +670,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
      * meanwhile, and what it names stays alive or is checked then.
      */
     if (plain) {
-        prof_publish(sampled, NULL, NULL, NULL);
+        prof_unpublish(sampled);
 
     } else {
         ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);

@@ -429,6 +429,27 @@ ngx_http_profiling_publish_fast(ngx_http_profiling_worker_t *w,
 
 
 /*
+ * Nothing known runs from now: ngx_http_profiling_publish(w, sampled, NULL,
+ * NULL, NULL), with one store where nothing is slow.
+ */
+static ngx_inline void
+ngx_http_profiling_unpublish(ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled)
+{
+    if (w->slow) {
+        ngx_http_profiling_publish_slow(w, NULL, NULL, NULL);
+        return;
+    }
+
+    prof_unpublish(sampled);
+
+    if (prof_pending_tag(sampled) != 0) {
+        ngx_http_profiling_resolve_pending(w, NULL);
+    }
+}
+
+
+/*
  * What runs from now (r and log NULL: nothing that is known). sampled:
  * w->sampled, which the caller holds.
  */

@@ -344,7 +344,7 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
          * for the words before r's (its connection's) was resolved when
          * r was published.
          */
-        ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);
+        ngx_http_profiling_unpublish(w, sampled);
 
     } else if (prof_pending_tag(sampled) != 0
                && (sampled->pending.request == (uintptr_t) r
@@ -402,7 +402,11 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 
     sampled = w->sampled;
 
-    if (sampled == NULL || sampled->running.request == (uintptr_t) r->main) {
+    /* (The request word means nothing while the log's is 0.) */
+    if (sampled == NULL
+        || (sampled->running.request == (uintptr_t) r->main
+            && sampled->running.log != 0))
+    {
         return NGX_DECLINED;
     }
 
@@ -430,7 +434,8 @@ ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     mr = r->main;
 
     if (sampled == NULL || r->stream == NULL
-        || sampled->running.request == (uintptr_t) mr)
+        || (sampled->running.request == (uintptr_t) mr
+            && sampled->running.log != 0))
     {
         return ngx_http_next_body_filter(r, in);
     }
@@ -499,7 +504,9 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     ctx = ngx_http_profiling_find_ctx(r, 0);
     ns = (ctx != NULL) ? ctx->cpu_ns : 0;
 
-    if (sampled->running.request == (uintptr_t) r->main) {
+    if (sampled->running.request == (uintptr_t) r->main
+        && sampled->running.log != 0)
+    {
         ns += ngx_http_profiling_now_ns() - ngx_http_profiling_since_ns;
     }
 

@@ -40,9 +40,11 @@ enum {
 /*
  * What executes, as the sampled thread publishes it to the handler: three
  * words the server gives meaning to (nginx: the request, when known; the
- * log of the event's connection; the event's data), all 0 for nothing
- * (a word of them 0 with log set: not known). Publishing is three plain
- * stores (the handler runs on the same thread).
+ * log of the event's connection; the event's data), log 0 for nothing
+ * (then the other two mean nothing, and may be left from before: a reader
+ * looks at them only when log is set; a word of them 0 with log set: not
+ * known). Publishing is three plain stores, and nothing one (the handler
+ * runs on the same thread).
  */
 typedef struct {
     uint64_t       request;

@@ -164,6 +164,20 @@ prof_publish(prof_sampled_thread_t *h, const void *request, const void *log,
 }
 
 
+/*
+ * Nothing executes from now: the log word cleared, the other two left as
+ * they were (they mean nothing while it is 0: see prof_running_t). One
+ * store where prof_publish(h, NULL, NULL, NULL) takes three.
+ */
+static inline void
+prof_unpublish(prof_sampled_thread_t *h)
+{
+    *(volatile uint64_t *) &h->running.log = 0;
+
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+
 /* The tag a sample took and the thread has not resolved: 0, none. */
 static inline uint64_t
 prof_pending_tag(prof_sampled_thread_t *h)
