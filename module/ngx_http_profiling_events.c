@@ -212,19 +212,15 @@ ngx_http_profiling_dispatch_io(ngx_http_profiling_worker_t *w,
 
 
 /*
- * The event wait is over: its bracket closed. After a dlopen the handler
- * met code outside its tables: rebuilt.
+ * The event wait is over: its bracket closed. (After a dlopen the handler
+ * met code outside its tables: the turn ends on the slow path,
+ * ngx_http_profiling_stalled, which has them rebuilt.)
  */
 static ngx_inline void
 ngx_http_profiling_waited(ngx_http_profiling_worker_t *w,
     prof_sampled_thread_t *sampled)
 {
     prof_wait_end(sampled);
-
-    if (prof_sampler_left_table(sampled)) {
-        prof_sampler_maintain_table(w->sampler,
-                                    (int64_t) ngx_current_msec * 1000000);
-    }
 }
 
 

@@ -72,8 +72,13 @@ typedef struct {
  * - turn_start, phase, turns: the loop's turn, from the end of a wait to
  *   the start of the next (the first from the sampler's start), what it
  *   runs, and how long turns last (a log2 histogram of TSC ticks).
- * - stall_ns, stall_ticks: a turn that long is a stall (0: off), in ns and
- *   in TSC ticks (0: not known yet, every turn ends on the slow path);
+ * - stall_ns, stall_threshold_ticks: a turn that long is a stall (0: off),
+ *   in ns and in TSC ticks (0: not known yet; UINT64_MAX: off);
+ *   stall_ticks: a turn longer ends on the loop's slow path, the threshold
+ *   but 0 (every turn) until it is known, and 0 when the handler met code
+ *   outside the unwind table (unknown_pcs counted): the slow path looks at
+ *   the table, then sets it back (prof_sampler_turn_slow), so the loop
+ *   looks at nothing else for the table;
  *   calib_tsc, calib_ns: a TSC reading and the monotonic clock then, for
  *   ticks to nanoseconds (prof_ticks_ns); ns_per_tick, once measured
  *   (for the profiler process's status page).
@@ -106,13 +111,15 @@ typedef struct {
     uint32_t       phase;           /* PROF_PHASE_* */
     uint32_t       stall_phase;
     uint32_t       stall_past;
-    uint64_t       stall_ticks;
+    uint64_t       stall_ticks;     /* the loop's comparison, see above */
+    uint64_t       stall_threshold_ticks;
     int64_t        stall_ns;
     uint64_t       stall_turn;
     uint64_t       stall_tag;
     uint64_t       calib_tsc;
     int64_t        calib_ns;
-    double         ns_per_tick;     /* known with stall_ticks, else 0 */
+    double         ns_per_tick;     /* known with stall_threshold_ticks,
+                                       else 0 */
     uint64_t       turns[PROF_TURN_BUCKETS];
 } prof_sampled_thread_t;
 

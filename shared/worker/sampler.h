@@ -75,7 +75,7 @@ void prof_sampler_release(prof_sampler_t *s);
  */
 void prof_sampler_flush(prof_sampler_t *s, uint64_t period);
 
-/* See prof_sampler_left_table. */
+/* See prof_sampler_left_table and prof_sampler_turn_slow. */
 void prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns);
 
 /*
@@ -92,9 +92,20 @@ prof_sampled_thread_t *prof_sampler_sampled_thread(prof_sampler_t *s);
 uint32_t prof_sampler_write_index(prof_sampler_t *s);
 
 /*
- * A turn of ticks (prof_wait_begin) past stall_ticks ended: its length in
- * ns when it is a stall (at least the conf's stall_ns), else 0. The
- * sampled thread, from its loop.
+ * A turn of ticks (prof_wait_begin) past stall_ticks ended (the sampled
+ * thread, from its loop, before its wait): the unwind table rebuilt if the
+ * handler asked (prof_sampler_maintain_table; now_ns: a coarse monotonic
+ * clock), stall_ticks set back. Whether the turn may be a stall (past the
+ * threshold, or the threshold not known yet): then
+ * prof_sampler_turn_ended.
+ */
+int prof_sampler_turn_slow(prof_sampler_t *s, uint64_t ticks,
+    int64_t now_ns);
+
+/*
+ * A turn of ticks past the stall threshold ended: its length in ns when
+ * it is a stall (at least the conf's stall_ns), else 0. The sampled
+ * thread, from its loop.
  */
 int64_t prof_sampler_turn_ended(prof_sampler_t *s, uint64_t ticks);
 
@@ -112,10 +123,11 @@ void prof_sampler_retake_signals(prof_sampler_t *s);
 
 
 /*
- * From the sampled thread's event loop: whether walks left the unwind
- * table since it was last looked at (a load and a compare); then
- * prof_sampler_maintain_table (now: a coarse monotonic clock) rebuilds it
- * if objects were loaded.
+ * Whether walks left the unwind table since it was last looked at (a load
+ * and a compare); then prof_sampler_maintain_table (now: a coarse
+ * monotonic clock) rebuilds it if objects were loaded. The handler also
+ * sets stall_ticks to 0 then, so that the loop's slow path looks
+ * (prof_sampler_turn_slow).
  */
 static inline int
 prof_sampler_left_table(prof_sampled_thread_t *h)
@@ -207,7 +219,7 @@ prof_pending_clear(prof_sampled_thread_t *h)
  * The time between a wait's end and the next wait's start is the loop's
  * turn: counted in turns, and returned in ticks by prof_wait_begin; more
  * than stall_ticks, the caller looks at it on its slow path
- * (prof_sampler_turn_ended).
+ * (prof_sampler_turn_slow).
  */
 /*
  * The sampler thread, asleep through the wait that just ended, woken (a

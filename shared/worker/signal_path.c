@@ -217,6 +217,10 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             if (status == PROF_UNWIND_NO_OBJECT) {
                 __atomic_fetch_add(&s->sampled.unknown_pcs, 1,
                                    __ATOMIC_RELAXED);
+                /* The loop's slow path looks at the table at the turn's
+                   end (prof_sampler_turn_slow). */
+                __atomic_store_n(&s->sampled.stall_ticks, 0,
+                                 __ATOMIC_RELAXED);
             }
 
             if (!cf_known
