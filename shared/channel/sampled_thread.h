@@ -65,6 +65,12 @@ typedef struct {
  *   clears it (prof_pending_clear); a pending that names a request must be
  *   taken before that request is freed (the server unpublishes it first).
  * - waiting, wait_start, wait_ticks: the event wait (prof_wait_begin).
+ *   wait_ticks is the TSC ticks waited in all, from
+ *   PROF_WAIT_TICKS_ORIGIN, less the TSC at the wait's start while a wait
+ *   runs (then below zero as an int64_t: the TSC at any start is past the
+ *   origin plus the ticks waited before it): one word, read whole, says
+ *   both, and a wait's start and end each add to it once
+ *   (prof_waited_ticks reads it).
  * - watcher_asleep: set by the profiler process's sampler thread before it
  *   sleeps through a long wait, cleared by either side; the wait's end
  *   wakes that thread when it finds it set (prof_wait_end). The one word
@@ -103,7 +109,8 @@ typedef struct {
     uint64_t       object_size;
     uint64_t       stamp_offset;
     uint64_t       wait_start;      /* TSC when the wait began */
-    uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
+    uint64_t       wait_ticks;      /* TSC ticks spent waiting, all (see
+                                       above) */
     uint32_t       unknown_pcs;     /* walks that left the unwind table */
     uint32_t       unknown_pcs_seen;    /* by prof_sampler_maintain_table */
 
@@ -122,6 +129,27 @@ typedef struct {
                                        else 0 */
     uint64_t       turns[PROF_TURN_BUCKETS];
 } prof_sampled_thread_t;
+
+
+/*
+ * wait_ticks' value when nothing was waited yet. A TSC behind on another
+ * core at a wait's end (by less than this in all) leaves the count above
+ * zero; a sampler starts with the TSC past it (2^20 ticks: well under a
+ * second after boot).
+ */
+#define PROF_WAIT_TICKS_ORIGIN  (1ULL << 20)
+
+
+/*
+ * The ticks waited by now_tsc (from PROF_WAIT_TICKS_ORIGIN), the wait in
+ * progress counted, from wait_ticks as read (one load). Either process,
+ * the handler too.
+ */
+static inline uint64_t
+prof_waited_ticks(uint64_t wait_ticks, uint64_t now_tsc)
+{
+    return ((int64_t) wait_ticks < 0) ? wait_ticks + now_tsc : wait_ticks;
+}
 
 
 /*

@@ -381,6 +381,8 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
                        ? conf->start_monotonic_ns
                        : prof_clock_ns(CLOCK_MONOTONIC);
     s->point.tsc = prof_arch_ticks();
+    s->point.wait_ticks = PROF_WAIT_TICKS_ORIGIN;
+    s->sampled.wait_ticks = PROF_WAIT_TICKS_ORIGIN;
 
     /* The first turn: from here to the first wait. */
     s->sampled.calib_ns = prof_clock_ns(CLOCK_MONOTONIC);

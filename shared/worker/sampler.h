@@ -211,8 +211,9 @@ prof_pending_clear(prof_sampled_thread_t *h)
  * The event wait, timed with the TSC (an instruction, where a clock read
  * would cost tens): wall time is split between the wait and the stacks
  * sampled in the proportion of TSC ticks waited. wait_ticks adds up
- * modulo 2^64 (a TSC behind on another core subtracts; a total below zero
- * counts as no wait, signal_path.c).
+ * modulo 2^64: the TSC subtracted at the wait's start, added at its end
+ * (sampled_thread.h; a TSC behind on another core subtracts; a total
+ * below the last one counts as no wait, prof_wall_split).
  * The sampler thread reads waiting, and wait_start to see the loop move;
  * it sleeps through a long wait, and the wait's end wakes it.
  *
@@ -241,6 +242,10 @@ prof_wait_begin(prof_sampled_thread_t *h)
        took four instructions more. */
     h->turns[63 - __builtin_clzll(turn | 1)]++;
 
+    /* Below zero while the wait runs: one add here and one at the end
+       (the handler, on this thread, only reads it). */
+    h->wait_ticks -= now;
+
     __atomic_store_n(&h->wait_start, now, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&h->waiting, 1, __ATOMIC_RELAXED);
@@ -255,7 +260,7 @@ prof_wait_end(prof_sampled_thread_t *h)
     uint64_t  now;
 
     now = prof_arch_ticks();
-    h->wait_ticks += now - h->wait_start;
+    h->wait_ticks += now;
     __atomic_store_n(&h->turn_start, now, __ATOMIC_RELAXED);
     h->phase = PROF_PHASE_EVENTS;
 

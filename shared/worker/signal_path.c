@@ -403,8 +403,8 @@ prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
         now_tsc = s->point.tsc;
     }
 
-    prof_wall_split(&s->point, now_ns, now_tsc, h->wait_ticks, h->waiting,
-                    h->wait_start, cpu_ns, wall_ns, off_cpu_ns, idle_ns);
+    prof_wall_split(&s->point, now_ns, now_tsc, h->wait_ticks, cpu_ns,
+                    wall_ns, off_cpu_ns, idle_ns);
 
     __atomic_store_n(&s->account, ((word | (PROF_ACCOUNT_ONE - 1)) + 1)
                                   | (word & PROF_ACCOUNT_WHICH),
