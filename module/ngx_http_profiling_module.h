@@ -110,6 +110,10 @@ typedef struct {
     ngx_http_complex_value_t  *span_id;
     ngx_http_complex_value_t  *root_span_id;
     ngx_http_complex_value_t  *endpoint;
+
+    /* enable, and no endpoint of its own: the log phase's common case
+       looks at this alone (set when merged; 0 elsewhere) */
+    ngx_flag_t                 default_endpoint;
 } ngx_http_profiling_loc_conf_t;
 
 

@@ -321,10 +321,12 @@ ngx_http_profiling_request_stop(ngx_http_profiling_worker_t *w)
  * A main request ends, before it is freed: no longer published (what runs
  * after it is its connection's), its labels if a sample carried it or its
  * connection in this event (then it was made in this event), its
- * endpoint counted.
+ * endpoint counted. ngx_http_profiling_log_handler's cases but the
+ * common one; not inlined, so that one saves and sets up nothing for them
+ * (they are its tail calls).
  */
-static ngx_int_t
-ngx_http_profiling_log_handler(ngx_http_request_t *r)
+static __attribute__((noinline)) ngx_int_t
+ngx_http_profiling_log_slow(ngx_http_request_t *r)
 {
     prof_sampled_thread_t          *sampled;
     ngx_http_profiling_worker_t    *w;
@@ -332,10 +334,6 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
 
     w = ngx_http_profiling_request_worker;
     sampled = w->sampled;
-
-    if (r != r->main || sampled == NULL) {
-        return NGX_OK;
-    }
 
     if (sampled->running.request == (uintptr_t) r) {
         /*
@@ -371,6 +369,68 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
     } else {
         ngx_http_profiling_count_endpoint(w, r, plcf);
     }
+
+    return NGX_OK;
+}
+
+
+/* The first request of r's endpoint in the period: its name copied. */
+static __attribute__((noinline)) ngx_int_t
+ngx_http_profiling_log_new_endpoint(prof_endpoint_table_t *t, uint64_t hash,
+    uint32_t i, ngx_http_request_t *r)
+{
+    prof_endpoint_table_insert(t, hash, i, r->method_name.data,
+                               r->method_name.len, r->uri.data, r->uri.len);
+    return NGX_OK;
+}
+
+
+/*
+ * The log phase of each request. The common case, a main request with
+ * nothing of it published and no tag pending, in a location with the
+ * default endpoint ("METHOD URI", the method one nginx knows, the URI at
+ * most PROF_ENDPOINT_MAX bytes) and no tracer beside, while the period's
+ * table is at hand: its endpoint counted here (the count
+ * prof_count_endpoint makes), calling nothing, so that nothing of the
+ * caller's is saved; the rest, ngx_http_profiling_log_slow.
+ */
+static ngx_int_t
+ngx_http_profiling_log_handler(ngx_http_request_t *r)
+{
+    uint32_t                        i;
+    uint64_t                        hash;
+    prof_endpoint_table_t          *t;
+    prof_sampled_thread_t          *sampled;
+    ngx_http_profiling_worker_t    *w;
+    ngx_http_profiling_loc_conf_t  *plcf;
+
+    w = ngx_http_profiling_request_worker;
+    sampled = w->sampled;
+
+    if (r != r->main || sampled == NULL) {
+        return NGX_OK;
+    }
+
+    plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
+    t = *w->endpoints;
+
+    if (sampled->running.request == (uintptr_t) r
+        || prof_pending_tag(sampled) != 0
+        || !plcf->default_endpoint || w->traced || t == NULL
+        || r->method == NGX_HTTP_UNKNOWN || r->uri.len > PROF_ENDPOINT_MAX)
+    {
+        return ngx_http_profiling_log_slow(r);
+    }
+
+    hash = prof_endpoint_hash_seeded(r->method, r->uri.data, r->uri.len);
+    i = prof_endpoint_table_find(t, hash);
+
+    if (t->hashes[i] == 0) {
+        return ngx_http_profiling_log_new_endpoint(t, hash, i, r);
+    }
+
+    /* The profiler process reads it once the period is closed. */
+    t->counts[i]++;
 
     return NGX_OK;
 }
