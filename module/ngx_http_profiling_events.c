@@ -204,7 +204,12 @@ ngx_http_profiling_dispatch_io(ngx_http_profiling_worker_t *w,
         ngx_http_profiling_publish_fast(w, sampled, NULL, log, c);
 
     } else {
-        ngx_http_profiling_publish_fast(w, sampled, NULL, NULL, c);
+        /* No request's: the log word cleared alone. */
+        prof_unpublish(sampled);
+
+        if (prof_pending_tag(sampled) != 0) {
+            ngx_http_profiling_resolve_pending(w, NULL);
+        }
     }
 
     ev->handler(ev);
