@@ -41,6 +41,14 @@ static ngx_http_variable_t  ngx_http_profiling_vars[] = {
  */
 static ngx_http_profiling_worker_t  *ngx_http_profiling_request_worker;
 
+/*
+ * The module's ctx_index, kept at each cycle's init_module: the log
+ * phase's common case finds its location's configuration with it without
+ * loading the module's address first (it is nginx's symbol, in the global
+ * offset table).
+ */
+static ngx_uint_t                    ngx_http_profiling_loc_index;
+
 /* The handlers are timed: since when what is published runs. */
 static ngx_uint_t                    ngx_http_profiling_account;
 static uint64_t                      ngx_http_profiling_since_ns;
@@ -411,7 +419,8 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
         return NGX_OK;
     }
 
-    plcf = ngx_http_get_module_loc_conf(r, ngx_http_profiling_module);
+    /* ngx_http_get_module_loc_conf(r, ngx_http_profiling_module) */
+    plcf = r->loc_conf[ngx_http_profiling_loc_index];
     t = *w->endpoints;
 
     if (sampled->running.request == (uintptr_t) r
@@ -789,6 +798,7 @@ ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle,
     ngx_http_core_main_conf_t  *cmcf;
 
     ngx_http_profiling_request_worker = w;
+    ngx_http_profiling_loc_index = ngx_http_profiling_module.ctx_index;
 
     cmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module);
 
