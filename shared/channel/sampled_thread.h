@@ -8,7 +8,7 @@
  *
  * Who writes what: the sampled thread and its handler only, on one
  * thread (the worker's). The profiler process only reads: its sampler
- * thread waiting, wait_start, turn_start and unknown_pcs
+ * thread wait_ticks, wait_start, turn_start and unknown_pcs
  * (profiler/ring_drain.h), and, when it reads the stack of the thread
  * blocked in a system call, what executes, the pending tag, the wait's
  * and the turn's words and the calibration (profiler/remote_stack.h);
@@ -64,17 +64,18 @@ typedef struct {
  *   thread resolves the pending tag into labels, off the signal path, and
  *   clears it (prof_pending_clear); a pending that names a request must be
  *   taken before that request is freed (the server unpublishes it first).
- * - waiting, wait_start, wait_ticks: the event wait (prof_wait_begin).
- *   wait_ticks is the TSC ticks waited in all, from
- *   PROF_WAIT_TICKS_ORIGIN, less the TSC at the wait's start while a wait
- *   runs (then below zero as an int64_t: the TSC at any start is past the
- *   origin plus the ticks waited before it): one word, read whole, says
- *   both, and a wait's start and end each add to it once
- *   (prof_waited_ticks reads it).
+ * - wait_start, wait_ticks: the event wait (prof_wait_begin). wait_ticks
+ *   is the TSC ticks waited in all, from PROF_WAIT_TICKS_ORIGIN, less the
+ *   TSC at the wait's start while a wait runs (then below zero as an
+ *   int64_t: the TSC at any start is past the origin plus the ticks
+ *   waited before it): one word, read whole, says both whether the thread
+ *   waits (prof_waiting) and how long it waited (prof_waited_ticks), and
+ *   a wait's start and end each add to it once.
  * - watcher_asleep: set by the profiler process's sampler thread before it
  *   sleeps through a long wait, cleared by either side; the wait's end
- *   wakes that thread when it finds it set (prof_wait_end). The one word
- *   the sampled thread and the sampler thread both write.
+ *   wakes that thread when it finds it set (prof_wait_end, whose add to
+ *   wait_ticks is a full barrier for it). The one word the sampled thread
+ *   and the sampler thread both write.
  * - turn_start, phase, turns: the loop's turn, from the end of a wait to
  *   the start of the next (the first from the sampler's start), what it
  *   runs, and how long turns last (a log2 histogram of TSC ticks).
@@ -93,9 +94,6 @@ typedef struct {
  *   last one, written by the handler while stall_ns is set.
  */
 typedef struct {
-    /* First: its address is the struct's (a wait's end exchanges it
-       without an address of its own to keep across the wait). */
-    uint32_t       waiting;         /* in the event wait */
     uint32_t       watcher_asleep;  /* the sampler thread sleeps until the
                                        wait ends (prof_wait_end wakes
                                        it) */
@@ -140,6 +138,14 @@ typedef struct {
 #define PROF_WAIT_TICKS_ORIGIN  (1ULL << 20)
 
 
+/* Whether the thread is in its event wait, from wait_ticks as read. */
+static inline int
+prof_waiting(uint64_t wait_ticks)
+{
+    return (int64_t) wait_ticks < 0;
+}
+
+
 /*
  * The ticks waited by now_tsc (from PROF_WAIT_TICKS_ORIGIN), the wait in
  * progress counted, from wait_ticks as read (one load). Either process,
@@ -148,7 +154,7 @@ typedef struct {
 static inline uint64_t
 prof_waited_ticks(uint64_t wait_ticks, uint64_t now_tsc)
 {
-    return ((int64_t) wait_ticks < 0) ? wait_ticks + now_tsc : wait_ticks;
+    return prof_waiting(wait_ticks) ? wait_ticks + now_tsc : wait_ticks;
 }
 
 

@@ -670,8 +670,8 @@ prof_remote_stack_read(prof_remote_stack_t *r, prof_slot_t *slot,
     }
 
     /* What the thread left as it blocked, stable while it stays so. */
-    waiting = __atomic_load_n(&h->waiting, __ATOMIC_ACQUIRE);
-    wait_ticks = __atomic_load_n(&h->wait_ticks, __ATOMIC_RELAXED);
+    wait_ticks = __atomic_load_n(&h->wait_ticks, __ATOMIC_ACQUIRE);
+    waiting = prof_waiting(wait_ticks);
     turn = __atomic_load_n(&h->turn_start, __ATOMIC_RELAXED);
     tag = prof_remote_stack_tag(h);
     *phase = __atomic_load_n(&h->phase, __ATOMIC_RELAXED);

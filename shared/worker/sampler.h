@@ -214,8 +214,9 @@ prof_pending_clear(prof_sampled_thread_t *h)
  * modulo 2^64: the TSC subtracted at the wait's start, added at its end
  * (sampled_thread.h; a TSC behind on another core subtracts; a total
  * below the last one counts as no wait, prof_wall_split).
- * The sampler thread reads waiting, and wait_start to see the loop move;
- * it sleeps through a long wait, and the wait's end wakes it.
+ * The sampler thread reads wait_ticks (whether the thread waits) and
+ * wait_start to see the loop move; it sleeps through a long wait, and the
+ * wait's end wakes it.
  *
  * The time between a wait's end and the next wait's start is the loop's
  * turn: counted in turns, and returned in ticks by prof_wait_begin; more
@@ -242,13 +243,13 @@ prof_wait_begin(prof_sampled_thread_t *h)
        took four instructions more. */
     h->turns[63 - __builtin_clzll(turn | 1)]++;
 
-    /* Below zero while the wait runs: one add here and one at the end
-       (the handler, on this thread, only reads it). */
-    h->wait_ticks -= now;
-
     __atomic_store_n(&h->wait_start, now, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    __atomic_store_n(&h->waiting, 1, __ATOMIC_RELAXED);
+
+    /* Below zero while the wait runs, which says the thread waits (after
+       wait_start): one add here and one at the end (the handler, on this
+       thread, only reads it). */
+    h->wait_ticks -= now;
 
     return turn;
 }
@@ -260,14 +261,18 @@ prof_wait_end(prof_sampled_thread_t *h)
     uint64_t  now;
 
     now = prof_arch_ticks();
-    h->wait_ticks += now;
     __atomic_store_n(&h->turn_start, now, __ATOMIC_RELAXED);
     h->phase = PROF_PHASE_EVENTS;
 
-    /* A full barrier between the store and the load (the sampler thread
-       stores watcher_asleep, then loads waiting): one of the two sees the
-       other's store, so a sleeping sampler thread is always woken. */
-    (void) __atomic_exchange_n(&h->waiting, 0, __ATOMIC_SEQ_CST);
+    /*
+     * The wait's end (wait_ticks at or above zero again, after
+     * turn_start), as a full barrier between it and the load below (the
+     * sampler thread stores watcher_asleep, then loads wait_ticks): one of
+     * the two sees the other's store, so a sleeping sampler thread is
+     * always woken. One locked add, where an add and an exchange of a
+     * word of its own were.
+     */
+    (void) __atomic_add_fetch(&h->wait_ticks, now, __ATOMIC_SEQ_CST);
 
     if (__atomic_load_n(&h->watcher_asleep, __ATOMIC_SEQ_CST)) {
         prof_sampler_wake_watcher(h);

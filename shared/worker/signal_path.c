@@ -512,7 +512,7 @@ prof_signal_turn(prof_sampled_thread_t *h, prof_slot_t *slot, int64_t now_ns,
 {
     uint32_t  past;
 
-    if (h->waiting) {
+    if (prof_waiting(h->wait_ticks)) {
         slot->turn = 0;
         slot->turn_ns = 0;
         return;
