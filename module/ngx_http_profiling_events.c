@@ -171,19 +171,61 @@ ngx_http_profiling_dispatch(ngx_http_profiling_worker_t *w,
 
 
 /*
- * The event wait is over: its bracket closed. After a dlopen the handler
- * met code outside its tables: rebuilt.
+ * An event epoll returned, for connection c, in a plain turn: what it works
+ * for is published without its request. Its log is its connection's, which
+ * lives as long as c is open, and c is stamped by its number when a sample
+ * takes a tag: the tag is resolved to the request c's log names then (at
+ * the next publication, as long as c is still the same and open), or, when
+ * the request ends first, to that request in its log phase. Nothing of the
+ * request is read for the event: two loads fewer. Other events (timers,
+ * posted events), whose data may live in a request's memory, publish their
+ * request (ngx_http_profiling_dispatch).
+ */
+static ngx_inline __attribute__((always_inline)) void
+ngx_http_profiling_dispatch_io(ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled, ngx_event_t *ev, ngx_connection_t *c,
+    ngx_uint_t plain)
+{
+    ngx_log_t  *log;
+
+    if (!plain) {
+        ngx_http_profiling_dispatch(w, sampled, ev, plain);
+        return;
+    }
+
+    log = ev->log;
+
+    if (log != NULL
+        && (__builtin_expect(log->handler == ngx_http_profiling_http_log, 1)
+            || (ngx_http_profiling_http_log
+                == ngx_http_profiling_no_log_handler
+                && ngx_http_profiling_learn(w, ev, log))))
+    {
+        ngx_http_profiling_publish_fast(w, sampled, NULL, log, c);
+
+    } else {
+        /* No request's: the log word cleared alone. */
+        prof_unpublish(sampled);
+
+        if (prof_pending_tag(sampled) != 0) {
+            ngx_http_profiling_resolve_pending(w, NULL);
+        }
+    }
+
+    ev->handler(ev);
+}
+
+
+/*
+ * The event wait is over: its bracket closed. (After a dlopen the handler
+ * met code outside its tables: the turn ends on the slow path,
+ * ngx_http_profiling_stalled, which has them rebuilt.)
  */
 static ngx_inline void
 ngx_http_profiling_waited(ngx_http_profiling_worker_t *w,
     prof_sampled_thread_t *sampled)
 {
     prof_wait_end(sampled);
-
-    if (prof_sampler_left_table(sampled)) {
-        prof_sampler_maintain_table(w->sampler,
-                                    (int64_t) ngx_current_msec * 1000000);
-    }
 }
 
 
@@ -324,7 +366,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
                 ngx_post_event(rev, queue);
 
             } else {
-                ngx_http_profiling_dispatch(w, sampled, rev, plain);
+                ngx_http_profiling_dispatch_io(w, sampled, rev, c, plain);
             }
         }
 
@@ -352,7 +394,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
                 ngx_post_event(wev, &ngx_posted_events);
 
             } else {
-                ngx_http_profiling_dispatch(w, sampled, wev, plain);
+                ngx_http_profiling_dispatch_io(w, sampled, wev, c, plain);
             }
         }
     }
@@ -629,7 +671,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
      * meanwhile, and what it names stays alive or is checked then.
      */
     if (plain) {
-        prof_publish(sampled, NULL, NULL, NULL);
+        prof_unpublish(sampled);
 
     } else {
         ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);

@@ -469,6 +469,7 @@ ngx_http_profiling_create_loc_conf(ngx_conf_t *cf)
     plcf->span_id = NGX_CONF_UNSET_PTR;
     plcf->root_span_id = NGX_CONF_UNSET_PTR;
     plcf->endpoint = NGX_CONF_UNSET_PTR;
+    plcf->default_endpoint = 0;
 
     return plcf;
 }
@@ -485,6 +486,8 @@ ngx_http_profiling_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_ptr_value(conf->span_id, prev->span_id, NULL);
     ngx_conf_merge_ptr_value(conf->root_span_id, prev->root_span_id, NULL);
     ngx_conf_merge_ptr_value(conf->endpoint, prev->endpoint, NULL);
+
+    conf->default_endpoint = (conf->enable && conf->endpoint == NULL);
 
     return NGX_CONF_OK;
 }

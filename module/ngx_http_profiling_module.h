@@ -122,6 +122,10 @@ typedef struct {
     ngx_http_complex_value_t  *span_id;
     ngx_http_complex_value_t  *root_span_id;
     ngx_http_complex_value_t  *endpoint;
+
+    /* enable, and no endpoint of its own: the log phase's common case
+       looks at this alone (set when merged; 0 elsewhere) */
+    ngx_flag_t                 default_endpoint;
 } ngx_http_profiling_loc_conf_t;
 
 
@@ -411,9 +415,11 @@ ngx_http_profiling_real_connection(ngx_connection_t *c)
 /*
  * What executes is published to the sampler as three words (sampler.h):
  * the main request when the event's log names one (alive: its log phase
- * unpublishes it before it is freed), the log of the event's connection
- * (an HTTP one, else nothing executes), the event's data (a connection,
- * for most events). A sample takes a tag for them; once something else is
+ * unpublishes it before it is freed; not for the events epoll returns in a
+ * plain turn, whose connection names it, see
+ * ngx_http_profiling_dispatch_io), the log of the event's connection (an
+ * HTTP one, else nothing executes), the event's data (a connection, for
+ * most events). A sample takes a tag for them; once something else is
  * published the worker resolves that tag: the request, or the one the
  * connection has then if it is still the same connection.
  *
@@ -451,6 +457,27 @@ ngx_http_profiling_publish_fast(ngx_http_profiling_worker_t *w,
 {
     /* Published first: a sample meanwhile loses its tag, not the next. */
     prof_publish(sampled, r, log, object);
+
+    if (prof_pending_tag(sampled) != 0) {
+        ngx_http_profiling_resolve_pending(w, NULL);
+    }
+}
+
+
+/*
+ * Nothing known runs from now: ngx_http_profiling_publish(w, sampled, NULL,
+ * NULL, NULL), with one store where nothing is slow.
+ */
+static ngx_inline void
+ngx_http_profiling_unpublish(ngx_http_profiling_worker_t *w,
+    prof_sampled_thread_t *sampled)
+{
+    if (w->slow) {
+        ngx_http_profiling_publish_slow(w, NULL, NULL, NULL);
+        return;
+    }
+
+    prof_unpublish(sampled);
 
     if (prof_pending_tag(sampled) != 0) {
         ngx_http_profiling_resolve_pending(w, NULL);

@@ -41,6 +41,14 @@ static ngx_http_variable_t  ngx_http_profiling_vars[] = {
  */
 static ngx_http_profiling_worker_t  *ngx_http_profiling_request_worker;
 
+/*
+ * The module's ctx_index, kept at each cycle's init_module: the log
+ * phase's common case finds its location's configuration with it without
+ * loading the module's address first (it is nginx's symbol, in the global
+ * offset table).
+ */
+static ngx_uint_t                    ngx_http_profiling_loc_index;
+
 /* The handlers are timed: since when what is published runs. */
 static ngx_uint_t                    ngx_http_profiling_account;
 static uint64_t                      ngx_http_profiling_since_ns;
@@ -321,10 +329,12 @@ ngx_http_profiling_request_stop(ngx_http_profiling_worker_t *w)
  * A main request ends, before it is freed: no longer published (what runs
  * after it is its connection's), its labels if a sample carried it or its
  * connection in this event (then it was made in this event), its
- * endpoint counted.
+ * endpoint counted. ngx_http_profiling_log_handler's cases but the
+ * common one; not inlined, so that one saves and sets up nothing for them
+ * (they are its tail calls).
  */
-static ngx_int_t
-ngx_http_profiling_log_handler(ngx_http_request_t *r)
+static __attribute__((noinline)) ngx_int_t
+ngx_http_profiling_log_slow(ngx_http_request_t *r)
 {
     prof_sampled_thread_t          *sampled;
     ngx_http_profiling_worker_t    *w;
@@ -333,10 +343,6 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
     w = ngx_http_profiling_request_worker;
     sampled = w->sampled;
 
-    if (r != r->main || sampled == NULL) {
-        return NGX_OK;
-    }
-
     if (sampled->running.request == (uintptr_t) r) {
         /*
          * What runs after it in this event is no request's. A tag pending
@@ -344,7 +350,7 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
          * for the words before r's (its connection's) was resolved when
          * r was published.
          */
-        ngx_http_profiling_publish(w, sampled, NULL, NULL, NULL);
+        ngx_http_profiling_unpublish(w, sampled);
 
     } else if (prof_pending_tag(sampled) != 0
                && (sampled->pending.request == (uintptr_t) r
@@ -376,6 +382,69 @@ ngx_http_profiling_log_handler(ngx_http_request_t *r)
 }
 
 
+/* The first request of r's endpoint in the period: its name copied. */
+static __attribute__((noinline)) ngx_int_t
+ngx_http_profiling_log_new_endpoint(prof_endpoint_table_t *t, uint64_t hash,
+    uint32_t i, ngx_http_request_t *r)
+{
+    prof_endpoint_table_insert(t, hash, i, r->method_name.data,
+                               r->method_name.len, r->uri.data, r->uri.len);
+    return NGX_OK;
+}
+
+
+/*
+ * The log phase of each request. The common case, a main request with
+ * nothing of it published and no tag pending, in a location with the
+ * default endpoint ("METHOD URI", the method one nginx knows, the URI at
+ * most PROF_ENDPOINT_MAX bytes) and no tracer beside, while the period's
+ * table is at hand: its endpoint counted here (the count
+ * prof_count_endpoint makes), calling nothing, so that nothing of the
+ * caller's is saved; the rest, ngx_http_profiling_log_slow.
+ */
+static ngx_int_t
+ngx_http_profiling_log_handler(ngx_http_request_t *r)
+{
+    uint32_t                        i;
+    uint64_t                        hash;
+    prof_endpoint_table_t          *t;
+    prof_sampled_thread_t          *sampled;
+    ngx_http_profiling_worker_t    *w;
+    ngx_http_profiling_loc_conf_t  *plcf;
+
+    w = ngx_http_profiling_request_worker;
+    sampled = w->sampled;
+
+    if (r != r->main || sampled == NULL) {
+        return NGX_OK;
+    }
+
+    /* ngx_http_get_module_loc_conf(r, ngx_http_profiling_module) */
+    plcf = r->loc_conf[ngx_http_profiling_loc_index];
+    t = *w->endpoints;
+
+    if (sampled->running.request == (uintptr_t) r
+        || prof_pending_tag(sampled) != 0
+        || !plcf->default_endpoint || w->traced || t == NULL
+        || r->method == NGX_HTTP_UNKNOWN || r->uri.len > PROF_ENDPOINT_MAX)
+    {
+        return ngx_http_profiling_log_slow(r);
+    }
+
+    hash = prof_endpoint_hash_seeded(r->method, r->uri.data, r->uri.len);
+    i = prof_endpoint_table_find(t, hash);
+
+    if (t->hashes[i] == 0) {
+        return ngx_http_profiling_log_new_endpoint(t, hash, i, r);
+    }
+
+    /* The profiler process reads it once the period is closed. */
+    t->counts[i]++;
+
+    return NGX_OK;
+}
+
+
 /*
  * Where registered (see ngx_http_profiling_request_init): a request made
  * inside an event handler (an HTTP/2 stream's, the next one on a
@@ -402,7 +471,11 @@ ngx_http_profiling_post_read_handler(ngx_http_request_t *r)
 
     sampled = w->sampled;
 
-    if (sampled == NULL || sampled->running.request == (uintptr_t) r->main) {
+    /* (The request word means nothing while the log's is 0.) */
+    if (sampled == NULL
+        || (sampled->running.request == (uintptr_t) r->main
+            && sampled->running.log != 0))
+    {
         return NGX_DECLINED;
     }
 
@@ -430,7 +503,8 @@ ngx_http_profiling_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     mr = r->main;
 
     if (sampled == NULL || r->stream == NULL
-        || sampled->running.request == (uintptr_t) mr)
+        || (sampled->running.request == (uintptr_t) mr
+            && sampled->running.log != 0))
     {
         return ngx_http_next_body_filter(r, in);
     }
@@ -499,7 +573,9 @@ ngx_http_profiling_request_cpu_variable(ngx_http_request_t *r,
     ctx = ngx_http_profiling_find_ctx(r, 0);
     ns = (ctx != NULL) ? ctx->cpu_ns : 0;
 
-    if (sampled->running.request == (uintptr_t) r->main) {
+    if (sampled->running.request == (uintptr_t) r->main
+        && sampled->running.log != 0)
+    {
         ns += ngx_http_profiling_now_ns() - ngx_http_profiling_since_ns;
     }
 
@@ -722,6 +798,7 @@ ngx_http_profiling_request_init_cycle(ngx_cycle_t *cycle,
     ngx_http_core_main_conf_t  *cmcf;
 
     ngx_http_profiling_request_worker = w;
+    ngx_http_profiling_loc_index = ngx_http_profiling_module.ctx_index;
 
     cmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module);
 

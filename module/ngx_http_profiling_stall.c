@@ -17,8 +17,9 @@
 
 /*
  * A turn of ticks past the sampled thread's stall_ticks ended (the wait
- * begins): a stall, when it lasted the threshold, goes to the profiler
- * process.
+ * begins), or the handler asked for this turn's end (walks left the
+ * unwind table: rebuilt if objects were loaded): a stall, when it lasted
+ * the threshold, goes to the profiler process.
  */
 void
 ngx_http_profiling_stalled(ngx_http_profiling_worker_t *w, uint64_t ticks)
@@ -29,7 +30,10 @@ ngx_http_profiling_stalled(ngx_http_profiling_worker_t *w, uint64_t ticks)
     prof_stall_t           *st;
     prof_sampled_thread_t  *sampled;
 
-    if (w->sampler == NULL) {
+    if (w->sampler == NULL
+        || !prof_sampler_turn_slow(w->sampler, ticks,
+                                   (int64_t) ngx_current_msec * 1000000))
+    {
         return;
     }
 

@@ -144,6 +144,38 @@ prof_endpoint_hash(uint64_t seed, const void *a, size_t alen, const void *b,
 }
 
 
+/*
+ * prof_endpoint_hash(seed, a, alen, b, blen) where the caller knows that
+ * seed is not 0 and blen at most PROF_ENDPOINT_MAX (a is not read).
+ */
+static inline uint64_t
+prof_endpoint_hash_seeded(uint64_t seed, const void *b, size_t blen)
+{
+    return prof_endpoint_hash_bytes(seed * 0xbf58476d1ce4e5b9ULL, b, blen)
+           | 1;
+}
+
+
+/*
+ * The slot of t that holds hash, or the empty one where it goes (the
+ * table never fills: PROF_ENDPOINT_COUNTS_MAX names in twice as many
+ * slots).
+ */
+static inline uint32_t
+prof_endpoint_table_find(const prof_endpoint_table_t *t, uint64_t hash)
+{
+    uint32_t  i;
+
+    for (i = (uint32_t) hash; /* void */ ; i++) {
+        i &= PROF_ENDPOINT_SLOTS - 1;
+
+        if (t->hashes[i] == hash || t->hashes[i] == 0) {
+            return i;
+        }
+    }
+}
+
+
 /* A name not in the table yet, for the empty slot i: copied, or dropped
    when the table is full. */
 void prof_endpoint_table_insert(prof_endpoint_table_t *t, uint64_t hash,

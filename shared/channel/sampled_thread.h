@@ -8,7 +8,7 @@
  *
  * Who writes what: the sampled thread and its handler only, on one
  * thread (the worker's). The profiler process only reads: its sampler
- * thread waiting, wait_start, turn_start and unknown_pcs
+ * thread wait_ticks, wait_start, turn_start and unknown_pcs
  * (profiler/ring_drain.h), and, when it reads the stack of the thread
  * blocked in a system call, what executes, the pending tag, the wait's
  * and the turn's words and the calibration (profiler/remote_stack.h);
@@ -40,9 +40,11 @@ enum {
 /*
  * What executes, as the sampled thread publishes it to the handler: three
  * words the server gives meaning to (nginx: the request, when known; the
- * log of the event's connection; the event's data), all 0 for nothing
- * (a word of them 0 with log set: not known). Publishing is three plain
- * stores (the handler runs on the same thread).
+ * log of the event's connection; the event's data), log 0 for nothing
+ * (then the other two mean nothing, and may be left from before: a reader
+ * looks at them only when log is set; a word of them 0 with log set: not
+ * known). Publishing is three plain stores, and nothing one (the handler
+ * runs on the same thread).
  */
 typedef struct {
     uint64_t       request;
@@ -62,16 +64,28 @@ typedef struct {
  *   thread resolves the pending tag into labels, off the signal path, and
  *   clears it (prof_pending_clear); a pending that names a request must be
  *   taken before that request is freed (the server unpublishes it first).
- * - waiting, wait_start, wait_ticks: the event wait (prof_wait_begin).
+ * - wait_start, wait_ticks: the event wait (prof_wait_begin). wait_ticks
+ *   is the TSC ticks waited in all, from PROF_WAIT_TICKS_ORIGIN, less the
+ *   TSC at the wait's start while a wait runs (then below zero as an
+ *   int64_t: the TSC at any start is past the origin plus the ticks
+ *   waited before it): one word, read whole, says both whether the thread
+ *   waits (prof_waiting) and how long it waited (prof_waited_ticks), and
+ *   a wait's start and end each add to it once.
  * - watcher_asleep: set by the profiler process's sampler thread before it
  *   sleeps through a long wait, cleared by either side; the wait's end
- *   wakes that thread when it finds it set (prof_wait_end). The one word
- *   the sampled thread and the sampler thread both write.
+ *   wakes that thread when it finds it set (prof_wait_end, whose add to
+ *   wait_ticks is a full barrier for it). The one word the sampled thread
+ *   and the sampler thread both write.
  * - turn_start, phase, turns: the loop's turn, from the end of a wait to
  *   the start of the next (the first from the sampler's start), what it
  *   runs, and how long turns last (a log2 histogram of TSC ticks).
- * - stall_ns, stall_ticks: a turn that long is a stall (0: off), in ns and
- *   in TSC ticks (0: not known yet, every turn ends on the slow path);
+ * - stall_ns, stall_threshold_ticks: a turn that long is a stall (0: off),
+ *   in ns and in TSC ticks (0: not known yet; UINT64_MAX: off);
+ *   stall_ticks: a turn longer ends on the loop's slow path, the threshold
+ *   but 0 (every turn) until it is known, and 0 when the handler met code
+ *   outside the unwind table (unknown_pcs counted): the slow path looks at
+ *   the table, then sets it back (prof_sampler_turn_slow), so the loop
+ *   looks at nothing else for the table;
  *   calib_tsc, calib_ns: a TSC reading and the monotonic clock then, for
  *   ticks to nanoseconds (prof_ticks_ns); ns_per_tick, once measured
  *   (for the profiler process's status page).
@@ -80,9 +94,6 @@ typedef struct {
  *   last one, written by the handler while stall_ns is set.
  */
 typedef struct {
-    /* First: its address is the struct's (a wait's end exchanges it
-       without an address of its own to keep across the wait). */
-    uint32_t       waiting;         /* in the event wait */
     uint32_t       watcher_asleep;  /* the sampler thread sleeps until the
                                        wait ends (prof_wait_end wakes
                                        it) */
@@ -96,7 +107,8 @@ typedef struct {
     uint64_t       object_size;
     uint64_t       stamp_offset;
     uint64_t       wait_start;      /* TSC when the wait began */
-    uint64_t       wait_ticks;      /* TSC ticks spent waiting, all */
+    uint64_t       wait_ticks;      /* TSC ticks spent waiting, all (see
+                                       above) */
     uint32_t       unknown_pcs;     /* walks that left the unwind table */
     uint32_t       unknown_pcs_seen;    /* by prof_sampler_maintain_table */
 
@@ -104,15 +116,46 @@ typedef struct {
     uint32_t       phase;           /* PROF_PHASE_* */
     uint32_t       stall_phase;
     uint32_t       stall_past;
-    uint64_t       stall_ticks;
+    uint64_t       stall_ticks;     /* the loop's comparison, see above */
+    uint64_t       stall_threshold_ticks;
     int64_t        stall_ns;
     uint64_t       stall_turn;
     uint64_t       stall_tag;
     uint64_t       calib_tsc;
     int64_t        calib_ns;
-    double         ns_per_tick;     /* known with stall_ticks, else 0 */
+    double         ns_per_tick;     /* known with stall_threshold_ticks,
+                                       else 0 */
     uint64_t       turns[PROF_TURN_BUCKETS];
 } prof_sampled_thread_t;
+
+
+/*
+ * wait_ticks' value when nothing was waited yet. A TSC behind on another
+ * core at a wait's end (by less than this in all) leaves the count above
+ * zero; a sampler starts with the TSC past it (2^20 ticks: well under a
+ * second after boot).
+ */
+#define PROF_WAIT_TICKS_ORIGIN  (1ULL << 20)
+
+
+/* Whether the thread is in its event wait, from wait_ticks as read. */
+static inline int
+prof_waiting(uint64_t wait_ticks)
+{
+    return (int64_t) wait_ticks < 0;
+}
+
+
+/*
+ * The ticks waited by now_tsc (from PROF_WAIT_TICKS_ORIGIN), the wait in
+ * progress counted, from wait_ticks as read (one load). Either process,
+ * the handler too.
+ */
+static inline uint64_t
+prof_waited_ticks(uint64_t wait_ticks, uint64_t now_tsc)
+{
+    return prof_waiting(wait_ticks) ? wait_ticks + now_tsc : wait_ticks;
+}
 
 
 /*

@@ -151,7 +151,7 @@ typedef struct {
 /*
  * Where the wall time was accounted up to: the monotonic clock, the TSC
  * then, and the ticks the sampled thread had waited in its event wait by
- * then (sampled.wait_ticks, with the wait in progress).
+ * then (prof_waited_ticks, with the wait in progress).
  */
 typedef struct {
     int64_t         wall_ns;
@@ -184,16 +184,16 @@ typedef struct {
 
 /*
  * The wall time from *point to now_ns, split: the share of TSC ticks
- * spent in the event wait (wait_ticks, waiting and wait_start: the
- * sampled thread's now, sampled_thread.h) goes to the wait (*idle_ns),
+ * spent in the event wait (wait_ticks: the sampled thread's word as read
+ * now, sampled_thread.h) goes to the wait (*idle_ns),
  * the rest to the stack sampled (*wall_ns), off CPU for what it did not
  * spend on CPU (cpu_ns, since the point); *point moved to now. Either
  * process, the handler too (no lock, no call).
  */
 static inline void
 prof_wall_split(prof_wall_point_t *point, int64_t now_ns, uint64_t now_tsc,
-    uint64_t wait_ticks, uint32_t waiting, uint64_t wait_start,
-    int64_t cpu_ns, int64_t *wall_ns, int64_t *off_cpu_ns, int64_t *idle_ns)
+    uint64_t wait_ticks, int64_t cpu_ns, int64_t *wall_ns,
+    int64_t *off_cpu_ns, int64_t *idle_ns)
 {
     int64_t   wall, here, idle;
     uint64_t  waited, elapsed;
@@ -203,10 +203,8 @@ prof_wall_split(prof_wall_point_t *point, int64_t now_ns, uint64_t now_tsc,
         wall = 0;
     }
 
+    wait_ticks = prof_waited_ticks(wait_ticks, now_tsc);
     waited = wait_ticks - point->wait_ticks;
-    if (waiting && now_tsc > wait_start) {
-        waited += now_tsc - wait_start;
-    }
 
     /* Below zero: a TSC behind on another core (sampler.h). */
     if (waited > UINT64_MAX / 2) {
@@ -233,10 +231,6 @@ prof_wall_split(prof_wall_point_t *point, int64_t now_ns, uint64_t now_tsc,
     *idle_ns = idle;
 
     /* (Stores the other process may read meanwhile: its claim fails.) */
-    if (waiting) {
-        wait_ticks += now_tsc - wait_start;
-    }
-
     __atomic_store_n(&point->wall_ns, now_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&point->tsc, now_tsc, __ATOMIC_RELAXED);
     __atomic_store_n(&point->wait_ticks, wait_ticks, __ATOMIC_RELAXED);

@@ -262,7 +262,8 @@ prof_ring_drain_watch(prof_ring_drain_t *drain, int64_t now_ns)
     }
 
     /* A new wait has a new start, and a new turn too. */
-    waiting = __atomic_load_n(&s->sampled.waiting, __ATOMIC_ACQUIRE);
+    waiting = prof_waiting(__atomic_load_n(&s->sampled.wait_ticks,
+                                           __ATOMIC_ACQUIRE));
     waits = __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED);
     turn = __atomic_load_n(&s->sampled.turn_start, __ATOMIC_RELAXED);
     index = __atomic_load_n(&s->write_index, __ATOMIC_ACQUIRE);

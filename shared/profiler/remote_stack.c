@@ -544,8 +544,7 @@ prof_remote_point_store(prof_wall_point_t *to, const prof_wall_point_t *from)
  */
 static int
 prof_remote_stack_claim(prof_remote_stack_t *r, prof_slot_t *slot,
-    int64_t now_ns, uint64_t now_tsc, uint64_t wait_ticks, uint32_t waiting,
-    uint64_t wait_start, int64_t *from_ns)
+    int64_t now_ns, uint64_t now_tsc, uint64_t wait_ticks, int64_t *from_ns)
 {
     int64_t             cpu_ns, point_cpu_ns;
     uint64_t            word, desired, which;
@@ -574,7 +573,7 @@ prof_remote_stack_claim(prof_remote_stack_t *r, prof_slot_t *slot,
 
     *from_ns = point.wall_ns;
 
-    prof_wall_split(&point, now_ns, now_tsc, wait_ticks, waiting, wait_start,
+    prof_wall_split(&point, now_ns, now_tsc, wait_ticks,
                     (cpu_ns >= 0) ? cpu_ns - point_cpu_ns : 0,
                     &slot->wall_ns, &slot->off_cpu_ns, &slot->idle_ns);
 
@@ -647,7 +646,7 @@ prof_remote_stack_read(prof_remote_stack_t *r, prof_slot_t *slot,
     size_t                      size;
     int64_t                     now_ns;
     uint32_t                    waiting, stop, scanned;
-    uint64_t                    now_tsc, turn, tag, wait_ticks, wait_start;
+    uint64_t                    now_tsc, turn, tag, wait_ticks;
     uintptr_t                   low;
     prof_sampler_t             *s = r->sampler;
     prof_syscall_regs_t         regs, again;
@@ -671,9 +670,8 @@ prof_remote_stack_read(prof_remote_stack_t *r, prof_slot_t *slot,
     }
 
     /* What the thread left as it blocked, stable while it stays so. */
-    waiting = __atomic_load_n(&h->waiting, __ATOMIC_ACQUIRE);
-    wait_ticks = __atomic_load_n(&h->wait_ticks, __ATOMIC_RELAXED);
-    wait_start = __atomic_load_n(&h->wait_start, __ATOMIC_RELAXED);
+    wait_ticks = __atomic_load_n(&h->wait_ticks, __ATOMIC_ACQUIRE);
+    waiting = prof_waiting(wait_ticks);
     turn = __atomic_load_n(&h->turn_start, __ATOMIC_RELAXED);
     tag = prof_remote_stack_tag(h);
     *phase = __atomic_load_n(&h->phase, __ATOMIC_RELAXED);
@@ -697,7 +695,7 @@ prof_remote_stack_read(prof_remote_stack_t *r, prof_slot_t *slot,
     }
 
     rc = prof_remote_stack_claim(r, slot, now_ns, now_tsc, wait_ticks,
-                                 waiting, wait_start, from_ns);
+                                 from_ns);
     if (rc != 0) {
         return rc;
     }

@@ -599,7 +599,8 @@ prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
     prof_sampler_t  *s = drain->sampler;
 
     if (!drain->watch_idle
-        || !__atomic_load_n(&s->sampled.waiting, __ATOMIC_RELAXED)
+        || !prof_waiting(__atomic_load_n(&s->sampled.wait_ticks,
+                                         __ATOMIC_RELAXED))
         || __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED)
            != drain->watch_waits)
     {
@@ -615,7 +616,8 @@ prof_ring_drain_sleep_idle(prof_ring_drain_t *drain, uint32_t wake,
        load, each side. */
     __atomic_store_n(&s->sampled.watcher_asleep, 1, __ATOMIC_SEQ_CST);
 
-    if (__atomic_load_n(&s->sampled.waiting, __ATOMIC_SEQ_CST)
+    if (prof_waiting(__atomic_load_n(&s->sampled.wait_ticks,
+                                     __ATOMIC_SEQ_CST))
         && __atomic_load_n(&s->sampled.wait_start, __ATOMIC_RELAXED)
            == drain->watch_waits)
     {

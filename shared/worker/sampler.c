@@ -92,6 +92,23 @@ prof_sampler_add_flush(prof_sampler_t *s, uint64_t period, int final)
  */
 #define PROF_CALIBRATION_NS  (10 * 1000 * 1000LL)
 
+/*
+ * stall_ticks back to the threshold, or 0 while walks left the table since
+ * it was looked at: a handler that ran before the store counted them, one
+ * after it stored 0 itself.
+ */
+static void
+prof_sampler_rearm(prof_sampled_thread_t *h)
+{
+    h->stall_ticks = h->stall_threshold_ticks;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+
+    if (prof_sampler_left_table(h)) {
+        h->stall_ticks = 0;
+    }
+}
+
+
 static void
 prof_sampler_calibrate(prof_sampled_thread_t *h, int64_t now_ns,
     uint64_t now_tsc)
@@ -110,7 +127,9 @@ prof_sampler_calibrate(prof_sampled_thread_t *h, int64_t now_ns,
     __atomic_store(&h->ns_per_tick, &rate, __ATOMIC_RELAXED);
 
     if (h->stall_ns > 0) {
-        h->stall_ticks = (uint64_t) ((double) h->stall_ns / rate * 7 / 8);
+        h->stall_threshold_ticks = (uint64_t) ((double) h->stall_ns / rate
+                                               * 7 / 8);
+        prof_sampler_rearm(h);
     }
 }
 
@@ -362,6 +381,8 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
                        ? conf->start_monotonic_ns
                        : prof_clock_ns(CLOCK_MONOTONIC);
     s->point.tsc = prof_arch_ticks();
+    s->point.wait_ticks = PROF_WAIT_TICKS_ORIGIN;
+    s->sampled.wait_ticks = PROF_WAIT_TICKS_ORIGIN;
 
     /* The first turn: from here to the first wait. */
     s->sampled.calib_ns = prof_clock_ns(CLOCK_MONOTONIC);
@@ -369,7 +390,8 @@ prof_sampler_start(prof_sampler_t **sampler, const prof_sampler_conf_t *conf)
     s->sampled.turn_start = s->sampled.calib_tsc;
     s->sampled.phase = PROF_PHASE_START;
     s->sampled.stall_ns = conf->stall_ns;
-    s->sampled.stall_ticks = (conf->stall_ns > 0) ? 0 : UINT64_MAX;
+    s->sampled.stall_threshold_ticks = (conf->stall_ns > 0) ? 0 : UINT64_MAX;
+    s->sampled.stall_ticks = s->sampled.stall_threshold_ticks;
 
     prof_signal_prepare(s);
 
@@ -638,6 +660,21 @@ prof_sampler_sampled_thread(prof_sampler_t *s)
 
 
 
+int
+prof_sampler_turn_slow(prof_sampler_t *s, uint64_t ticks, int64_t now_ns)
+{
+    prof_sampled_thread_t  *h = &s->sampled;
+
+    if (prof_sampler_left_table(h)) {
+        prof_sampler_maintain_table(s, now_ns);
+    }
+
+    prof_sampler_rearm(h);
+
+    return ticks > h->stall_threshold_ticks;
+}
+
+
 int64_t
 prof_sampler_turn_ended(prof_sampler_t *s, uint64_t ticks)
 {
@@ -655,7 +692,7 @@ prof_sampler_turn_ended(prof_sampler_t *s, uint64_t ticks)
 
     length_ns = prof_ticks_ns(h, ticks, now_ns, now_tsc);
 
-    if (h->stall_ticks == 0) {
+    if (h->stall_threshold_ticks == 0) {
         prof_sampler_calibrate(h, now_ns, now_tsc);
     }
 

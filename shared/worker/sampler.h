@@ -75,7 +75,7 @@ void prof_sampler_release(prof_sampler_t *s);
  */
 void prof_sampler_flush(prof_sampler_t *s, uint64_t period);
 
-/* See prof_sampler_left_table. */
+/* See prof_sampler_left_table and prof_sampler_turn_slow. */
 void prof_sampler_maintain_table(prof_sampler_t *s, int64_t now_ns);
 
 /*
@@ -92,9 +92,20 @@ prof_sampled_thread_t *prof_sampler_sampled_thread(prof_sampler_t *s);
 uint32_t prof_sampler_write_index(prof_sampler_t *s);
 
 /*
- * A turn of ticks (prof_wait_begin) past stall_ticks ended: its length in
- * ns when it is a stall (at least the conf's stall_ns), else 0. The
- * sampled thread, from its loop.
+ * A turn of ticks (prof_wait_begin) past stall_ticks ended (the sampled
+ * thread, from its loop, before its wait): the unwind table rebuilt if the
+ * handler asked (prof_sampler_maintain_table; now_ns: a coarse monotonic
+ * clock), stall_ticks set back. Whether the turn may be a stall (past the
+ * threshold, or the threshold not known yet): then
+ * prof_sampler_turn_ended.
+ */
+int prof_sampler_turn_slow(prof_sampler_t *s, uint64_t ticks,
+    int64_t now_ns);
+
+/*
+ * A turn of ticks past the stall threshold ended: its length in ns when
+ * it is a stall (at least the conf's stall_ns), else 0. The sampled
+ * thread, from its loop.
  */
 int64_t prof_sampler_turn_ended(prof_sampler_t *s, uint64_t ticks);
 
@@ -112,10 +123,11 @@ void prof_sampler_retake_signals(prof_sampler_t *s);
 
 
 /*
- * From the sampled thread's event loop: whether walks left the unwind
- * table since it was last looked at (a load and a compare); then
- * prof_sampler_maintain_table (now: a coarse monotonic clock) rebuilds it
- * if objects were loaded.
+ * Whether walks left the unwind table since it was last looked at (a load
+ * and a compare); then prof_sampler_maintain_table (now: a coarse
+ * monotonic clock) rebuilds it if objects were loaded. The handler also
+ * sets stall_ticks to 0 then, so that the loop's slow path looks
+ * (prof_sampler_turn_slow).
  */
 static inline int
 prof_sampler_left_table(prof_sampled_thread_t *h)
@@ -164,6 +176,20 @@ prof_publish(prof_sampled_thread_t *h, const void *request, const void *log,
 }
 
 
+/*
+ * Nothing executes from now: the log word cleared, the other two left as
+ * they were (they mean nothing while it is 0: see prof_running_t). One
+ * store where prof_publish(h, NULL, NULL, NULL) takes three.
+ */
+static inline void
+prof_unpublish(prof_sampled_thread_t *h)
+{
+    *(volatile uint64_t *) &h->running.log = 0;
+
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+
 /* The tag a sample took and the thread has not resolved: 0, none. */
 static inline uint64_t
 prof_pending_tag(prof_sampled_thread_t *h)
@@ -185,15 +211,17 @@ prof_pending_clear(prof_sampled_thread_t *h)
  * The event wait, timed with the TSC (an instruction, where a clock read
  * would cost tens): wall time is split between the wait and the stacks
  * sampled in the proportion of TSC ticks waited. wait_ticks adds up
- * modulo 2^64 (a TSC behind on another core subtracts; a total below zero
- * counts as no wait, signal_path.c).
- * The sampler thread reads waiting, and wait_start to see the loop move;
- * it sleeps through a long wait, and the wait's end wakes it.
+ * modulo 2^64: the TSC subtracted at the wait's start, added at its end
+ * (sampled_thread.h; a TSC behind on another core subtracts; a total
+ * below the last one counts as no wait, prof_wall_split).
+ * The sampler thread reads wait_ticks (whether the thread waits) and
+ * wait_start to see the loop move; it sleeps through a long wait, and the
+ * wait's end wakes it.
  *
  * The time between a wait's end and the next wait's start is the loop's
  * turn: counted in turns, and returned in ticks by prof_wait_begin; more
  * than stall_ticks, the caller looks at it on its slow path
- * (prof_sampler_turn_ended).
+ * (prof_sampler_turn_slow).
  */
 /*
  * The sampler thread, asleep through the wait that just ended, woken (a
@@ -217,7 +245,11 @@ prof_wait_begin(prof_sampled_thread_t *h)
 
     __atomic_store_n(&h->wait_start, now, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    __atomic_store_n(&h->waiting, 1, __ATOMIC_RELAXED);
+
+    /* Below zero while the wait runs, which says the thread waits (after
+       wait_start): one add here and one at the end (the handler, on this
+       thread, only reads it). */
+    h->wait_ticks -= now;
 
     return turn;
 }
@@ -229,14 +261,18 @@ prof_wait_end(prof_sampled_thread_t *h)
     uint64_t  now;
 
     now = prof_arch_ticks();
-    h->wait_ticks += now - h->wait_start;
     __atomic_store_n(&h->turn_start, now, __ATOMIC_RELAXED);
     h->phase = PROF_PHASE_EVENTS;
 
-    /* A full barrier between the store and the load (the sampler thread
-       stores watcher_asleep, then loads waiting): one of the two sees the
-       other's store, so a sleeping sampler thread is always woken. */
-    (void) __atomic_exchange_n(&h->waiting, 0, __ATOMIC_SEQ_CST);
+    /*
+     * The wait's end (wait_ticks at or above zero again, after
+     * turn_start), as a full barrier between it and the load below (the
+     * sampler thread stores watcher_asleep, then loads wait_ticks): one of
+     * the two sees the other's store, so a sleeping sampler thread is
+     * always woken. One locked add, where an add and an exchange of a
+     * word of its own were.
+     */
+    (void) __atomic_add_fetch(&h->wait_ticks, now, __ATOMIC_SEQ_CST);
 
     if (__atomic_load_n(&h->watcher_asleep, __ATOMIC_SEQ_CST)) {
         prof_sampler_wake_watcher(h);

@@ -217,6 +217,10 @@ prof_signal_walk(prof_sampler_t *s, prof_slot_t *slot, ucontext_t *uc,
             if (status == PROF_UNWIND_NO_OBJECT) {
                 __atomic_fetch_add(&s->sampled.unknown_pcs, 1,
                                    __ATOMIC_RELAXED);
+                /* The loop's slow path looks at the table at the turn's
+                   end (prof_sampler_turn_slow). */
+                __atomic_store_n(&s->sampled.stall_ticks, 0,
+                                 __ATOMIC_RELAXED);
             }
 
             if (!cf_known
@@ -399,8 +403,8 @@ prof_signal_account(prof_sampler_t *s, int64_t now_ns, uint64_t now_tsc,
         now_tsc = s->point.tsc;
     }
 
-    prof_wall_split(&s->point, now_ns, now_tsc, h->wait_ticks, h->waiting,
-                    h->wait_start, cpu_ns, wall_ns, off_cpu_ns, idle_ns);
+    prof_wall_split(&s->point, now_ns, now_tsc, h->wait_ticks, cpu_ns,
+                    wall_ns, off_cpu_ns, idle_ns);
 
     __atomic_store_n(&s->account, ((word | (PROF_ACCOUNT_ONE - 1)) + 1)
                                   | (word & PROF_ACCOUNT_WHICH),
@@ -508,7 +512,7 @@ prof_signal_turn(prof_sampled_thread_t *h, prof_slot_t *slot, int64_t now_ns,
 {
     uint32_t  past;
 
-    if (h->waiting) {
+    if (prof_waiting(h->wait_ticks)) {
         slot->turn = 0;
         slot->turn_ns = 0;
         return;
