@@ -106,8 +106,9 @@ ngx_http_profiling_header_ids(ngx_http_request_t *r, uint64_t *span_id)
 
 
 /*
- * A request's span ids: a tracer's when one runs (never a caller's then),
- * else the configured values, else the caller's headers. 0: none.
+ * A request's span ids: the configured values (profiling_span_id and its
+ * kin) where set, else a tracer's when one runs (never a caller's then),
+ * else the caller's headers. 0: none.
  */
 void
 ngx_http_profiling_resolve_ids(ngx_http_profiling_tracer_t *tracer,
