@@ -21,33 +21,30 @@ static ngx_int_t (*ngx_http_profiling_orig_process_events)(
 static u_char *ngx_http_profiling_no_log_handler(ngx_log_t *log, u_char *buf,
     size_t len);
 
-/* The worker's state, handed when the wrapper starts. */
+/* The worker's state, handed when the wrapper starts; the sampler's
+   shared words, from the first turn of the loop on. */
 static ngx_http_profiling_worker_t  *ngx_http_profiling_events_worker;
-
-/* The sampler's shared words, from the first turn of the loop on. */
 static prof_sampled_thread_t        *ngx_http_profiling_loop_sampled;
 
-/*
- * nginx's HTTP log handler, as w->http_log (learned, or
- * ngx_http_profiling_no_log_handler): a word of its own that each event's
- * dispatch reads without reloading w first.
- */
+/* nginx's HTTP log handler, as w->http_log (learned, or
+   ngx_http_profiling_no_log_handler): a word of its own that each event's
+   dispatch reads without reloading w first. */
 static ngx_log_handler_pt            ngx_http_profiling_http_log;
 
-/* When the next profile closes, and how often (nginx's clock). */
+/* When the next profile closes, how often, and the clock after the last
+   wait (nginx's clock). */
 static ngx_msec_t  ngx_http_profiling_flush_at;
 static ngx_msec_t  ngx_http_profiling_period;
+static ngx_msec_t  ngx_http_profiling_woke_at;
 
 #if (NGX_HAVE_EPOLL)
 
 extern ngx_module_t  ngx_epoll_module;
 
-/*
- * nginx's epoll instance (static in ngx_epoll_module.c), when it is the
- * event module and was found: then the wrapper waits and runs the ready
- * events itself, as ngx_epoll_process_events() does; else -1, and nginx's
- * function posts them for the wrapper to run.
- */
+/* nginx's epoll instance (static in ngx_epoll_module.c), when it is the
+   event module and was found: the wrapper waits and runs the ready events
+   itself, as ngx_epoll_process_events() does; else -1, and nginx's
+   function posts them for the wrapper to run. */
 static int                  ngx_http_profiling_ep = -1;
 static struct epoll_event  *ngx_http_profiling_event_list;
 static int                  ngx_http_profiling_nevents;
@@ -59,10 +56,8 @@ static int                  ngx_http_profiling_nevents;
  * epoll's instance found, no publication slow and no event logged at
  * debug level, none of which is looked at again for each event; a turn
  * is plain too only when nginx does not hold the accept mutex (no
- * NGX_POST_EVENTS).
- * ngx_http_profiling_plain_sampled: the sampler's shared words from the
- * first turn on when turns may be plain, else NULL (one word to look at
- * before a plain turn).
+ * NGX_POST_EVENTS). ngx_http_profiling_plain_sampled: the sampler's
+ * shared words from the first turn on when turns may be plain, else NULL.
  */
 static ngx_uint_t              ngx_http_profiling_plain;
 static prof_sampled_thread_t  *ngx_http_profiling_plain_sampled;
@@ -277,6 +272,7 @@ ngx_http_profiling_epoll(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
         ngx_time_update();
     }
 
+    ngx_http_profiling_woke_at = ngx_current_msec;
     ngx_http_profiling_waited(w, sampled);
 
     if (err) {
@@ -640,6 +636,7 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
         rc = ngx_http_profiling_orig_process_events(cycle,
                                                     ngx_min(timer, left),
                                                     flags | NGX_POST_EVENTS);
+        ngx_http_profiling_woke_at = ngx_current_msec;
         ngx_http_profiling_waited(w, sampled);
     }
 
@@ -663,12 +660,19 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
 
     ngx_http_profiling_run_posted(w, sampled, &ngx_posted_events, plain);
 
+    /* A handler moved the clock on (as Lua's ngx.update_time() does):
+       timers due now, which nginx would run next, run here. */
+    if (ngx_current_msec != ngx_http_profiling_woke_at) {
+        ngx_http_profiling_run_timers(w, sampled);
+        ngx_http_profiling_run_posted(w, sampled, &ngx_posted_events, plain);
+    }
+
     /*
-     * What nginx runs after us (events those handlers posted) is no
-     * request's that we know of. In a plain turn a tag pending is left to
-     * the next publication that looks (the next event's, the profile's
-     * close, the log phase of the request it names): nothing is tagged
-     * meanwhile, and what it names stays alive or is checked then.
+     * What nginx runs after us is no request's that we know of. In a
+     * plain turn a tag pending is left to the next publication that looks
+     * (the next event's, the profile's close, the log phase of the request
+     * it names): nothing is tagged meanwhile, and what it names stays
+     * alive or is checked then.
      */
     if (plain) {
         prof_unpublish(sampled);
@@ -691,10 +695,10 @@ ngx_http_profiling_turn(ngx_cycle_t *cycle, ngx_http_profiling_worker_t *w,
  * it holds the accept mutex), so the bracket covers the wait alone. Then,
  * in the order of ngx_process_events_and_timers(): the accept events, the
  * accept mutex released, the expired timers (when one is due), the other
- * posted events; nginx then finds nothing left to run (but what these
- * handlers made ready meanwhile, which it runs as it would have, and
- * OpenResty's delayed posted events, which its nginx runs last).
- * ./configure checks that the nginx it builds against has this order.
+ * posted events, and again the timers and posted events when a handler
+ * moved the clock on; nginx then finds nothing left to run (but OpenResty's
+ * delayed posted events, which its nginx runs last). ./configure checks
+ * that the nginx it builds against has this order.
  */
 static ngx_int_t
 ngx_http_profiling_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
