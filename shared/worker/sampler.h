@@ -238,10 +238,8 @@ prof_wait_begin(prof_sampled_thread_t *h)
     now = prof_arch_ticks();
     turn = now - h->turn_start;
 
-    /* One writer (this thread), an aligned word the profiler process
-       reads whole: a plain add to memory, where a relaxed load and store
-       took four instructions more. */
-    h->turns[63 - __builtin_clzll(turn | 1)]++;
+    /* The turns' histogram, read by the profiler process. */
+    prof_own_add(h->turns[63 - __builtin_clzll(turn | 1)], 1);
 
     __atomic_store_n(&h->wait_start, now, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -249,7 +247,7 @@ prof_wait_begin(prof_sampled_thread_t *h)
     /* Below zero while the wait runs, which says the thread waits (after
        wait_start): one add here and one at the end (the handler, on this
        thread, only reads it). */
-    h->wait_ticks -= now;
+    prof_own_add(h->wait_ticks, -now);
 
     return turn;
 }
