@@ -41,6 +41,9 @@ typedef struct {
 #define NGX_HTTP_PROFILING_UI_KEPT_MS     (15 * 60 * 1000)
 #define NGX_HTTP_PROFILING_UI_RECORD_MIN  (4 * 1024)
 
+/* The latest time a query may ask a view as of (unix ms: the year 2100) */
+#define NGX_HTTP_PROFILING_UI_AT_MAX      4102444800000LL
+
 /* The page's own rules: its files only, no inline code. */
 #define NGX_HTTP_PROFILING_UI_CSP                                            \
     "default-src 'none'; script-src 'self'; style-src 'self'; "              \
@@ -351,13 +354,31 @@ ngx_http_profiling_ui_id(ngx_str_t *s, uint64_t *high, uint64_t *low)
 static ngx_int_t
 ngx_http_profiling_ui_filter(ngx_http_request_t *r, prof_ui_filter_t *f)
 {
-    uint64_t    high;
-    ngx_int_t   n;
-    ngx_str_t   v;
-    int64_t     now_ns;
+    uint64_t     high;
+    ngx_int_t    n;
+    ngx_str_t    v;
+    int64_t      now_ns;
+    ngx_time_t  *tp;
 
     ngx_memzero(f, sizeof(prof_ui_filter_t));
-    now_ns = (int64_t) ngx_time() * 1000000000;
+
+    /*
+     * at: the time the view is as of (unix ms, default now): the page's
+     * download asks for the periods the page showed, whatever closed
+     * since.
+     */
+    tp = ngx_timeofday();
+    now_ns = ((int64_t) tp->sec * 1000 + (int64_t) tp->msec) * 1000000;
+
+    if (ngx_http_profiling_ui_arg(r, "at", &v)) {
+        n = ngx_atoi(v.data, v.len);
+        if (n == NGX_ERROR || n > NGX_HTTP_PROFILING_UI_AT_MAX) {
+            return NGX_ERROR;
+        }
+        now_ns = (int64_t) n * 1000000;
+    }
+
+    f->until_ns = now_ns;
 
     if (ngx_http_profiling_ui_arg(r, "worker", &v)
         && !(v.len == 3 && ngx_strncmp(v.data, "all", 3) == 0))

@@ -13,6 +13,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use File::Temp;
 use JSON::PP;
 use Test::More;
 
@@ -72,6 +73,38 @@ ok($store->{records} > 0 && $store->{used} / $store->{records} <= 4096 + 8,
    sprintf('each profile within its share: %d bytes for %d profiles',
            $store->{used}, $store->{records}));
 is($store->{too_large}, 0, 'none refused');
+
+# A view as of a time (at, unix ms: the page's download link) holds the
+# periods it held then, whatever closed since.
+sub last_view {
+    my ($query) = @_;
+    my $r = $t->get("/profiles/?data=1&window=last$query");
+    return eval { decode_json($r->{content}) };
+}
+
+my $then = last_view('');
+ok($then && $then->{at_ms} >= $then->{to_ms},
+   "the view says its time: $then->{at_ms}");
+ok(wait_until(sub {
+        $t->get('/many?stack=1');
+        my $now = last_view('') or return 0;
+        return $now->{to_ms} > $then->{to_ms};
+    }, 20), 'a later period closed');
+
+my $again = last_view("&at=$then->{at_ms}");
+is($again->{to_ms}, $then->{to_ms}, 'as of the same time: the same period');
+is_deeply($again->{totals}, $then->{totals}, 'with the same totals');
+
+my $pprof = File::Temp->new(TEMPLATE => 'ui-store-XXXXXX', TMPDIR => 1);
+my $dl = $t->http->mirror("http://127.0.0.1:$t->{port}"
+                          . "/profiles/?pprof=1&at=$then->{at_ms}",
+                          $pprof->filename);
+ok($dl->{success}, 'its pprof downloaded');
+is(ProfPprof::profile_total(ProfPprof::decode_raw($pprof->filename),
+                            'cpu-time'),
+   $then->{totals}[0], "its pprof's CPU time is the page's");
+
+is($t->get('/profiles/?data=1&at=soon')->{status}, 400, 'a bad time: 400');
 
 $t->stop;
 done_testing();

@@ -190,7 +190,8 @@ ok(scalar(grep { $_ ne 'all' } @{ $b->{workers} }) == 2,
 
 # The function's width against its share in the downloaded pprof.
 my $pprof = File::Temp->new(TEMPLATE => 'ui-XXXXXX', TMPDIR => 1);
-like($b->{download}, qr{\?.*pprof=1}, "the download link: $b->{download}");
+like($b->{download}, qr{\?(?=.*pprof=1)(?=.*at=\d+)},
+     "the download link, as of the data shown: $b->{download}");
 my $dl = $t->http->mirror($b->{download}, $pprof->filename);
 ok($dl->{success}, 'the pprof downloaded');
 my $prof = ProfPprof::decode_raw($pprof->filename);

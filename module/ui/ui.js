@@ -86,8 +86,10 @@
     $('stalls').checked = state.stalls === '1';
     const link = location.pathname + '?' + pageQuery();
     $('permalink').href = link;
+    // The download: the periods shown, whatever closed since.
     $('download').href = location.pathname + '?' +
-      query(SERVER_FILTERS.concat(['type']), { pprof: '1' });
+      query(SERVER_FILTERS.concat(['type']),
+            ui.data ? { pprof: '1', at: ui.data.at_ms } : { pprof: '1' });
     history.replaceState(null, '', link);
   }
 
@@ -504,7 +506,8 @@
       ui.data = await fetchData({ data: '1' });
       ui.baseData = null;
       if (state.compare === '1' && state.window !== 'last') {
-        ui.baseData = await fetchData({ data: '1', until: state.window });
+        ui.baseData = await fetchData({ data: '1', until: state.window,
+                                        at: ui.data.at_ms });
       }
     } catch (e) {
       ui.error = String(e);

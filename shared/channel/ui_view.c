@@ -44,6 +44,7 @@ struct prof_ui_view_s {
     prof_intern_t     endpoints;    /* names, in the window */
     prof_ui_worker_t  workers[PROF_UI_WORKERS_MAX];
     size_t            worker_count;
+    int64_t           at_ns;        /* the filter's until_ns */
     int64_t           from_ns;      /* of the records read */
     int64_t           to_ns;
     uint64_t          records;      /* read */
@@ -333,6 +334,7 @@ prof_ui_view_build(prof_ui_view_t **view, const unsigned char *records,
         return -ENOMEM;
     }
 
+    v->at_ns = f->until_ns;
     prof_intern_init(&v->frames);
     prof_intern_init(&v->stacks);
     prof_intern_init(&v->endpoints);
@@ -350,12 +352,16 @@ prof_ui_view_build(prof_ui_view_t **view, const unsigned char *records,
             continue;
         }
 
+        end = r.head.start_ns + r.head.duration_ns;
+        if (f->until_ns != 0 && end > f->until_ns) {
+            continue;                   /* closed after the view's time */
+        }
+
         w = prof_ui_view_worker(v, r.head.pid);
         if (w == NULL) {
             continue;
         }
 
-        end = r.head.start_ns + r.head.duration_ns;
         w->profiles++;
         if (end > w->latest_ns) {
             w->latest_ns = end;
@@ -457,9 +463,11 @@ prof_ui_view_json(const prof_ui_view_t *v, prof_buffer_t *out,
     const uint32_t  *frames;
     uint32_t         line, flags;
 
-    if (prof_buffer_printf(out, "{\"from_ms\":%lld,\"to_ms\":%lld,"
+    if (prof_buffer_printf(out, "{\"at_ms\":%lld,"
+                           "\"from_ms\":%lld,\"to_ms\":%lld,"
                            "\"profiles\":%llu,\"stall_samples\":%llu,"
                            "\"totals\":[%lld,%lld,%lld],\"workers\":[",
+                           (long long) (v->at_ns / 1000000),
                            (long long) (v->from_ns / 1000000),
                            (long long) (v->to_ns / 1000000),
                            (unsigned long long) v->records,

@@ -40,7 +40,9 @@ typedef struct {
     size_t       endpoint_length;
     int          stalls_only;       /* samples taken in a stall */
     int64_t      until_ns;          /* records ending at or before it
-                                       (a comparison's base); 0: now */
+                                       (the view's time, or a
+                                       comparison's base); 0: every
+                                       record */
 } prof_ui_filter_t;
 
 
