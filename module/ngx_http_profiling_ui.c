@@ -363,22 +363,22 @@ ngx_http_profiling_ui_filter(ngx_http_request_t *r, prof_ui_filter_t *f)
     ngx_memzero(f, sizeof(prof_ui_filter_t));
 
     /*
-     * at: the time the view is as of (unix ms, default now): the page's
-     * download asks for the periods the page showed, whatever closed
-     * since.
+     * at: the time the view is as of (unix ms, default now): the records
+     * the store held then, so that the page's download asks for what the
+     * page showed, whatever was stored since.
      */
     tp = ngx_timeofday();
     now_ns = ((int64_t) tp->sec * 1000 + (int64_t) tp->msec) * 1000000;
+    f->now_ns = now_ns;
 
     if (ngx_http_profiling_ui_arg(r, "at", &v)) {
         n = ngx_atoi(v.data, v.len);
-        if (n == NGX_ERROR || n > NGX_HTTP_PROFILING_UI_AT_MAX) {
+        if (n == NGX_ERROR || n == 0 || n > NGX_HTTP_PROFILING_UI_AT_MAX) {
             return NGX_ERROR;
         }
         now_ns = (int64_t) n * 1000000;
+        f->at_ns = now_ns;
     }
-
-    f->until_ns = now_ns;
 
     if (ngx_http_profiling_ui_arg(r, "worker", &v)
         && !(v.len == 3 && ngx_strncmp(v.data, "all", 3) == 0))
@@ -411,6 +411,9 @@ ngx_http_profiling_ui_filter(ngx_http_request_t *r, prof_ui_filter_t *f)
             return NGX_ERROR;
         }
         f->until_ns = now_ns - (int64_t) n * 1000000000;
+        if (f->until_ns <= 0) {
+            f->until_ns = 1;            /* before any record */
+        }
         if (f->since_ns != 0) {
             f->since_ns -= (int64_t) n * 1000000000;
         }

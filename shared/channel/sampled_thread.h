@@ -143,7 +143,8 @@ typedef struct {
  * whole (an aligned word: its store is never torn): one add to memory,
  * where a relaxed atomic load and store take two instructions more. Under
  * ThreadSanitizer, whose unit tests read the words from another thread of
- * the same process, the relaxed atomic that says so.
+ * the same process, the relaxed atomic that says so (word is named twice
+ * there: an lvalue without side effects).
  */
 #ifdef __SANITIZE_THREAD__
 #define prof_own_add(word, n)                                              \

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 
-#define PROF_UI_RECORD_VERSION  1
+#define PROF_UI_RECORD_VERSION  2
 
 enum {
     PROF_UI_CPU = 0,
@@ -36,6 +36,10 @@ typedef struct {
     uint64_t     sequence;          /* its profile's */
     int64_t      start_ns;          /* unix ns */
     int64_t      duration_ns;
+    int64_t      stored_ns;         /* unix ns: when the profiler process
+                                       wrote it into the store (a view
+                                       "as of" a time reads the records
+                                       stored by then) */
     uint32_t     frame_count;
     uint32_t     sample_count;
     uint32_t     stack_words;

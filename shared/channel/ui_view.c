@@ -44,7 +44,7 @@ struct prof_ui_view_s {
     prof_intern_t     endpoints;    /* names, in the window */
     prof_ui_worker_t  workers[PROF_UI_WORKERS_MAX];
     size_t            worker_count;
-    int64_t           at_ns;        /* the filter's until_ns */
+    int64_t           at_ns;        /* as of (the records stored by) */
     int64_t           from_ns;      /* of the records read */
     int64_t           to_ns;
     uint64_t          records;      /* read */
@@ -334,7 +334,7 @@ prof_ui_view_build(prof_ui_view_t **view, const unsigned char *records,
         return -ENOMEM;
     }
 
-    v->at_ns = f->until_ns;
+    v->at_ns = (f->at_ns != 0) ? f->at_ns : f->now_ns;
     prof_intern_init(&v->frames);
     prof_intern_init(&v->stacks);
     prof_intern_init(&v->endpoints);
@@ -352,9 +352,17 @@ prof_ui_view_build(prof_ui_view_t **view, const unsigned char *records,
             continue;
         }
 
+        if (f->at_ns != 0 && r.head.stored_ns > f->at_ns) {
+            continue;                   /* stored after the view's time */
+        }
+
+        if (f->at_ns == 0 && r.head.stored_ns > v->at_ns) {
+            v->at_ns = r.head.stored_ns;
+        }
+
         end = r.head.start_ns + r.head.duration_ns;
         if (f->until_ns != 0 && end > f->until_ns) {
-            continue;                   /* closed after the view's time */
+            continue;
         }
 
         w = prof_ui_view_worker(v, r.head.pid);
@@ -384,7 +392,8 @@ prof_ui_view_build(prof_ui_view_t **view, const unsigned char *records,
 
         if ((f->pid != 0 && r.head.pid != f->pid)
             || (f->since_ns != 0 && end <= f->since_ns)
-            || (f->until_ns != 0 && end > f->until_ns))
+            || (f->until_ns != 0 && end > f->until_ns)
+            || (f->at_ns != 0 && r.head.stored_ns > f->at_ns))
         {
             continue;
         }
@@ -463,11 +472,12 @@ prof_ui_view_json(const prof_ui_view_t *v, prof_buffer_t *out,
     const uint32_t  *frames;
     uint32_t         line, flags;
 
+    /* at_ms rounded up: every record read was stored by then */
     if (prof_buffer_printf(out, "{\"at_ms\":%lld,"
                            "\"from_ms\":%lld,\"to_ms\":%lld,"
                            "\"profiles\":%llu,\"stall_samples\":%llu,"
                            "\"totals\":[%lld,%lld,%lld],\"workers\":[",
-                           (long long) (v->at_ns / 1000000),
+                           (long long) ((v->at_ns + 999999) / 1000000),
                            (long long) (v->from_ns / 1000000),
                            (long long) (v->to_ns / 1000000),
                            (unsigned long long) v->records,

@@ -40,9 +40,14 @@ typedef struct {
     size_t       endpoint_length;
     int          stalls_only;       /* samples taken in a stall */
     int64_t      until_ns;          /* records ending at or before it
-                                       (the view's time, or a
-                                       comparison's base); 0: every
+                                       (a comparison's base); 0: every
                                        record */
+    int64_t      at_ns;             /* records stored at or before it
+                                       (unix ns: the view as of then);
+                                       0: every record */
+    int64_t      now_ns;            /* without at_ns, the view's time:
+                                       the later of it and the newest
+                                       record's storing */
 } prof_ui_filter_t;
 
 

@@ -6,12 +6,14 @@
  */
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "channel/ui_record.h"
 #include "common/buffer.h"
+#include "common/clock.h"
 #include "common/intern.h"
 #include "profiler/ui_publish.h"
 
@@ -520,6 +522,7 @@ prof_ui_publish(prof_ui_store_t *store, pid_t pid,
 {
     int             rc, round;
     size_t          keep, n, i, fit;
+    int64_t         stored_ns;
     unsigned char  *kept;
     prof_ui_rank_t *order;
     prof_buffer_t   out = { NULL, 0, 0 };
@@ -570,6 +573,9 @@ prof_ui_publish(prof_ui_store_t *store, pid_t pid,
     free(kept);
 
     if (rc == 0 && out.length > 0) {
+        stored_ns = prof_clock_ns(CLOCK_REALTIME);
+        memcpy(out.data + offsetof(prof_ui_record_t, stored_ns), &stored_ns,
+               sizeof(stored_ns));
         rc = prof_ui_store_write(store, out.data, out.length);
     }
 

@@ -10,8 +10,10 @@
 #include <dlfcn.h>
 
 #include "unit.h"
+#include "channel/ui_record.h"
 #include "channel/ui_store.h"
 #include "channel/ui_view.h"
+#include "common/clock.h"
 #include "profiler/ui_publish.h"
 
 
@@ -89,17 +91,27 @@ published_json(unit_agg_t *u, size_t max_bytes, prof_ui_filter_t *f,
 {
     char              *json;
     size_t             length;
+    int64_t            before, after, stored;
     unsigned char     *copy;
     prof_buffer_t      out = { NULL, 0, 0 };
     prof_ui_view_t    *v;
     prof_ui_store_t   *s;
 
     s = prof_ui_store_init(memory, sizeof(memory));
+    before = prof_clock_ns(CLOCK_REALTIME);
     assert_int_equal(prof_ui_publish(s, 77, u->profiles[1], u->agg,
                                      max_bytes), 0);
+    after = prof_clock_ns(CLOCK_REALTIME);
     prof_ui_store_stats(s, st);
 
     assert_int_equal(prof_ui_store_copy(s, &copy, &length), 0);
+
+    /* the record stamped as it was stored */
+    assert_true(length >= sizeof(prof_ui_chunk_t) + sizeof(prof_ui_record_t));
+    memcpy(&stored, copy + sizeof(prof_ui_chunk_t)
+                    + offsetof(prof_ui_record_t, stored_ns), sizeof(stored));
+    assert_true(stored >= before && stored <= after);
+
     assert_int_equal(prof_ui_view_build(&v, copy, length, f), 0);
     assert_int_equal(prof_ui_view_json(v, &out, NULL), 0);
     prof_ui_view_free(v);

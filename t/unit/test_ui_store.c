@@ -278,6 +278,74 @@ test_view_filters_by_span_and_endpoint(void **state)
 }
 
 
+/*
+ * A view as of a time reads the records stored by then, whatever their
+ * periods' ends: a period that ended before the page was read but was
+ * stored after it (its profile being named) is not in the page's
+ * download. Without a time, the view is as of the later of now and the
+ * newest record's storing, in milliseconds rounded up.
+ */
+static void
+test_view_at_reads_the_records_stored_by_then(void **state)
+{
+    char              *json;
+    size_t             n, length;
+    int32_t            pid;
+    int64_t            stored_ns;
+    unsigned char      record[1024], *copy;
+    prof_ui_store_t   *s;
+    prof_ui_filter_t   f;
+
+    s = prof_ui_store_init(memory, sizeof(memory));
+    n = make_record(record);            /* ends at 2 s */
+
+    stored_ns = 2500000000;
+    memcpy(record + offsetof(prof_ui_record_t, stored_ns), &stored_ns,
+           sizeof(stored_ns));
+    assert_int_equal(prof_ui_store_write(s, record, n), 0);
+
+    pid = 43;
+    stored_ns = 3200000001;
+    memcpy(record + offsetof(prof_ui_record_t, pid), &pid, sizeof(pid));
+    memcpy(record + offsetof(prof_ui_record_t, stored_ns), &stored_ns,
+           sizeof(stored_ns));
+    assert_int_equal(prof_ui_store_write(s, record, n), 0);
+    assert_int_equal(prof_ui_store_copy(s, &copy, &length), 0);
+
+    memset(&f, 0, sizeof(f));
+    f.now_ns = 3000000000;
+    json = view_json(copy, length, &f);
+    assert_non_null(strstr(json, "{\"at_ms\":3201,"));
+    assert_non_null(strstr(json, "\"totals\":[200,0,0]"));
+    free(json);
+
+    f.now_ns = 5000000000;
+    json = view_json(copy, length, &f);
+    assert_non_null(strstr(json, "{\"at_ms\":5000,"));
+    free(json);
+
+    f.at_ns = 3000000000;
+    json = view_json(copy, length, &f);
+    assert_non_null(strstr(json, "{\"at_ms\":3000,"));
+    assert_non_null(strstr(json, "\"profiles\":1,"));
+    assert_non_null(strstr(json, "\"totals\":[100,0,0]"));
+    free(json);
+
+    f.at_ns = 3200000001;
+    f.last_only = 1;
+    json = view_json(copy, length, &f);
+    assert_non_null(strstr(json, "\"profiles\":2,"));
+    free(json);
+
+    f.at_ns = 2000000000;
+    json = view_json(copy, length, &f);
+    assert_non_null(strstr(json, "\"profiles\":0,"));
+    free(json);
+
+    free(copy);
+}
+
+
 static void
 test_malformed_records_are_refused(void **state)
 {
@@ -316,6 +384,7 @@ main(void)
         cmocka_unit_test(test_record_larger_than_the_store_is_refused),
         cmocka_unit_test(test_a_reader_never_sees_a_torn_record),
         cmocka_unit_test(test_view_filters_by_span_and_endpoint),
+        cmocka_unit_test(test_view_at_reads_the_records_stored_by_then),
         cmocka_unit_test(test_malformed_records_are_refused),
     };
 
